@@ -1,0 +1,148 @@
+"""SQLModel tables: the single record of every fact Bandpass knows.
+
+Every result row points at a *task version* (sha256 of the task's files), never at a task, so that
+editing a task can never silently mix results from its old and new contents. JSON-shaped details are kept
+in TEXT columns (``*_json``) because they are read whole and never queried by part.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Task(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    source_path: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class TaskVersion(SQLModel, table=True):
+    __tablename__ = "task_version"
+
+    id: int | None = Field(default=None, primary_key=True)
+    task_id: int = Field(foreign_key="task.id", index=True)
+    hash: str = Field(index=True, unique=True)
+    path: str  # where the workspace keeps this version's files (relative to the workspace)
+    instruction: str = ""
+    category: str = ""
+    difficulty: str = ""
+    tags_json: str = "[]"
+    metadata_json: str = "{}"
+    origin: str = "import"  # import | tb1 | generated
+    image_aliases_json: str = "[]"  # [[FROM-as-written, local-image-used], ...]: a validity risk to show
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ImageBuild(SQLModel, table=True):
+    __tablename__ = "image_build"
+
+    id: int | None = Field(default=None, primary_key=True)
+    task_version_id: int = Field(foreign_key="task_version.id", index=True)
+    tag: str = ""
+    ok: bool = False
+    log: str = ""
+    duration_s: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Generation(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    prompt_version: str = ""
+    model: str = ""
+    seed_axes_json: str = "{}"
+    difficulty: str = ""
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+    api_retries: int = 0
+    transcript_json: str = "[]"
+    outcome: str = "running"  # running | accepted | rejected | budget_exhausted | error
+    reason: str = ""
+    task_version_id: int | None = Field(default=None, foreign_key="task_version.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Audit(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    task_version_id: int = Field(foreign_key="task_version.id", index=True)
+    verdict: str = ""  # accepted | rejected | warning
+    reasons_json: str = "[]"  # taxonomy codes, e.g. ["invalidity.oracle_fails"]
+    details_json: str = "{}"
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class PolicyModel(SQLModel, table=True):
+    __tablename__ = "policy_model"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    base_url: str = ""
+    served_name: str = ""
+    params_json: str = "{}"
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Episode(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    task_version_id: int = Field(foreign_key="task_version.id", index=True)
+    agent: str = Field(default="", index=True)  # built-in agent name or policy model name
+    batch_id: str = Field(default="", index=True)
+    attempt: int = 0
+    status: str = Field(default="queued", index=True)  # queued | running | done
+    outcome: str = ""  # passed | failed | agent_error:<code> | infra_error:<code>
+    reward: float | None = None
+    retries: int = 0
+    error: str = ""
+    agent_cast: str = ""  # path relative to the workspace
+    verifier_cast: str = ""
+    verifier_output: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Step(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    episode_id: int = Field(foreign_key="episode.id", index=True)
+    index: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    action_json: str = "{}"
+    raw_reply: str = ""
+    observation: str = ""
+    cuts_json: str = "[]"  # context/observation truncations: harness evidence
+    marker_time: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class FailureTag(SQLModel, table=True):
+    __tablename__ = "failure_tag"
+
+    id: int | None = Field(default=None, primary_key=True)
+    episode_id: int = Field(foreign_key="episode.id", index=True)
+    tag_class: str = ""  # invalidity | harness | misalignment | infra
+    subclass: str = ""
+    note: str = ""
+    author: str = ""
+    blocking: bool = False  # invalidity and misalignment keep the task out of exports
+    cleared: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Export(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    model: str = ""
+    params_json: str = "{}"
+    out_dir: str = ""
+    task_count: int = 0
+    manifest_sha256: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
