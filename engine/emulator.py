@@ -118,12 +118,16 @@ def _clone_board(src: Board) -> Board:
             _clone_video(v, memo)
     for old, new in pairs:
         for key, value in vars(old).items():
-            if key in ("handlers", "registry", "_registry", "devices", "host", "display", "parser"):
+            if key in _SKIP or "memo" in key or "cache" in key:
                 continue
             if callable(value) and not isinstance(value, Video | list | dict):
                 continue  # bound handlers and closures: the fresh board already has its own
             setattr(new, key, copy.deepcopy(value, memo))
     return dst
+
+
+#: Attributes a fresh board already has: operation tables, wiring, and parse caches (rebuilt on demand).
+_SKIP = frozenset({"handlers", "registry", "_registry", "devices", "host", "display", "parser"})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,17 @@
+"""Shared fixtures. Docker fixtures never skip: CI has an engine (scripts/test starts one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.workspace import Workspace
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "tasks"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    return Workspace.open(tmp_path / "ws")
