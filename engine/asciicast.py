@@ -189,7 +189,7 @@ def _header(name: str, line: str) -> tuple[dict[str, Any], int]:
     elif version == 3:
         term = header.get("term")
         if not isinstance(term, dict) or not all(_is_size(term.get(k)) for k in ("cols", "rows")):
-            raise CastError(f"{name} line 1: expected \"term\": {{\"cols\": N, \"rows\": N}} in a v3 header")
+            raise CastError(f'{name} line 1: expected "term": {{"cols": N, "rows": N}} in a v3 header')
     else:
         raise CastError(f"{name} line 1: expected asciicast version 2 or 3, got version {version!r}")
     return header, version

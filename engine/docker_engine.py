@@ -55,7 +55,9 @@ def _short_reason(exc: BaseException) -> str:
     return text[:200]
 
 
-def get_client(*, timeout: float = API_TIMEOUT_SEC, ping_timeout: float = PING_TIMEOUT_SEC) -> docker.DockerClient:
+def get_client(
+    *, timeout: float = API_TIMEOUT_SEC, ping_timeout: float = PING_TIMEOUT_SEC
+) -> docker.DockerClient:
     """A client for the engine named by the environment (``DOCKER_HOST`` etc.), proven alive by a ping.
 
     The client is created with the short ping timeout (so API-version negotiation and the ping cannot
@@ -92,13 +94,15 @@ def ensure_engine(*, script: Path = ENSURE_SCRIPT) -> docker.DockerClient:
         proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise DockerUnavailable(first.base_url, f"{first.reason}; ensure-docker.sh failed: {tail}") from first
+            raise DockerUnavailable(
+                first.base_url, f"{first.reason}; ensure-docker.sh failed: {tail}"
+            ) from first
         return get_client()
 
 
 @dataclass(frozen=True)
 class Check:
-    """One line of ``bandpass doctor``. ``warning`` marks a check that passed but will hurt (vfs, leftovers)."""
+    """One line of ``bandpass doctor``. ``warning``: passed, but will hurt (vfs driver, leftovers)."""
 
     name: str
     ok: bool
@@ -145,7 +149,9 @@ def doctor(client: docker.DockerClient | None = None, *, base_tag: str | None = 
         client.images.get(base_tag)
         checks.append(Check("base image", True, base_tag))
     except docker.errors.ImageNotFound:
-        checks.append(Check("base image", False, f"{base_tag} missing — `bandpass doctor --fix` builds it (~1 min)"))
+        checks.append(
+            Check("base image", False, f"{base_tag} missing — `bandpass doctor --fix` builds it (~1 min)")
+        )
     except Exception as exc:
         checks.append(Check("base image", False, _short_reason(exc)))
 

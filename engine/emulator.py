@@ -14,7 +14,9 @@ real terminal, and only cells are rendered.
 from __future__ import annotations
 
 import copy
+import functools
 import threading
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +90,10 @@ def _clone_video(v: Video, memo: dict[int, Any]) -> Video:
     """Copy a page without deep-copying its cells: cells are immutable tuples, rows are the only mutable
     part, so a row-level copy is a full copy at a fraction of ``deepcopy``'s cost."""
     new = copy.copy(v)
-    new.grid = [list(row) for row in v.grid]
+    new.grid = []
+    for row in v.grid:
+        new.grid.append(list(row))
+        memo[id(row)] = new.grid[-1]  # other objects (the grapheme writer) hold rows by identity
     new.line_attributes = list(v.line_attributes)
     new.wrapped_lines = list(v.wrapped_lines)
     new.row_gen = list(v.row_gen)
@@ -120,12 +125,14 @@ def _clone_board(src: Board) -> Board:
         for key, value in vars(old).items():
             if key in _SKIP or "memo" in key or "cache" in key:
                 continue
-            if callable(value) and not isinstance(value, Video | list | dict):
-                continue  # bound handlers and closures: the fresh board already has its own
+            if isinstance(value, _FUNCTIONS):
+                continue  # closures over the old devices: the fresh board has its own (bound methods are
+                # deep-copied instead, memo re-binding them to the new devices)
             setattr(new, key, copy.deepcopy(value, memo))
     return dst
 
 
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
 #: Attributes a fresh board already has: operation tables, wiring, and parse caches (rebuilt on demand).
 _SKIP = frozenset({"handlers", "registry", "_registry", "devices", "host", "display", "parser"})
 
@@ -153,7 +160,8 @@ class Screen:
     def _init_board(self) -> None:
         # Grapheme clustering (mode 2027) is what makes "e" + U+0301 one cell; without it bittty gives
         # the combining mark a cell of its own and every later column on the row shifts by one.
-        self._board.blitter.set_grapheme_clustering(True)
+        # "Permanently set" so that neither RIS nor a program's DECRST 2027 can turn it off.
+        self._board.modes.set_grapheme_capability("permanently-set")
         self._seen_page: Video | None = None
         self._seen_gen = 0
         self._all_dirty = True
@@ -164,10 +172,7 @@ class Screen:
 
     def feed(self, data: str) -> None:
         with self._lock:
-            blitter = self._board.blitter
             self._board.parser.feed(data)
-            if not blitter.grapheme_clustering:  # RIS/DECSTR turned it off
-                blitter.set_grapheme_clustering(True)
 
     def resize(self, cols: int, rows: int) -> None:
         if cols < 1 or rows < 1:

@@ -35,7 +35,8 @@ class EpisodeStarted(Event):
 
 @dataclass(frozen=True)
 class PtyOutput(Event):
-    """Bytes the container's terminal wrote. ``stream`` is ``"agent"`` or ``"verifier"``."""
+    """Text the container's terminal wrote. ``stream`` is ``"agent"`` or ``"verifier"``: the verifier's
+    test output is this event with ``stream="verifier"``, so panes need one subscription for both."""
 
     stream: str = "agent"
     data: str = ""
@@ -57,11 +58,6 @@ class StepStarted(Event):
 class StepFinished(Event):
     index: int = 0
     action: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class VerifierOutput(Event):
-    data: str = ""
 
 
 @dataclass(frozen=True)

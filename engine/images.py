@@ -172,6 +172,27 @@ def rewrite_from(
     return "".join(out), used
 
 
+def from_refs(dockerfile_text: str) -> list[str]:
+    """Images named by ``FROM`` lines (stage references, ``scratch`` and ``$VAR`` names excluded)."""
+    refs: list[str] = []
+    stages: set[str] = set()
+    continued = False
+    for line in dockerfile_text.splitlines():
+        was_continued, continued = continued, line.rstrip().endswith("\\")
+        if was_continued or line.lstrip().startswith("#"):
+            continue
+        m = _FROM_RE.match(line)
+        if not m:
+            continue
+        image = m.group("image")
+        if image.lower() != "scratch" and "$" not in image and image not in stages and image not in refs:
+            refs.append(image)
+        as_match = _AS_RE.match(m.group("tail"))
+        if as_match:
+            stages.add(as_match.group("name"))
+    return refs
+
+
 # --------------------------------------------------------------------------------------------- helpers
 
 
@@ -200,7 +221,9 @@ def task_image_tag(task_dir: Path, version_hash: str) -> str:
 def _run_streaming(cmd: list[str], on_log: LogFn | None, *, timeout: float) -> int:
     """Run a command, feeding each output line to ``on_log`` as it arrives (debootstrap is chatty and slow;
     the curator should see it move)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -218,7 +241,9 @@ def _run_streaming(cmd: list[str], on_log: LogFn | None, *, timeout: float) -> i
 
 
 def _ensure_debootstrap(on_log: LogFn | None) -> str:
-    found = shutil.which("debootstrap") or (os.path.exists("/usr/sbin/debootstrap") and "/usr/sbin/debootstrap")
+    found = shutil.which("debootstrap") or (
+        os.path.exists("/usr/sbin/debootstrap") and "/usr/sbin/debootstrap"
+    )
     if found:
         return str(found)
     env_cmd = ["env", "DEBIAN_FRONTEND=noninteractive"]
@@ -486,6 +511,12 @@ def build_task_image(
         emit(f"[bandpass] FROM {original} -> {alias} (alias: {original} cannot be pulled here)")
         if not image_exists(client, alias):
             emit(f"[bandpass] alias target {alias} is missing — `bandpass doctor --fix` builds it")
+    for ref in from_refs(text):
+        if ref not in {a for _, a in used} and not image_exists(client, ref):
+            emit(
+                f"[bandpass] FROM {ref}: not in the engine and no alias; no registry is reachable here "
+                "— add it to [images.aliases] in bandpass.toml"
+            )
 
     with tempfile.TemporaryDirectory(prefix="bandpass-build-") as tmp:
         df_path = Path(tmp) / "Dockerfile"
@@ -604,7 +635,9 @@ def image_contains(client: docker.DockerClient, tag: str, paths: Iterable[str]) 
     Uses a created-but-never-started container and the archive HEAD endpoint, so nothing in the image
     runs and no shell is needed in it.
     """
-    container = client.containers.create(tag, command=["true"], labels={"bandpass": "1", "bandpass.role": "probe"})
+    container = client.containers.create(
+        tag, command=["true"], labels={"bandpass": "1", "bandpass.role": "probe"}
+    )
     try:
         found: dict[str, bool] = {}
         for path in paths:
@@ -625,6 +658,7 @@ __all__ = [
     "BuildResult",
     "build_base_image",
     "build_task_image",
+    "from_refs",
     "image_contains",
     "image_exists",
     "import_rootfs",

@@ -1,6 +1,6 @@
 """``bandpass import``: bring task directories into the workspace, idempotently, by content hash.
 
-Each distinct content becomes a *task version* stored under ``tasks/<name>/<hash12>/`` in the workspace,
+Each distinct content becomes a *task version* stored under ``tasks/<hash12>/<name>/`` in the workspace,
 a frozen copy: results always refer to the exact files that produced them even when the source folder is
 edited later. Broken directories are reported with all their problems and never stop the good ones.
 """
@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.taskdir import TaskInvalid, TaskSpec, find_task_dirs, is_tb1_dir, load_task, version_hash
-from engine.tb1 import convert_tb1
 from engine.workspace import Workspace
 from store import queries
 from store.db import session
@@ -47,6 +46,8 @@ class ImportReport:
 def _spec_for(src: Path, scratch: Path) -> tuple[TaskSpec, Path, str]:
     """Returns the validated spec, the Harbor directory to store, and the origin label."""
     if is_tb1_dir(src):
+        from engine.tb1 import convert_tb1  # PyYAML only when a TB1 task is met
+
         dst = scratch / src.name
         spec = convert_tb1(src, dst)
         return spec, dst, "tb1"
@@ -71,7 +72,7 @@ def import_one(ws: Workspace, src: Path, *, origin: str | None = None) -> Import
                 item.status = "unchanged"
                 return item
             task, created = queries.get_or_create_task(s, spec.name, source_path=str(src.resolve()))
-            dest = ws.tasks_dir / spec.name / item.version_hash[:12]
+            dest = ws.tasks_dir / item.version_hash[:12] / spec.name  # leaf keeps the task name
             if dest.exists():
                 shutil.rmtree(dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -84,8 +85,8 @@ def import_one(ws: Workspace, src: Path, *, origin: str | None = None) -> Import
                 version_hash=item.version_hash,
                 path=ws.rel(dest),
                 instruction=spec.instruction,
-                category=spec.category,
-                difficulty=spec.difficulty,
+                category=spec.category or "",
+                difficulty=spec.difficulty or "",
                 tags=spec.tags,
                 metadata=spec.metadata,
                 origin=item.origin,

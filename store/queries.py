@@ -337,3 +337,154 @@ def tags_for_episode(s: Session, episode_id: int, *, include_cleared: bool = Fal
     if not include_cleared:
         q = q.where(col(FailureTag.cleared).is_(False))
     return list(s.exec(q.order_by(col(FailureTag.id))).all())
+
+
+# --- calibration and export ---------------------------------------------------------------------------
+# Reads for engine/calibrate.py, engine/report.py and engine/export.py. Calibration always works on the
+# *latest* version of each task: an edited task starts its accounting afresh (DESIGN: results never mix
+# versions), and exporting a superseded version would ship files the curator has already replaced.
+
+from store.models import Export, Generation  # noqa: E402
+
+
+@dataclass
+class CalibrationSource:
+    """Everything calibration needs about one task's latest version, for one policy model."""
+
+    task_id: int
+    name: str
+    version_id: int
+    version_hash: str
+    path: str
+    instruction: str
+    category: str
+    difficulty: str
+    outcomes: list[tuple[str, float | None]] = field(default_factory=list)  # finished episodes of the model
+    audit: str = ""  # latest verdict, "" when never audited
+    blocking_tags: int = 0  # uncleared blocking tags on ANY episode of the version (any agent)
+
+
+def calibration_sources(s: Session, model: str) -> list[CalibrationSource]:
+    """Latest version of every task with ``model``'s finished episodes, audit verdict and blocking tags.
+
+    Ordered by task id, i.e. first-import order, which the near-duplicate gate relies on.
+    """
+    latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id)
+    versions = s.exec(select(TaskVersion).where(col(TaskVersion.id).in_(latest_ids))).all()
+    tasks = {t.id: t for t in s.exec(select(Task)).all()}
+    vids = [v.id for v in versions]
+    audits: dict[int, str] = {}
+    for a in s.exec(select(Audit).where(col(Audit.task_version_id).in_(vids)).order_by(col(Audit.id))):
+        audits[a.task_version_id] = a.verdict
+    outcomes: dict[int, list[tuple[str, float | None]]] = {}
+    for vid, outcome, reward in s.exec(
+        select(Episode.task_version_id, Episode.outcome, Episode.reward)
+        .where(col(Episode.task_version_id).in_(vids), Episode.status == "done", Episode.agent == model)
+        .order_by(col(Episode.id))
+    ):
+        outcomes.setdefault(vid, []).append((outcome, reward))
+    blocking: dict[int, int] = dict(
+        s.exec(
+            select(Episode.task_version_id, func.count())
+            .join(FailureTag, col(FailureTag.episode_id) == col(Episode.id))
+            .where(
+                col(Episode.task_version_id).in_(vids),
+                col(FailureTag.cleared).is_(False),
+                col(FailureTag.blocking).is_(True),
+            )
+            .group_by(Episode.task_version_id)
+        ).all()
+    )
+    out = [
+        CalibrationSource(
+            task_id=v.task_id,
+            name=tasks[v.task_id].name,
+            version_id=v.id,  # type: ignore[arg-type]
+            version_hash=v.hash,
+            path=v.path,
+            instruction=v.instruction,
+            category=v.category,
+            difficulty=v.difficulty,
+            outcomes=outcomes.get(v.id, []),  # type: ignore[arg-type]
+            audit=audits.get(v.id, ""),  # type: ignore[arg-type]
+            blocking_tags=int(blocking.get(v.id, 0)),  # type: ignore[arg-type]
+        )
+        for v in versions
+    ]
+    out.sort(key=lambda c: c.task_id)
+    return out
+
+
+def episode_agents(s: Session) -> list[str]:
+    """Every agent/model name with at least one finished episode, sorted (the report's model picker)."""
+    rows = s.exec(select(Episode.agent).where(Episode.status == "done").distinct()).all()
+    return sorted(a for a in rows if a)
+
+
+def tag_counts(s: Session, model: str) -> dict[str, int]:
+    """Uncleared ``class.subclass`` tag counts on ``model``'s episodes of latest task versions."""
+    latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id)
+    rows = s.exec(
+        select(FailureTag.tag_class, FailureTag.subclass, func.count())
+        .join(Episode, col(FailureTag.episode_id) == col(Episode.id))
+        .where(
+            Episode.agent == model,
+            col(Episode.task_version_id).in_(latest_ids),
+            col(FailureTag.cleared).is_(False),
+        )
+        .group_by(FailureTag.tag_class, FailureTag.subclass)
+    ).all()
+    return {f"{c}.{sub}": int(n) for c, sub, n in sorted(rows)}
+
+
+def generation_yield(s: Session) -> list[tuple[str, int, int]]:
+    """(prompt_version, finished attempts, accepted) per generator prompt version, sorted by version.
+
+    Generations still ``running`` are not attempts yet: counting them would understate the yield of a
+    batch in progress.
+    """
+    rows = s.exec(
+        select(
+            Generation.prompt_version,
+            func.count(),
+            func.sum(col(Generation.outcome) == "accepted"),
+        )
+        .where(Generation.outcome != "running")
+        .group_by(Generation.prompt_version)
+        .order_by(Generation.prompt_version)
+    ).all()
+    return [(pv, int(n), int(acc or 0)) for pv, n, acc in rows]
+
+
+def record_export(
+    s: Session,
+    *,
+    model: str,
+    params: dict[str, Any],
+    out_dir: str,
+    task_count: int,
+    manifest_sha256: str,
+) -> Export:
+    e = Export(
+        model=model,
+        params_json=json.dumps(params, sort_keys=True, default=str),
+        out_dir=out_dir,
+        task_count=task_count,
+        manifest_sha256=manifest_sha256,
+    )
+    s.add(e)
+    s.flush()
+    return e
+
+
+def list_exports(s: Session, model: str | None = None) -> list[Export]:
+    q = select(Export)
+    if model is not None:
+        q = q.where(Export.model == model)
+    return list(s.exec(q.order_by(col(Export.id))).all())
+
+
+def delete_steps(s: Session, episode_id: int) -> None:
+    """Drops the steps of an abandoned try so a retried episode keeps only its final try's steps."""
+    for step in s.exec(select(Step).where(Step.episode_id == episode_id)).all():
+        s.delete(step)

@@ -1,0 +1,136 @@
+"""Emulator ingest throughput: the chosen backend (engine.emulator.Screen, bittty) against pyte.
+
+Run: .venv/bin/python bench/bench_emulator.py [--mb 2]
+Both emulators get the same generated streams, in 4 KiB chunks (a pty read's size), in the same run, so
+the ratio is meaningful even on a busy machine. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyte
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine.emulator import Screen  # noqa: E402
+
+COLS, ROWS = 120, 40
+CHUNK = 4096
+
+
+def plain(n: int) -> str:
+    """``ls -l``-like lines: the bulk of what a shell agent produces."""
+    r = random.Random(1)
+    out, size = [], 0
+    while size < n:
+        line = (
+            f"-rw-r--r-- 1 user group {r.randint(0, 10**7):>9} Jan {r.randint(1, 31):>2} "
+            f"12:{r.randint(0, 59):02d} file_{r.randint(0, 10**6)}.txt\r\n"
+        )
+        out.append(line)
+        size += len(line)
+    return "".join(out)
+
+
+def sgr(n: int) -> str:
+    """Colourful output (test runners, ``ls --color``, compilers): 8/256/truecolour SGR every word."""
+    r = random.Random(2)
+    out, size = [], 0
+    while size < n:
+        parts = []
+        for _ in range(8):
+            k = r.random()
+            if k < 0.3:
+                c = f"\x1b[{r.choice([31, 32, 33, 34, 35, 36, 1, 4])}m"
+            elif k < 0.6:
+                c = f"\x1b[38;5;{r.randint(0, 255)}m"
+            elif k < 0.8:
+                c = f"\x1b[38;2;{r.randint(0, 255)};{r.randint(0, 255)};{r.randint(0, 255)}m"
+            else:
+                c = "\x1b[1;48;5;236m"
+            parts.append(f"{c}word{r.randint(0, 999)}\x1b[0m ")
+        line = "".join(parts) + "\r\n"
+        out.append(line)
+        size += len(line)
+    return "".join(out)
+
+
+def fullscreen(n: int) -> str:
+    """A ``top``-like app on the alternate screen: absolute cursor moves, erase-line, reverse video."""
+    r = random.Random(3)
+    out, size = ["\x1b[?1049h\x1b[?25l\x1b[2J"], 0
+    while size < n:
+        frame = [f"\x1b[H\x1b[7m top - load average: {r.random():.2f} \x1b[K\x1b[0m"]
+        for y in range(2, ROWS):
+            frame.append(
+                f"\x1b[{y};1H\x1b[{r.choice([0, 1, 32, 33])}m{r.randint(1, 99999):>6} root  20 0 "
+                f"{r.randint(0, 10**6):>8} S {r.random() * 100:5.1f} proc{y}\x1b[K"
+            )
+        frame.append(f"\x1b[{ROWS};1H\x1b[2K:")
+        f = "".join(frame)
+        out.append(f)
+        size += len(f)
+    out.append("\x1b[?1049l\x1b[?25h")
+    return "".join(out)
+
+
+def feed_pyte(chunks: list[str]) -> None:
+    screen = pyte.Screen(COLS, ROWS)
+    stream = pyte.Stream(screen)
+    for c in chunks:
+        stream.feed(c)
+
+
+def feed_screen(chunks: list[str]) -> None:
+    screen = Screen(COLS, ROWS)
+    for c in chunks:
+        screen.feed(c)
+
+
+def best_mbps(fn: Callable[[list[str]], None], chunks: list[str], nbytes: int, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn(chunks)
+        times.append(time.perf_counter() - t)
+    return nbytes / 1e6 / min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=float, default=2.0, help="size of each stream in MB")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    n = int(args.mb * 1e6)
+    print(f"python {platform.python_version()}, {platform.machine()}, screen {COLS}x{ROWS}, chunks {CHUNK} B")
+    print(f"{'stream':<12}{'pyte MB/s':>11}{'bittty MB/s':>13}{'ratio':>8}")
+    for name, gen in (("plain", plain), ("sgr", sgr), ("fullscreen", fullscreen)):
+        data = gen(n)
+        chunks = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
+        nbytes = len(data.encode())
+        p = best_mbps(feed_pyte, chunks, nbytes, args.repeat)
+        b = best_mbps(feed_screen, chunks, nbytes, args.repeat)
+        print(f"{name:<12}{p:>11.2f}{b:>13.2f}{b / p:>7.1f}x")
+    screen = Screen(COLS, ROWS)
+    screen.feed(sgr(200_000))
+    snaps, restores = [], []
+    for _ in range(20):
+        t = time.perf_counter()
+        snap = screen.snapshot()
+        snaps.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        Screen.restore(snap)
+        restores.append(time.perf_counter() - t)
+    snap_ms, restore_ms = statistics.median(snaps) * 1000, statistics.median(restores) * 1000
+    print(f"snapshot {snap_ms:.1f} ms, restore {restore_ms:.1f} ms (median of 20, {COLS}x{ROWS})")
+
+
+if __name__ == "__main__":
+    main()

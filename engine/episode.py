@@ -1,0 +1,329 @@
+"""One episode, end to end: image → sandbox → agent in its terminal → verifier → exactly one outcome.
+
+Environment, agent and verifier stay separate (Harbor's split): the runner owns the container and the two
+recordings, the agent only types into its terminal, the verifier runs after the agent in a pty of its own.
+Every try is recorded; retryable infra errors get a bounded number of fresh tries, and whatever happens the
+container is removed and the episode row ends ``done`` with one outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import docker
+
+from engine import outcomes
+from engine.agents.base import Agent, AgentContext, AgentResult, StepRecord
+from engine.asciicast import CastWriter
+from engine.docker_engine import DockerUnavailable, get_client
+from engine.events import EpisodeFinished, EpisodeStarted, EventBus
+from engine.events import bus as default_bus
+from engine.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image
+from engine.sandbox import Sandbox, SandboxError, SandboxSpec, classify_docker_error
+from engine.taskdir import TaskSpec, load_task
+from engine.terminal import TerminalSession
+from engine.verifier import run_verifier
+from engine.workspace import Workspace
+from store import queries
+from store.db import session
+from store.models import Task, TaskVersion
+
+COLS, ROWS = 160, 40
+
+
+@dataclass
+class EpisodeResult:
+    episode_id: int
+    outcome: str
+    reward: float | None
+    detail: str = ""
+    retries: int = 0
+    agent_cast: str = ""
+    verifier_cast: str = ""
+    verifier_output: str = ""
+    steps: int = 0
+    rerun_rewards: list[float | None] = field(default_factory=list)
+    try_errors: list[str] = field(default_factory=list)
+
+
+def image_aliases(ws: Workspace) -> dict[str, str]:
+    return {**DEFAULT_IMAGE_ALIASES, **ws.config.image_aliases}
+
+
+def ensure_image(
+    ws: Workspace, client: docker.DockerClient, version: TaskVersion, spec: TaskSpec, bus: EventBus | None
+) -> BuildResult:
+    """Builds (or finds cached) the version's image, recording the build and the aliases it used."""
+    if spec.docker_image:
+        return BuildResult(tag=spec.docker_image, ok=True, log="", cached=True)
+    res = build_task_image(
+        client,
+        spec.path,
+        version.hash,
+        aliases=image_aliases(ws),
+        timeout_sec=spec.build_timeout_sec,
+        bus=bus,
+    )
+    if not res.cached:
+        with session(ws.engine) as s:
+            queries.record_image_build(
+                s,
+                version.id,
+                tag=res.tag,
+                ok=res.ok,
+                log=res.log,
+                duration_s=res.duration,  # type: ignore[arg-type]
+            )
+            if res.aliases_used:
+                queries.set_version_aliases(s, version.id, res.aliases_used)  # type: ignore[arg-type]
+    return res
+
+
+def run_episode(
+    ws: Workspace,
+    version_id: int,
+    agent: Agent | Callable[[], Agent],
+    *,
+    client: docker.DockerClient | None = None,
+    bus: EventBus | None = None,
+    episode_id: int | None = None,
+    attempt: int = 0,
+    batch_id: str = "",
+    max_infra_retries: int = 2,
+    verifier_reruns: int = 0,
+    retry_backoff_s: float = 1.0,
+) -> EpisodeResult:
+    """Runs one episode to its outcome. ``agent`` may be a factory so each try gets a fresh agent.
+
+    ``episode_id`` resumes a queued row (rollout batches); otherwise a row is created.
+    ``verifier_reruns`` runs the verifier again on the final state that many times (the audit's
+    "reruns agree" check); their rewards come back in ``rerun_rewards``.
+    """
+    bus = default_bus if bus is None else bus
+    is_factory = isinstance(agent, type) or not hasattr(agent, "run")
+    make_agent: Callable[[], Agent] = agent if is_factory else (lambda: agent)  # type: ignore[assignment,return-value]
+    with session(ws.engine) as s:
+        version = queries.get_version(s, version_id)
+        if version is None:
+            raise KeyError(f"task version {version_id} does not exist")
+        if episode_id is None:
+            episode_id = queries.create_episode(
+                s, version_id, make_agent().name, attempt=attempt, batch_id=batch_id
+            ).id
+        task_row = s.get(Task, version.task_id)
+        queries.mark_episode_running(s, episode_id)  # type: ignore[arg-type]
+    assert episode_id is not None
+    agent_name = make_agent().name
+    bus.publish(
+        EpisodeStarted(
+            episode_id=episode_id,
+            task_name=task_row.name if task_row else "",
+            agent=agent_name,
+            attempt=attempt,
+        )
+    )
+
+    result = EpisodeResult(episode_id, "", None)
+    for try_no in range(max_infra_retries + 1):
+        with session(ws.engine) as s:
+            queries.delete_steps(s, episode_id)
+        result = _one_try(ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns)
+        result.retries = try_no
+        if (
+            not outcomes.is_infra(result.outcome)
+            or outcomes.code_of(result.outcome) not in outcomes.RETRYABLE_INFRA
+        ):
+            break
+        result.try_errors.append(f"try {try_no}: {result.outcome}: {result.detail}")
+        if try_no < max_infra_retries:
+            time.sleep(retry_backoff_s * (2**try_no))
+            client = None  # a dead daemon may have come back: reconnect
+
+    errors = [*result.try_errors]
+    if result.detail and result.outcome != outcomes.PASSED:
+        errors.append(result.detail)
+    with session(ws.engine) as s:
+        queries.finish_episode(
+            s,
+            episode_id,
+            outcome=result.outcome,
+            reward=result.reward,
+            error="\n".join(dict.fromkeys(errors)),
+            agent_cast=result.agent_cast,
+            verifier_cast=result.verifier_cast,
+            verifier_output=result.verifier_output,
+            retries=result.retries,
+        )
+    bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
+    return result
+
+
+def _one_try(
+    ws: Workspace,
+    version: TaskVersion,
+    agent: Agent,
+    client: docker.DockerClient | None,
+    bus: EventBus,
+    episode_id: int,
+    try_no: int,
+    verifier_reruns: int,
+) -> EpisodeResult:
+    res = EpisodeResult(episode_id, "", None)
+    try:
+        spec = load_task(ws.abs(version.path))
+    except Exception as exc:  # noqa: BLE001 - a stored version that no longer loads is infra, not policy
+        res.outcome, res.detail = outcomes.infra_error("orchestrator_failure"), f"task files unusable: {exc}"
+        return res
+    try:
+        client = client or get_client()
+    except DockerUnavailable as exc:
+        res.outcome, res.detail = outcomes.infra_error("daemon_unavailable"), str(exc)
+        return res
+    try:
+        build = ensure_image(ws, client, version, spec, bus)
+    except Exception as exc:  # noqa: BLE001
+        res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
+        return res
+    if not build.ok:
+        tail = "\n".join(build.log.splitlines()[-15:])
+        res.outcome = outcomes.infra_error("image_build_failed")
+        res.detail = f"image build failed ({build.error}):\n{tail}"
+        return res
+
+    rec_dir = ws.recordings_dir / f"episode-{episode_id}"
+    rec_dir.mkdir(parents=True, exist_ok=True)
+    suffix = f".try{try_no}" if try_no else ""
+    agent_path, verifier_path = rec_dir / f"agent{suffix}.cast", rec_dir / f"verifier{suffix}.cast"
+    res.agent_cast, res.verifier_cast = ws.rel(agent_path), ws.rel(verifier_path)
+    step_count = 0
+
+    def persist_step(step: StepRecord) -> None:
+        nonlocal step_count
+        step_count += 1
+        with session(ws.engine) as s:
+            queries.add_step(
+                s,
+                episode_id,
+                step.index,
+                prompt_tokens=step.prompt_tokens,
+                completion_tokens=step.completion_tokens,
+                latency_s=step.latency_s,
+                action=step.action,
+                raw_reply=step.raw_reply,
+                observation=step.observation,
+                cuts=step.cuts,
+                marker_time=step.marker_time,
+            )
+
+    sandbox = Sandbox(
+        client,
+        SandboxSpec(
+            image=build.tag,
+            cpus=spec.cpus,
+            memory_mb=spec.memory_mb,
+            pids_limit=spec.pids_limit or 512,
+            network=spec.network,
+            workdir=spec.workdir,
+            episode=episode_id,
+            labels={"bandpass.workspace": str(ws.root)[-60:]},
+        ),
+    )
+    try:
+        try:
+            sandbox.start()
+        except Exception as exc:  # noqa: BLE001
+            res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
+            return res
+        title = f"{spec.name} · {agent.name} · episode {episode_id}"
+        with CastWriter(agent_path, COLS, ROWS, title=title, env={"TERM": "xterm-256color"}) as agent_cast:
+            agent_result = _run_agent(client, sandbox, spec, agent, agent_cast, bus, episode_id, persist_step)
+        res.steps = step_count
+        if agent_result.infra_code:
+            res.outcome, res.detail = outcomes.infra_error(agent_result.infra_code), agent_result.detail
+            return res
+        if not sandbox.is_running():
+            code = "oom" if sandbox.oom_killed() else "container_died"
+            res.outcome, res.detail = (
+                outcomes.infra_error(code),
+                "the container stopped during the agent's turn",
+            )
+            return res
+        with CastWriter(
+            verifier_path, COLS, ROWS, title=f"{title} · verifier", env={"TERM": "xterm-256color"}
+        ) as vc:
+            verdict = run_verifier(
+                client, sandbox, spec, recorder=vc, bus=bus, episode_id=episode_id, cols=COLS, rows=ROWS
+            )
+            for _ in range(verifier_reruns):
+                vc.marker("rerun")
+                again = run_verifier(client, sandbox, spec, recorder=vc, bus=bus, episode_id=episode_id)
+                res.rerun_rewards.append(again.reward)
+        res.verifier_output = verdict.output
+        res.reward = verdict.reward
+        if agent_result.error_code:
+            res.outcome, res.detail = outcomes.agent_error(agent_result.error_code), agent_result.detail
+        elif verdict.infra_code:
+            res.outcome, res.detail = outcomes.infra_error(verdict.infra_code), verdict.detail
+        else:
+            res.outcome, res.detail = outcomes.from_reward(verdict.reward or 0.0), verdict.detail
+        return res
+    except (DockerUnavailable, docker.errors.DockerException, SandboxError, OSError) as exc:
+        res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
+        return res
+    finally:
+        with contextlib.suppress(Exception):
+            sandbox.remove()
+
+
+def _run_agent(
+    client: docker.DockerClient,
+    sandbox: Sandbox,
+    spec: TaskSpec,
+    agent: Agent,
+    cast: CastWriter,
+    bus: EventBus,
+    episode_id: int,
+    persist_step: Callable[[StepRecord], None],
+) -> AgentResult:
+    term = TerminalSession(
+        client,
+        sandbox.container,
+        cols=COLS,
+        rows=ROWS,
+        recorder=cast,
+        bus=bus,
+        episode_id=episode_id,
+        stream="agent",
+        workdir=spec.workdir,
+    )
+    try:
+        try:
+            term.start()
+        except Exception as exc:  # noqa: BLE001
+            code = (
+                "oom"
+                if sandbox.oom_killed()
+                else ("container_died" if not sandbox.is_running() else "env_start_timeout")
+            )
+            return AgentResult(infra_code=code, detail=f"agent terminal did not start: {exc}")
+        ctx = AgentContext(
+            task=spec,
+            terminal=term,
+            episode_id=episode_id,
+            deadline=time.monotonic() + spec.agent_timeout_sec,
+            recorder=cast,
+            bus=bus,
+            on_step=persist_step,
+        )
+        try:
+            return agent.run(ctx)
+        except Exception as exc:  # noqa: BLE001 - an agent bug must still end in one outcome
+            if not sandbox.is_running():
+                code = "oom" if sandbox.oom_killed() else "container_died"
+                return AgentResult(infra_code=code, detail=f"container stopped: {exc}")
+            return AgentResult(error_code="agent_crashed", detail=f"{type(exc).__name__}: {exc}")
+    finally:
+        term.close()

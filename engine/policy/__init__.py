@@ -1,0 +1,1 @@
+"""Policy models behind OpenAI-compatible endpoints: client, action protocol, context budgeting."""

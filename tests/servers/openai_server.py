@@ -1,0 +1,333 @@
+"""A real HTTP server that speaks the OpenAI chat-completions wire protocol the way ``vllm serve`` does.
+
+vLLM cannot run on CI machines (no GPU), yet the policy client must be tested over real HTTP through the
+real ``openai`` SDK: retries, status codes, headers and timeouts are exactly what a function-level patch
+would hide. Policies are scripted and chosen by the served model name (``script:solve-hello``...), so a
+test picks a behaviour just by naming the model, as a curator names a model in ``bandpass.toml``.
+
+Run standalone (``python -m tests.servers.openai_server --port 8000``) to poke at the CLI by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def _action(
+    commands: list[tuple[str, float]] | None = None,
+    *,
+    analysis: str = "",
+    plan: str = "",
+    task_complete: bool = False,
+) -> str:
+    return json.dumps(
+        {
+            "analysis": analysis,
+            "plan": plan,
+            "commands": [{"keystrokes": k, "duration": d} for k, d in (commands or [])],
+            "task_complete": task_complete,
+        }
+    )
+
+
+SOLVE_HELLO: list[Any] = [
+    # Prose around a fenced block, as small models often answer: the parser must dig the JSON out.
+    "Let me start.\n```json\n"
+    + _action([("echo hello > hello.txt\n", 1.0)], analysis="empty dir", plan="write the file")
+    + "\n```\n",
+    _action([("cat hello.txt\n", 0.5)], analysis="file written", plan="check it", task_complete=True),
+    _action([], analysis="hello.txt contains hello", plan="done", task_complete=True),
+]
+GARBAGE = "I would run `ls` and then probably write the file, but I am not sure how."
+LOOP = _action([("ls\n", 0.1)], analysis="looking around", plan="keep looking")
+
+#: Preset scripts. An item is the reply text, or a dict: {"status", "retry_after", "message"} for an HTTP
+#: error, {"sleep", "content"} for a slow reply, {"content", "finish_reason"} for a cut reply. After the
+#: last item the script repeats it.
+SCRIPTS: dict[str, list[Any]] = {
+    "script:solve-hello": SOLVE_HELLO,
+    "script:garbage": [GARBAGE],
+    "script:garbage-then-recover": [GARBAGE, *SOLVE_HELLO],
+    "script:loop": [LOOP],
+    "script:sleep": [{"sleep": 30.0, "content": LOOP}],
+    "script:flaky": [{"status": 500}, {"status": 429, "retry_after": "0"}, *SOLVE_HELLO],
+    "script:rate-limited": [{"status": 429, "retry_after": "0"}],
+    "script:down": [{"status": 503}],
+    "script:truncated": [
+        {"content": '{"analysis": "a very long thought that never', "finish_reason": "length"}
+    ],
+    "script:context-overflow": [
+        {
+            "status": 400,
+            "message": "This model's maximum context length is 4096 tokens. However, you requested 5000 "
+            "tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the "
+            "messages or completion.",
+        }
+    ],
+}
+
+_ERROR_TYPES = {
+    400: "BadRequestError",
+    401: "invalid_request_error",
+    404: "NotFoundError",
+    429: "rate_limit_error",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
+
+
+@dataclass
+class Received:
+    """One request as the server saw it, so tests can assert what the client really sent."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+
+
+@dataclass
+class OpenAIServer:
+    """The server's state; ``start()`` binds 127.0.0.1 on a free port."""
+
+    api_key: str | None = None
+    scripts: dict[str, list[Any]] = field(default_factory=lambda: {k: list(v) for k, v in SCRIPTS.items()})
+    extra_models: list[str] = field(default_factory=list)
+    requests: list[Received] = field(default_factory=list)
+    _counters: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _httpd: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def models(self) -> list[str]:
+        return [*self.scripts, *self.extra_models]
+
+    def script(self, model: str, items: list[Any]) -> None:
+        """Registers (or replaces) a scripted model and restarts its sequence."""
+        with self._lock:
+            self.scripts[model] = list(items)
+            self._counters.pop(model, None)
+
+    def chat_requests(self, model: str | None = None) -> list[Received]:
+        return [
+            r
+            for r in self.requests
+            if r.path.endswith("/chat/completions")
+            and (model is None or (r.body or {}).get("model") == model)
+        ]
+
+    def next_item(self, model: str) -> Any:
+        with self._lock:
+            items = self.scripts[model]
+            i = self._counters.get(model, 0)
+            self._counters[model] = i + 1
+        return items[min(i, len(items) - 1)]
+
+    def start(self) -> OpenAIServer:
+        handler = type("Handler", (_Handler,), {"state": self})
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        httpd.daemon_threads = True
+        httpd.block_on_close = False  # a "sleep" script must not hold up the test's teardown
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, name="openai-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+
+@contextmanager
+def running_server(**kwargs: Any) -> Iterator[OpenAIServer]:
+    server = OpenAIServer(**kwargs).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: OpenAIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    # --- plumbing --- #
+
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout): nothing to answer
+
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        err_type = _ERROR_TYPES.get(status, "APIError")
+        self._send(
+            status, {"error": {"message": message, "type": err_type, "param": None, "code": status}}, headers
+        )
+
+    def _record(self, body: dict[str, Any] | None) -> None:
+        with self.state._lock:
+            self.state.requests.append(
+                Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            )
+
+    def _authorized(self) -> bool:
+        if self.state.api_key is None:
+            return True
+        if self.headers.get("authorization", "") == f"Bearer {self.state.api_key}":
+            return True
+        self._send(
+            401,
+            {
+                "error": {
+                    "message": "Incorrect API key provided.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            },
+        )
+        return False
+
+    # --- routes --- #
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._record(None)
+        if self.path == "/health":
+            self._send(200, {})
+            return
+        if not self._authorized():
+            return
+        if self.path.rstrip("/") == "/v1/models":
+            now = int(time.time())
+            data = [
+                {
+                    "id": m,
+                    "object": "model",
+                    "created": now,
+                    "owned_by": "vllm",
+                    "root": m,
+                    "max_model_len": 32768,
+                }
+                for m in self.state.models
+            ]
+            self._send(200, {"object": "list", "data": data})
+            return
+        self._error(404, f"no route {self.path}")
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as e:
+            self._record(None)
+            self._error(400, f"invalid JSON body: {e}")
+            return
+        self._record(body)
+        if not self._authorized():
+            return
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._error(404, f"no route {self.path}")
+            return
+        model = body.get("model")
+        if model not in self.state.models:
+            self._error(404, f"The model `{model}` does not exist.")
+            return
+        if model not in self.state.scripts:  # an extra model: answers "ok" (enough for `policy check`)
+            self._complete(body, "ok", "stop")
+            return
+        item = self.state.next_item(model)
+        if isinstance(item, str):
+            self._complete(body, item, "stop")
+            return
+        if "status" in item:
+            status = int(item["status"])
+            headers = {"retry-after": str(item["retry_after"])} if "retry_after" in item else None
+            self._error(status, item.get("message", f"scripted {status}"), headers)
+            return
+        if item.get("sleep"):
+            time.sleep(float(item["sleep"]))
+        self._complete(body, item.get("content", ""), item.get("finish_reason", "stop"))
+
+    def _complete(self, body: dict[str, Any], content: str, finish_reason: str) -> None:
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        if max_tokens is not None and _tokens(content) > int(max_tokens):
+            content = content[: int(max_tokens) * 4]
+            finish_reason = "length"
+        prompt_tokens = sum(_tokens(str(m.get("content", ""))) + 4 for m in body.get("messages", []))
+        completion_tokens = _tokens(content)
+        self._send(
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content, "tool_calls": []},
+                        "logprobs": None,
+                        "finish_reason": finish_reason,
+                        "stop_reason": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--api-key", default=None)
+    args = parser.parse_args()
+    state = OpenAIServer(api_key=args.api_key)
+    handler = type("Handler", (_Handler,), {"state": state})
+    httpd = ThreadingHTTPServer(("127.0.0.1", args.port), handler)
+    print(f"serving {', '.join(state.models)} at http://127.0.0.1:{args.port}/v1", flush=True)
+    httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

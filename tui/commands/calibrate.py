@@ -1,0 +1,212 @@
+"""``bandpass report`` (calibration) and ``bandpass export``.
+
+``report`` is a sub-app so other areas can add report kinds (``bandpass report generation``) by
+registering on ``report_app``; ``bandpass report --model M`` is shorthand for
+``bandpass report calibration --model M``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tui.cli import app, fail, open_workspace
+
+if TYPE_CHECKING:
+    from engine.calibrate import GateParams
+    from engine.workspace import Workspace
+
+report_app = typer.Typer(
+    name="report",
+    help="Reports over the workspace (default: calibration for --model).",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+app.add_typer(report_app, name="report")
+
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Policy model (episode agent name).")]
+KOpt = Annotated[int | None, typer.Option("--k", help="k of pass@k (default: bandpass.toml [band].k).")]
+BandOpt = Annotated[
+    str | None, typer.Option("--band", help="LO:HI on pass@k, inclusive (default: [band] lo:hi).")
+]
+MinSamplesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--min-samples", help="Fewer valid samples than this: band unknown (default: [band]).", min=1
+    ),
+]
+AllowWarningOpt = Annotated[
+    bool,
+    typer.Option("--allow-warning", help="Let tasks whose latest audit is 'warning' pass the audit gate."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _gate_params(
+    ws: Workspace,
+    *,
+    k: int | None,
+    band: str | None,
+    min_samples: int | None,
+    allow_warning: bool,
+) -> GateParams:
+    from engine.calibrate import GateParams, parse_band
+
+    cfg = ws.config.band
+    try:
+        lo, hi = parse_band(band) if band is not None else (cfg.lo, cfg.hi)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    k = cfg.k if k is None else k
+    if k < 1:
+        raise fail(f"--k: expected an integer >= 1, got {k}")
+    return GateParams(
+        lo=lo,
+        hi=hi,
+        k=k,
+        min_samples=cfg.min_samples if min_samples is None else min_samples,
+        allow_warning=allow_warning,
+    )
+
+
+def _require_model(ws: Workspace, model: str | None) -> str:
+    from store import queries
+    from store.db import session
+
+    with session(ws.engine) as s:
+        known = queries.episode_agents(s)
+    if not model:
+        hint = f" (models with episodes: {', '.join(known)})" if known else " (no episodes yet)"
+        raise fail(f"--model is required{hint}")
+    if model not in known:
+        hint = f"; models with episodes: {', '.join(known)}" if known else ""
+        raise fail(f"--model {model}: no finished episodes for this model{hint}")
+    return model
+
+
+def _calibration(
+    model: str | None,
+    k: int | None,
+    band: str | None,
+    min_samples: int | None,
+    allow_warning: bool,
+    as_json: bool,
+) -> None:
+    from rich.console import Console
+
+    from engine.report import build_report, render_report
+
+    ws = open_workspace()
+    model = _require_model(ws, model)
+    params = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning)
+    rep = build_report(ws, model, params)
+    if as_json:
+        typer.echo(json.dumps(rep.as_dict(), indent=2, sort_keys=True, default=str))
+        return
+    Console().print(render_report(rep))
+
+
+@report_app.callback()
+def report_root(
+    ctx: typer.Context,
+    model: ModelOpt = None,
+    k: KOpt = None,
+    band: BandOpt = None,
+    min_samples: MinSamplesOpt = None,
+    allow_warning: AllowWarningOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Calibration report for --model (same as ``bandpass report calibration``)."""
+    if ctx.invoked_subcommand is None:
+        _calibration(model, k, band, min_samples, allow_warning, as_json)
+
+
+@report_app.command("calibration")
+def report_calibration(
+    model: ModelOpt = None,
+    k: KOpt = None,
+    band: BandOpt = None,
+    min_samples: MinSamplesOpt = None,
+    allow_warning: AllowWarningOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pass-rate histogram with the band, mean pass@k, reward std, outcomes, tags, infra codes, yield."""
+    _calibration(model, k, band, min_samples, allow_warning, as_json)
+
+
+@app.command("export")
+def export_cmd(
+    model: ModelOpt = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Output folder (default: exports/<model>-<band>).")
+    ] = None,
+    band: BandOpt = None,
+    k: KOpt = None,
+    formats: Annotated[
+        str, typer.Option("--format", help="Comma list of harbor,verl,skyrl,jsonl.")
+    ] = "harbor,verl,skyrl,jsonl",
+    curriculum: Annotated[
+        bool, typer.Option("--curriculum", help="Order rows easy→hard by pass rate.")
+    ] = False,
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", help="Validation share, 0 <= F < 1.")
+    ] = 0.1,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the stratified split.")] = 0,
+    min_samples: MinSamplesOpt = None,
+    allow_warning: AllowWarningOpt = False,
+    max_infra_rate: Annotated[
+        float, typer.Option("--max-infra-rate", help="Exclude tasks whose infra-error rate is above this.")
+    ] = 0.2,
+    env_class: Annotated[str, typer.Option("--env-class", help="SkyRL env_class value.")] = "harbor",
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace --out when it holds a previous Bandpass export.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export the tasks that pass every gate (audit, tags, band, duplicates, infra) for a trainer."""
+    from engine.export import ExportError, ExportParams, export
+
+    ws = open_workspace()
+    model = _require_model(ws, model)
+    gp = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning)
+    if not 0 <= max_infra_rate <= 1:
+        raise fail(f"--max-infra-rate: expected 0 <= R <= 1, got {max_infra_rate}")
+    try:
+        params = ExportParams(
+            model=model,
+            lo=gp.lo,
+            hi=gp.hi,
+            k=gp.k,
+            formats=tuple(f.strip() for f in formats.split(",") if f.strip()),
+            curriculum=curriculum,
+            val_fraction=val_fraction,
+            seed=seed,
+            min_samples=gp.min_samples,
+            allow_warning=allow_warning,
+            max_infra_rate=max_infra_rate,
+            env_class=env_class,
+        )
+        if out is None:
+            safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in model)
+            out = ws.exports_dir / f"{safe}-{gp.lo:g}-{gp.hi:g}-k{gp.k}"
+        result = export(ws, params, out, overwrite=overwrite)
+    except ExportError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True, default=str))
+        return
+    splits = {sp: sum(1 for t in result.tasks if t.split == sp) for sp in ("train", "validation")}
+    typer.echo(
+        f"exported {len(result.tasks)} task(s) for {model} to {result.out_dir} "
+        f"(train {splits['train']}, validation {splits['validation']}; export #{result.export_id})"
+    )
+    typer.echo(f"manifest sha256 {result.manifest_sha256}  ({len(result.files)} files)")
+    if result.excluded:
+        typer.echo(f"excluded {len(result.excluded)} task(s):")
+        for name, why in result.excluded.items():
+            typer.echo(f"    {name:<32} {', '.join(why)}")
+    if not result.tasks:
+        typer.echo("warning: no task passed every gate; the files hold zero rows", err=True)
