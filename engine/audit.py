@@ -78,17 +78,26 @@ def static_checks(spec: TaskSpec, report: AuditReport) -> None:
             if re.match(r"\s*(COPY|ADD)\b.*\b(tests|solution)/", line, re.I):
                 report.add("invalidity.solution_leak", f"Dockerfile copies tests or solution: {line.strip()}")
 
+
+def coverage_check(spec: TaskSpec, report: AuditReport, present_at_start: dict[str, bool]) -> None:
+    """Outputs the instruction asks for (paths absent from the fresh image) must appear in the tests;
+    a path that is never checked is an instruction the verifier ignores."""
+    tests_dir = Path(spec.path) / "tests"
     tests_text = "\n".join(
-        f.read_text(errors="replace") for f in task_files(spec.path) if f.parts and "tests" in f.parts
+        f.read_text(errors="replace") for f in task_files(spec.path) if tests_dir in f.parents
     )
-    named = sorted(set(_PATH_RE.findall(spec.instruction)))
-    untested = [p for p in named if p not in tests_text and Path(p).name not in tests_text]
-    report.checks["instruction_paths"] = named
+    outputs = [p for p in instruction_paths(spec) if not present_at_start.get(p, False)]
+    untested = [p for p in outputs if p not in tests_text and Path(p).name not in tests_text]
+    report.checks["instruction_outputs"] = outputs
     if untested:
         report.add(
             "invalidity.instruction_untested",
             f"named in instruction.md, never checked: {', '.join(untested)}",
         )
+
+
+def instruction_paths(spec: TaskSpec) -> list[str]:
+    return sorted(set(_PATH_RE.findall(spec.instruction)))
 
 
 def _reward_str(r: EpisodeResult) -> str:
@@ -127,10 +136,12 @@ def audit_version(
         return _finish(ws, report, started)
 
     static_checks(spec, report)
-    leaks = image_contains(client, build.tag, ["/tests/test.sh", "/solution/solve.sh", "/oracle/solve.sh"])
-    for path, present in leaks.items():
-        if present:
+    leak_paths = ["/tests/test.sh", "/solution/solve.sh", "/oracle/solve.sh"]
+    present = image_contains(client, build.tag, [*leak_paths, *instruction_paths(spec)])
+    for path in leak_paths:
+        if present.get(path):
             report.add("invalidity.solution_leak", f"the image already contains {path}")
+    coverage_check(spec, report, present)
 
     def run(agent_cls: type, attempt: int, verifier_reruns: int = 0) -> EpisodeResult:
         return run_episode(
@@ -145,9 +156,9 @@ def audit_version(
         )
 
     jobs: list[tuple[str, type, int, int]] = [
-        ("oracle", OracleAgent, i, 2 if i == 0 else 0) for i in range(reruns)
+        ("oracle", OracleAgent, i, 4 if i == 0 else 0) for i in range(reruns)
     ]
-    jobs += [("nop", NopAgent, i, 1 if i == 0 else 0) for i in range(2)]
+    jobs += [("nop", NopAgent, i, 2 if i == 0 else 0) for i in range(2)]
     jobs += [(c.name, c, 0, 0) for c in CHEATS]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = [(name, pool.submit(run, cls, attempt, vr)) for name, cls, attempt, vr in jobs]

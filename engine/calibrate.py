@@ -178,9 +178,13 @@ def estimate(source: queries.CalibrationSource, model: str, ks: Sequence[int] = 
             est.c += 1
         if kind == "agent_error":
             est.agent_errors += 1
-        # A harness failure without a reward earned nothing: 0, like a failed verifier. A passed
-        # episode without a stored reward is read as 1 for the same reason.
-        rewards.append(float(reward) if reward is not None else (1.0 if kind == "passed" else 0.0))
+        # An agent_error is a failure whatever the verifier wrote afterwards (that reward is evidence for
+        # the curator, not the outcome), so it contributes 0 here exactly as it contributes to n - c.
+        # A missing reward reads as the outcome says: 1 for passed, 0 for failed.
+        if kind == "agent_error" or reward is None:
+            rewards.append(1.0 if kind == "passed" else 0.0)
+        else:
+            rewards.append(float(reward))
     est.outcomes = dict(sorted(counts.items()))
     est.pass_at = {k: pass_at_k(est.n, est.c, k) for k in sorted(set(ks))}
     # Population std: the spread of the rewards a GRPO group would see, not an estimate of a parent's.

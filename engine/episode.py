@@ -127,20 +127,22 @@ def run_episode(
     )
 
     result = EpisodeResult(episode_id, "", None)
+    try_errors: list[str] = []
     for try_no in range(max_infra_retries + 1):
         with session(ws.engine) as s:
             queries.delete_steps(s, episode_id)
         result = _one_try(ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns)
         result.retries = try_no
-        if (
-            not outcomes.is_infra(result.outcome)
-            or outcomes.code_of(result.outcome) not in outcomes.RETRYABLE_INFRA
-        ):
+        retryable = (
+            outcomes.is_infra(result.outcome) and outcomes.code_of(result.outcome) in outcomes.RETRYABLE_INFRA
+        )
+        if not retryable:
             break
-        result.try_errors.append(f"try {try_no}: {result.outcome}: {result.detail}")
+        try_errors.append(f"try {try_no}: {result.outcome}: {result.detail}")
         if try_no < max_infra_retries:
             time.sleep(retry_backoff_s * (2**try_no))
             client = None  # a dead daemon may have come back: reconnect
+    result.try_errors = try_errors
 
     errors = [*result.try_errors]
     if result.detail and result.outcome != outcomes.PASSED:
@@ -228,7 +230,7 @@ def _one_try(
             network=spec.network,
             workdir=spec.workdir,
             episode=episode_id,
-            labels={"bandpass.workspace": str(ws.root)[-60:]},
+            labels={"bandpass.workspace": str(ws.root)},
         ),
     )
     try:

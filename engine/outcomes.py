@@ -20,6 +20,9 @@ INFRA_CODES = (
     "reward_missing",
     "rate_limited",
     "policy_unavailable",
+    "policy_auth",
+    "policy_model_not_found",
+    "policy_rejected",
     "daemon_unavailable",
     "orchestrator_failure",
 )
@@ -69,6 +72,9 @@ SUGGESTED_TAG = {
     "reward_missing": "infra.reward_missing",
     "rate_limited": "infra.rate_limited",
     "policy_unavailable": "infra.orchestrator_failure",
+    "policy_auth": "infra.orchestrator_failure",
+    "policy_model_not_found": "infra.orchestrator_failure",
+    "policy_rejected": "infra.orchestrator_failure",
     "daemon_unavailable": "infra.orchestrator_failure",
 }
 

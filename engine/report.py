@@ -286,13 +286,13 @@ def render_histogram(r: CalibrationReport, width: int = 40) -> RenderableType:
     bar = "░" * round(width * unknown / top)
     lines.append(f"{'unknown':>8} │", style="")
     lines.append(f"{bar:<{width}}", style="magenta")
-    lines.append(f" {unknown}  (fewer than {r.params.min_samples} valid samples)\n")
+    lines.append(f" {unknown}  (fewer than {r.params.min_samples} valid samples)")
     return lines
 
 
 def _counts_table(title: str, counts: dict[str, int], total: int | None = None) -> Table:
-    t = Table(title=title, box=box.SIMPLE, title_justify="left", show_edge=False)
-    t.add_column("", overflow="fold")
+    t = Table(title=title, box=box.SIMPLE, title_justify="left", show_edge=False, min_width=44)
+    t.add_column("", overflow="fold", min_width=24)
     t.add_column("count", justify="right")
     if total is not None:
         t.add_column("share", justify="right")
@@ -355,7 +355,7 @@ def render_report(r: CalibrationReport) -> RenderableType:
     parts.append(_counts_table("Agent error codes", r.agent_error_codes))
     parts.append(_counts_table("Infra error codes", r.infra_codes))
     parts.append(_counts_table("Failure tags (uncleared)", r.tags))
-    gen = Table(title="Generator yield", box=box.SIMPLE, title_justify="left", show_edge=False)
+    gen = Table(title="Generator yield", box=box.SIMPLE, title_justify="left", show_edge=False, min_width=44)
     for col, justify in (("prompt version", "left"), ("attempts", "right"), ("accepted", "right")):
         gen.add_column(col, justify=justify)  # type: ignore[arg-type]
     gen.add_column("yield", justify="right")
@@ -364,4 +364,7 @@ def render_report(r: CalibrationReport) -> RenderableType:
     if not r.generation:
         gen.add_row("(no generations)", "", "", "")
     parts.append(gen)
-    return Group(*parts)
+    spaced: list[RenderableType] = []
+    for p in parts:
+        spaced += [p, Text("")]
+    return Group(*spaced[:-1])

@@ -357,24 +357,18 @@ def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
                 if sub in _SECTIONS_ACCEPTED[key]:
                     chk.warnings.append(f"{CONFIG}: [{key}].{sub} is a Harbor setting Bandpass ignores")
                 elif sub not in known:
-                    chk.problem(
-                        CONFIG, f"[{key}].{sub}", f"unknown key (known: {', '.join(sorted(known))})"
-                    )
+                    chk.problem(CONFIG, f"[{key}].{sub}", f"unknown key (known: {', '.join(sorted(known))})")
         elif key in _TOP_LEVEL_SCALARS:
             if not isinstance(value, str):
                 chk.problem(CONFIG, key, f"expected a string, got {_show(value)}")
         elif key in _TOP_LEVEL_ACCEPTED:
             chk.warnings.append(f"{CONFIG}: {key} is a Harbor setting Bandpass ignores")
         elif isinstance(value, dict):
-            chk.problem(
-                CONFIG, f"[{key}]", f"unknown section (known: {', '.join(sorted(_SECTIONS_USED))})"
-            )
+            chk.problem(CONFIG, f"[{key}]", f"unknown section (known: {', '.join(sorted(_SECTIONS_USED))})")
         else:
+            known_top = ", ".join(sorted(_TOP_LEVEL_SCALARS | _TOP_LEVEL_ACCEPTED))
             chk.problem(
-                CONFIG,
-                key,
-                "unknown top-level key (known: "
-                f"{', '.join(sorted(_TOP_LEVEL_SCALARS | _TOP_LEVEL_ACCEPTED))}; settings belong in a section)",
+                CONFIG, key, f"unknown top-level key (known: {known_top}; settings belong in a section)"
             )
 
 
@@ -491,7 +485,9 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
         legacy = env["memory"]
         parsed = _parse_memory(legacy) if isinstance(legacy, str) else None
         if parsed is None:
-            chk.problem(CONFIG, "[environment].memory", f'expected a size like "2G" or "512M", got {_show(legacy)}')
+            chk.problem(
+                CONFIG, "[environment].memory", f'expected a size like "2G" or "512M", got {_show(legacy)}'
+            )
         elif memory_mb is not None and memory_mb != parsed:
             chk.problem(
                 CONFIG,

@@ -60,17 +60,39 @@ _COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml")
 _NOT_CONTEXT = {"task.yaml", "solution.sh", "solution.yaml", "run-tests.sh", "tests", *_COMPOSE_NAMES}
 
 #: task.yaml keys carried into [metadata] as they are.
-_CARRIED_META = ("author_name", "author_email", "estimated_duration_sec", "expert_time_estimate_min",
-                 "junior_time_estimate_min")
+_CARRIED_META = (
+    "author_name",
+    "author_email",
+    "estimated_duration_sec",
+    "expert_time_estimate_min",
+    "junior_time_estimate_min",
+)
 _KNOWN_YAML = {
-    "instruction", "descriptions", "difficulty", "category", "tags", "parser_name",
-    "max_agent_timeout_sec", "max_test_timeout_sec", "run_tests_in_same_shell", "disable_asciinema",
+    "instruction",
+    "descriptions",
+    "difficulty",
+    "category",
+    "tags",
+    "parser_name",
+    "max_agent_timeout_sec",
+    "max_test_timeout_sec",
+    "run_tests_in_same_shell",
+    "disable_asciinema",
     *_CARRIED_META,
 }
 
 #: Compose keys on the main service that only wire TB1's own harness and carry no task meaning.
-_COMPOSE_HARNESS_KEYS = {"build", "image", "container_name", "command", "environment", "volumes", "tty",
-                         "stdin_open", "init"}
+_COMPOSE_HARNESS_KEYS = {
+    "build",
+    "image",
+    "container_name",
+    "command",
+    "environment",
+    "volumes",
+    "tty",
+    "stdin_open",
+    "init",
+}
 
 #: Commands that fetch from the internet. A task whose tests or oracle run them needs a network, and
 #: TB1 always provided one, so the converted task asks for it rather than failing opaquely offline.
@@ -335,7 +357,9 @@ def convert_tb1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Tas
         workdir = "/"
     base = _dockerfile_base(dockerfile) if dockerfile.is_file() else None
     if base and base.startswith("ghcr.io/laude-institute/"):
-        warnings.append(f"Dockerfile: base image {base} is Terminal-Bench's; the engine must be able to pull it")
+        warnings.append(
+            f"Dockerfile: base image {base} is Terminal-Bench's; the engine must be able to pull it"
+        )
 
     solution_sh, solution_yaml = source / "solution.sh", source / "solution.yaml"
     if solution_sh.is_file():
@@ -352,7 +376,9 @@ def convert_tb1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Tas
         run_tests_text = run_tests.read_text(encoding="utf-8")
     elif (tests_dir / "test_outputs.py").is_file():
         run_tests_text = _DEFAULT_RUN_TESTS
-        warnings.append("run-tests.sh: missing; generated one that runs the image's pytest on test_outputs.py")
+        warnings.append(
+            "run-tests.sh: missing; generated one that runs the image's pytest on test_outputs.py"
+        )
     else:
         problems.append(TaskProblem("run-tests.sh", None, "missing, and there is no tests/test_outputs.py"))
         run_tests_text = ""

@@ -35,7 +35,8 @@ MARKER_RE = re.compile(r"\x1b\]133;([A-D])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
 #: Longest unterminated tail we hold back waiting for the rest of a marker split across reads.
 _MAX_HOLD = 64
 _WRITE_CHUNK = 4096
-_RECENT_CAP = 1 << 20
+_RECENT_CAP = 1 << 20  # recent_output() keeps the last 1 MiB
+_OUTPUT_CAP = 4 << 20  # WaitResult.output keeps the last 4 MiB: a flood must not grow memory unbounded
 
 PROMPT_COMMAND = "__bp_s=$?; printf '\\033]133;D;%s\\007' \"$__bp_s\""
 PS1 = "\\[\\e]133;A\\a\\]\\$ "
@@ -51,8 +52,38 @@ class WaitResult:
     exit_code: int | None
     timed_out: bool
     quiescent: bool  # returned because the terminal fell silent
-    output: str  # output since the send, markers stripped (echo of the keys included)
+    output: str  # output since the send, markers stripped, echo included; the last 4 MiB at most
     duration: float
+
+
+class _TailBuffer:
+    """The last ``cap`` characters of a stream, appended in chunks, without copying on every append."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._chunks: deque[str] = deque()
+        self._len = 0
+
+    def append(self, text: str) -> None:
+        self._chunks.append(text)
+        self._len += len(text)
+        while self._len - len(self._chunks[0]) >= self.cap:
+            self._len -= len(self._chunks.popleft())
+
+    def clear(self) -> None:
+        self._chunks.clear()
+        self._len = 0
+
+    def tail(self, n: int | None = None) -> str:
+        n = self.cap if n is None else min(n, self.cap)
+        parts: list[str] = []
+        size = 0
+        for chunk in reversed(self._chunks):
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= n:
+                break
+        return "".join(reversed(parts))[-n:] if n > 0 else ""
 
 
 class _MarkerScanner:
@@ -132,9 +163,8 @@ class TerminalSession:
         self._alive = False
         self._closed = False
         self._markers: list[tuple[str, str | None]] = []
-        self._stripped: list[str] = []  # stripped output since the last send, for WaitResult.output
-        self._recent: deque[str] = deque()
-        self._recent_len = 0
+        self._stripped = _TailBuffer(_OUTPUT_CAP)  # stripped output since the last send_and_wait
+        self._recent = _TailBuffer(_RECENT_CAP)
         self._last_output = time.monotonic()
         self._at_prompt = False
         self._read_error: BaseException | None = None
@@ -178,7 +208,7 @@ class TerminalSession:
             while not any(kind == "A" for kind, _ in self._markers):
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._alive:
-                    tail = "".join(self._recent)[-300:]
+                    tail = self._recent.tail(300)
                     why = "shell exited" if not self._alive else f"no prompt within {timeout}s"
                     raise TerminalError(
                         f"bash did not start in {self.container.id[:12]}: {why}; got {tail!r}"
@@ -264,9 +294,6 @@ class TerminalSession:
             if stripped:
                 self._stripped.append(stripped)
                 self._recent.append(stripped)
-                self._recent_len += len(stripped)
-                while self._recent_len > _RECENT_CAP and len(self._recent) > 1:
-                    self._recent_len -= len(self._recent.popleft())
             for kind, _ in markers:
                 if kind == "A":
                     self._at_prompt = True
@@ -281,14 +308,7 @@ class TerminalSession:
         if max_bytes <= 0:
             return ""
         with self._cond:
-            parts: list[str] = []
-            n = 0
-            for chunk in reversed(self._recent):
-                parts.append(chunk)
-                n += len(chunk)
-                if n >= max_bytes:
-                    break
-        text = "".join(reversed(parts))[-max_bytes:]
+            text = self._recent.tail(max_bytes)  # characters >= bytes, so this is enough text
         raw = text.encode("utf-8")[-max_bytes:]
         return raw.decode("utf-8", errors="ignore")
 
@@ -311,8 +331,10 @@ class TerminalSession:
             return
         if not self.alive:
             raise TerminalError("terminal is not alive (shell exited or container died)")
-        with self._cond:
-            self._at_prompt = False
+        # Only a line end leaves the prompt; editing keys (arrows, a partial line) do not.
+        if "\n" in keys or "\r" in keys:
+            with self._cond:
+                self._at_prompt = False
         if self.recorder is not None and not self.recorder.closed:
             self.recorder.input(keys)
         if self.bus is not None:
@@ -365,7 +387,7 @@ class TerminalSession:
                     quiescent = True
                     break
                 self._cond.wait((min(deadline, silence_ends) if use_silence else deadline) - now)
-            output = "".join(self._stripped)
+            output = self._stripped.tail()
         return WaitResult(
             completed=completed,
             exit_code=exit_code,

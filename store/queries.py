@@ -344,6 +344,8 @@ def tags_for_episode(s: Session, episode_id: int, *, include_cleared: bool = Fal
 # *latest* version of each task: an edited task starts its accounting afresh (DESIGN: results never mix
 # versions), and exporting a superseded version would ship files the curator has already replaced.
 
+from sqlalchemy import Integer  # noqa: E402
+
 from store.models import Export, Generation  # noqa: E402
 
 
@@ -447,7 +449,8 @@ def generation_yield(s: Session) -> list[tuple[str, int, int]]:
         select(
             Generation.prompt_version,
             func.count(),
-            func.sum(col(Generation.outcome) == "accepted"),
+            # type_=Integer: a SUM over a comparison otherwise inherits Boolean and 2 reads back as True
+            func.sum(col(Generation.outcome) == "accepted", type_=Integer),
         )
         .where(Generation.outcome != "running")
         .group_by(Generation.prompt_version)

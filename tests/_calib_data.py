@@ -56,7 +56,8 @@ def write_task_dir(
     solve.chmod(0o755)
     test = dest / "tests" / "test.sh"
     test.write_text(
-        f'#!/bin/bash\nif grep -q {name} /app/{name}.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+        f"#!/bin/bash\nif grep -q {name} /app/{name}.txt; then echo 1; else echo 0; fi"
+        " > /logs/verifier/reward.txt\n"
     )
     test.chmod(0o755)
     return dest
@@ -106,10 +107,7 @@ def add_episodes(
     with session(ws.engine) as s:
         for i, outcome in enumerate(outcomes):
             ep = q.create_episode(s, version_id, model, attempt=i)
-            if i < len(rewards):
-                reward = rewards[i]
-            else:
-                reward = {"passed": 1.0, "failed": 0.0}.get(outcome)
+            reward = rewards[i] if i < len(rewards) else {"passed": 1.0, "failed": 0.0}.get(outcome)
             q.finish_episode(s, ep.id, outcome=outcome, reward=reward)
             ids.append(ep.id)
     return ids

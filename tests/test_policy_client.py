@@ -157,9 +157,8 @@ def test_check_ok_and_model_not_served(server: OpenAIServer) -> None:
 
 def test_check_explains_wrong_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BP_TEST_KEY", raising=False)
-    with running_server(api_key="k") as server:
-        with pytest.raises(PolicyInfraError) as ei:
-            _client(server, "script:loop").check()
+    with running_server(api_key="k") as server, pytest.raises(PolicyInfraError) as ei:
+        _client(server, "script:loop").check()
     assert "rejected the API key" in ei.value.detail and "$BP_TEST_KEY is not set" in ei.value.detail
 
 
@@ -211,7 +210,10 @@ def test_cli_serve_without_vllm(tmp_path: object, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PATH", str(tmp_path))
     code, out = _cli(["policy", "serve", "Qwen/Qwen3-8B"], tmp_path)
     assert code == 1
-    assert out.strip() == "bandpass: error: vllm is not installed: pip install 'bandpass[gpu]' (needs a CUDA GPU)"
+    assert (
+        out.strip()
+        == "bandpass: error: vllm is not installed: pip install 'bandpass[gpu]' (needs a CUDA GPU)"
+    )
 
 
 def test_wait_for_health(server: OpenAIServer) -> None:

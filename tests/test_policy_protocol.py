@@ -95,7 +95,9 @@ def test_specific_errors(text: str, message: str) -> None:
 
 
 def test_durations_clamped_and_noted() -> None:
-    a = parse_action(_obj(commands=[{"keystrokes": "a", "duration": 0}, {"keystrokes": "b", "duration": 9999}]))
+    a = parse_action(
+        _obj(commands=[{"keystrokes": "a", "duration": 0}, {"keystrokes": "b", "duration": 9999}])
+    )
     assert [c.duration for c in a.commands] == [MIN_DURATION, MAX_DURATION]
     assert a.notes == ["commands[0].duration 0 clamped to 0.1", "commands[1].duration 9999 clamped to 120"]
 
@@ -162,7 +164,10 @@ def test_history_trimmed_keeps_system_task_and_recent_turns() -> None:
     msgs = _history(20, 3500)  # ~1000 tokens per message
     out, cuts = trim_history(msgs, context_window=8192, max_tokens=1024)
     assert out[0] == msgs[0]
-    assert out[1]["content"].startswith("TASK") and "earlier turn(s) cut to fit the context window" in out[1]["content"]
+    assert (
+        out[1]["content"].startswith("TASK")
+        and "earlier turn(s) cut to fit the context window" in out[1]["content"]
+    )
     assert out[-1] == msgs[-1] and out[-2] == msgs[-2]
     roles = [m["role"] for m in out[2:]]
     assert roles == ["assistant", "user"] * (len(roles) // 2)
@@ -186,3 +191,9 @@ def test_prompt_templates_render_placeholders_only() -> None:
     assert "Write hello.txt" in first and "{{" not in first
     with pytest.raises(FileNotFoundError, match="terminus-v1"):
         PromptTemplates("nope")
+
+
+def test_observation_output_is_plain_text() -> None:
+    raw = "ls --color\r\n\x1b[01;34mdir\x1b[0m  file\r\n 10%\r 50%\r100%\r\n\x1b]0;title\x07done"
+    obs = build_observation("$ ", raw, 4000)
+    assert obs.text.endswith("ls --color\ndir  file\n100%\ndone")

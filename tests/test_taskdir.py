@@ -47,8 +47,10 @@ workdir = "/srv/app"
 """
 
 
-def make_task(root: Path, name: str = "demo", toml: str = GOOD_TOML, **files: str | None) -> Path:
-    """A minimal valid task; keyword args override files by relative path (``__`` for ``/``), None deletes."""
+def make_task(
+    root: Path, name: str = "demo", toml: str = GOOD_TOML, files: dict[str, str | None] | None = None
+) -> Path:
+    """A minimal valid task; ``files`` overrides contents by relative path, None leaves a file out."""
     d = root / name
     content: dict[str, str | None] = {
         "instruction.md": "Fix the thing in /srv/app.\n",
@@ -57,7 +59,7 @@ def make_task(root: Path, name: str = "demo", toml: str = GOOD_TOML, **files: st
         "solution/solve.sh": "#!/bin/bash\necho fixed > /srv/app/out\n",
         "tests/test.sh": "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n",
     }
-    content.update({k.replace("__", "/"): v for k, v in files.items()})
+    content.update(files or {})
     for rel, text in content.items():
         if text is None:
             continue
@@ -138,11 +140,17 @@ def test_host_network_is_refused(tmp_path: Path) -> None:
 
 def test_contradicting_network_settings(tmp_path: Path) -> None:
     d = make_task(tmp_path, toml='[environment]\nnetwork_mode = "none"\nallow_internet = true\n')
-    assert problems_of(d) == ['task.toml: [environment].network_mode: "none" contradicts allow_internet = true']
+    assert problems_of(d) == [
+        'task.toml: [environment].network_mode: "none" contradicts allow_internet = true'
+    ]
 
 
 def test_docker_image_makes_dockerfile_optional(tmp_path: Path) -> None:
-    d = make_task(tmp_path, toml='[environment]\ndocker_image = "ghcr.io/acme/img:1"\n', environment__Dockerfile=None)
+    d = make_task(
+        tmp_path,
+        toml='[environment]\ndocker_image = "ghcr.io/acme/img:1"\n',
+        files={"environment/Dockerfile": None},
+    )
     spec = load_task(d)
     assert spec.docker_image == "ghcr.io/acme/img:1"
     assert spec.dockerfile is None
@@ -164,9 +172,7 @@ def test_legacy_memory_string(tmp_path: Path) -> None:
 
 
 def test_missing_files_each_reported(tmp_path: Path) -> None:
-    d = make_task(tmp_path, instruction_md=None)
-    (d / "instruction.md").unlink()
-    (d / "tests" / "test.sh").unlink()
+    d = make_task(tmp_path, files={"instruction.md": None, "tests/test.sh": None})
     assert problems_of(d) == [
         "instruction.md: missing (the prompt the agent is given)",
         "tests/test.sh: missing (the verifier that writes /logs/verifier/reward.txt)",
@@ -174,13 +180,12 @@ def test_missing_files_each_reported(tmp_path: Path) -> None:
 
 
 def test_missing_dockerfile(tmp_path: Path) -> None:
-    d = make_task(tmp_path, environment__Dockerfile=None)
+    d = make_task(tmp_path, files={"environment/Dockerfile": None})
     assert problems_of(d) == ["environment/Dockerfile: missing (and [environment].docker_image is not set)"]
 
 
 def test_missing_solution(tmp_path: Path) -> None:
-    d = make_task(tmp_path, solution__solve_sh=None)
-    (d / "solution" / "solve.sh").unlink()
+    d = make_task(tmp_path, files={"solution/solve.sh": None})
     assert problems_of(d) == ["solution/solve.sh: missing (the oracle solution the audit runs)"]
 
 
@@ -191,7 +196,7 @@ def test_missing_task_toml(tmp_path: Path) -> None:
 
 
 def test_bad_toml_reports_line(tmp_path: Path) -> None:
-    d = make_task(tmp_path, toml='[agent]\ntimeout_sec = 300\n\n[verifier\ntimeout_sec = 60\n')
+    d = make_task(tmp_path, toml="[agent]\ntimeout_sec = 300\n\n[verifier\ntimeout_sec = 60\n")
     (msg,) = problems_of(d)
     assert msg.startswith("task.toml: invalid TOML: ")
     assert "line 4" in msg
@@ -202,20 +207,37 @@ def test_wrong_type(tmp_path: Path) -> None:
     assert problems_of(d) == ['task.toml: [agent].timeout_sec: expected a number > 0, got "fast"']
     with pytest.raises(TaskInvalid) as info:
         load_task(d)
-    assert info.value.problems == [TaskProblem("task.toml", "[agent].timeout_sec", 'expected a number > 0, got "fast"')]
+    assert info.value.problems == [
+        TaskProblem("task.toml", "[agent].timeout_sec", 'expected a number > 0, got "fast"')
+    ]
 
 
 @pytest.mark.parametrize(
     ("toml", "expected"),
     [
         ("[verifier]\ntimeout_sec = 0\n", "task.toml: [verifier].timeout_sec: expected a number > 0, got 0"),
-        ("[environment]\nmemory_mb = 512.5\n", "task.toml: [environment].memory_mb: expected an integer > 0, got 512.5"),
+        (
+            "[environment]\nmemory_mb = 512.5\n",
+            "task.toml: [environment].memory_mb: expected an integer > 0, got 512.5",
+        ),
         ("[environment]\ncpus = true\n", "task.toml: [environment].cpus: expected a number > 0, got true"),
-        ('[environment]\nworkdir = "app"\n', 'task.toml: [environment].workdir: expected an absolute path, got "app"'),
-        ('[metadata]\ntags = "python"\n', 'task.toml: [metadata].tags: expected an array of strings, got "python"'),
-        ("[metadata]\ntags = [1, 2]\n", "task.toml: [metadata].tags: expected an array of strings, got an array [1, 2]"),
-        ('[environment]\nnetwork_mode = "wifi"\n', "task.toml: [environment].network_mode: expected one of "
-         '"none", "no-network", "bridge", "public", "allowlist", got "wifi"'),
+        (
+            '[environment]\nworkdir = "app"\n',
+            'task.toml: [environment].workdir: expected an absolute path, got "app"',
+        ),
+        (
+            '[metadata]\ntags = "python"\n',
+            'task.toml: [metadata].tags: expected an array of strings, got "python"',
+        ),
+        (
+            "[metadata]\ntags = [1, 2]\n",
+            "task.toml: [metadata].tags: expected an array of strings, got an array [1, 2]",
+        ),
+        (
+            '[environment]\nnetwork_mode = "wifi"\n',
+            "task.toml: [environment].network_mode: expected one of "
+            '"none", "no-network", "bridge", "public", "allowlist", got "wifi"',
+        ),
         ("agent = 5\n", "task.toml: [agent]: expected a table, got 5"),
     ],
 )
@@ -238,14 +260,15 @@ def test_non_executable_script(tmp_path: Path) -> None:
 
 def test_unknown_section(tmp_path: Path) -> None:
     d = make_task(tmp_path, toml="[verfier]\ntimeout_sec = 60\n")
-    assert problems_of(d) == [
-        "task.toml: [verfier]: unknown section (known: agent, environment, metadata, solution, task, verifier)"
-    ]
+    known = "agent, environment, metadata, solution, task, verifier"
+    assert problems_of(d) == [f"task.toml: [verfier]: unknown section (known: {known})"]
 
 
 def test_unknown_key_in_known_section(tmp_path: Path) -> None:
     d = make_task(tmp_path, toml="[agent]\ntimeout_secs = 60\n")
-    assert problems_of(d) == ["task.toml: [agent].timeout_secs: unknown key (known: allowed_hosts, timeout_sec, user)"]
+    assert problems_of(d) == [
+        "task.toml: [agent].timeout_secs: unknown key (known: allowed_hosts, timeout_sec, user)"
+    ]
 
 
 def test_metadata_is_free_form(tmp_path: Path) -> None:
@@ -254,13 +277,14 @@ def test_metadata_is_free_form(tmp_path: Path) -> None:
 
 
 def test_empty_instruction(tmp_path: Path) -> None:
-    d = make_task(tmp_path, instruction_md=None)
-    (d / "instruction.md").write_text("  \n\n")
+    d = make_task(tmp_path, files={"instruction.md": "  \n\n"})
     assert problems_of(d) == ["instruction.md: is empty"]
 
 
 def test_multiple_problems_reported_together(tmp_path: Path) -> None:
-    d = make_task(tmp_path, toml='[agent]\ntimeout_sec = -1\n[metadata]\ndifficulty = "trivial"\n[extra]\nx = 1\n')
+    d = make_task(
+        tmp_path, toml='[agent]\ntimeout_sec = -1\n[metadata]\ndifficulty = "trivial"\n[extra]\nx = 1\n'
+    )
     (d / "solution" / "solve.sh").chmod(0o644)
     (d / "environment" / "Dockerfile").unlink()
     (d / "instruction.md").write_text("")
@@ -387,3 +411,11 @@ def test_all_examples_load() -> None:
 def test_example_hashes_are_distinct() -> None:
     hashes = [version_hash(d) for d in find_task_dirs(EXAMPLES)]
     assert len(set(hashes)) == len(hashes)
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    d = make_task(tmp_path, toml="timeout_sec = 5\n")
+    assert problems_of(d) == [
+        "task.toml: timeout_sec: unknown top-level key "
+        "(known: artifacts, schema_version, source, version; settings belong in a section)"
+    ]

@@ -16,7 +16,7 @@ from engine.asciicast import CastWriter, read_cast
 from engine.emulator import Screen
 from engine.events import EventBus, PtyInput, PtyOutput
 from engine.keys import translate_keys
-from engine.terminal import TerminalSession, _MarkerScanner
+from engine.terminal import TerminalSession, _MarkerScanner, _TailBuffer
 
 IMAGE = "bandpass/base:bookworm"
 
@@ -42,6 +42,17 @@ def test_marker_scanner_handles_any_split() -> None:
             markers += m
         assert markers == expected_markers
         assert text == expected_text  # the final lone ESC is held: it could start a marker
+
+
+def test_tail_buffer_keeps_the_last_cap_characters() -> None:
+    buf = _TailBuffer(10)
+    for chunk in ["abc", "defgh", "ijklmnop", "q"]:
+        buf.append(chunk)
+    assert buf.tail() == "hijklmnopq"
+    assert buf.tail(3) == "opq"
+    assert buf.tail(0) == ""
+    buf.clear()
+    assert buf.tail() == ""
 
 
 @pytest.mark.parametrize(
@@ -126,6 +137,14 @@ def test_exit_status(session: TerminalSession) -> None:
     assert "hello-there" in r.output and "\x1b]133" not in r.output
     assert "hello-there" in session.screen_text()
     assert "\x1b]133" not in session.recent_output(10_000)
+
+
+@pytest.mark.docker
+def test_a_line_typed_in_parts_still_waits_for_its_marker(session: TerminalSession) -> None:
+    session.send("sleep 0.5; echo par")
+    session.send("\x1b[D\x1b[C")  # arrow keys: still editing at the prompt
+    r = session.send_and_wait("tial\n", timeout=10, quiescence=0.1)
+    assert r.completed and r.exit_code == 0 and "partial" in r.output
 
 
 @pytest.mark.docker

@@ -73,7 +73,8 @@ def _register() -> None:
 def main() -> None:
     _register()
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # click returns a typer.Exit's code instead of raising it here
+        sys.exit(rc if isinstance(rc, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
@@ -91,5 +92,7 @@ def main() -> None:
         sys.exit(1)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # ``python -m tui.cli``: run the importable module so commands register on it
+    from tui.cli import main as _main
+
+    _main()

@@ -65,8 +65,7 @@ class AgentContext:
 
         t = 0.0
         if self.recorder is not None:
-            t = self.recorder.elapsed()
-            self.recorder.marker(f"step {index}")
+            t = self.recorder.marker(f"step {index}")
         if self.bus is not None:
             self.bus.publish(StepStarted(episode_id=self.episode_id, index=index, marker_time=t))
         return t

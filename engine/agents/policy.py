@@ -88,7 +88,7 @@ class PolicyAgent:
         ]
         parse_failures = 0
         awaiting_confirmation = False
-        for index in range(1, self.max_steps + 1):
+        for index in range(self.max_steps):  # 0-based, like the builtin agents' step markers
             if ctx.time_left() <= 0:
                 return AgentResult(
                     error_code="agent_timeout", detail=f"agent deadline passed before step {index}"

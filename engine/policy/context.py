@@ -9,6 +9,7 @@ returned as a record that goes onto the step for the curator.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,16 @@ def cut_head(text: str, budget: int) -> tuple[str, int]:
     return f"{cut_note(cut)}\n{tail}", cut
 
 
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def plain_output(raw: str) -> str:
+    """Raw pty output as a person would read it: colour and cursor codes dropped, and each carriage
+    return overwriting its line (a progress bar leaves its last state, not every frame)."""
+    text = _ANSI.sub("", raw).replace("\r\n", "\n")
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
 @dataclass
 class Observation:
     text: str
@@ -78,6 +89,7 @@ def build_observation(screen: str, new_output: str, budget: int) -> Observation:
     """The terminal state for one step within ``budget`` bytes: the screen first (what the curator sees
     in the pane), then as much of the output since the last action as still fits."""
     screen = screen.rstrip("\n")
+    new_output = plain_output(new_output)
     cuts: list[dict[str, Any]] = []
     screen_head = "Terminal screen:\n"
     output_head = "\n\nNew output since your last commands:\n"

@@ -148,7 +148,9 @@ class OpenAIServer:
         httpd.daemon_threads = True
         httpd.block_on_close = False  # a "sleep" script must not hold up the test's teardown
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="openai-server", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-server", daemon=True
+        )
         self._thread.start()
         return self
 

@@ -28,14 +28,16 @@ report_app = typer.Typer(
 app.add_typer(report_app, name="report")
 
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Policy model (episode agent name).")]
-KOpt = Annotated[int | None, typer.Option("--k", help="k of pass@k (default: bandpass.toml [band].k).")]
+KOpt = Annotated[int | None, typer.Option("--k", help="k of pass@k (default: bandpass.toml band.k).")]
 BandOpt = Annotated[
-    str | None, typer.Option("--band", help="LO:HI on pass@k, inclusive (default: [band] lo:hi).")
+    str | None, typer.Option("--band", help="LO:HI on pass@k, inclusive (default: bandpass.toml band.lo:hi).")
 ]
 MinSamplesOpt = Annotated[
     int | None,
     typer.Option(
-        "--min-samples", help="Fewer valid samples than this: band unknown (default: [band]).", min=1
+        "--min-samples",
+        help="Fewer valid samples: band unknown (default: bandpass.toml band.min_samples).",
+        min=1,
     ),
 ]
 AllowWarningOpt = Annotated[

@@ -1,0 +1,99 @@
+"""The audit finds each example's defect without being told, and accepts the sound ones (real Docker)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.audit import audit_version
+from engine.importer import import_paths
+from engine.workspace import Workspace
+from store import queries
+from store.db import session
+from tests.conftest import EXAMPLES
+from tests.taskfactory import make_task
+
+pytestmark = pytest.mark.docker
+
+SOUND = ("access-log-report", "configure-kv-service", "fix-catalog-makefile", "fix-wordfreq")
+FLAWED = {
+    "count-unique-ips": "invalidity.oracle_fails",
+    "dedupe-allowlist": "invalidity.trivially_solved",
+    "summarize-measurements": "misalignment.state_only_verifier",
+    "extract-error-codes": "misalignment.flaky_verifier",
+}
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Audits every example once through the CLI (``--json``), as a curator would."""
+    root = tmp_path_factory.mktemp("audit-ws")
+    ws = Workspace.open(root)
+    assert import_paths(ws, [EXAMPLES]).ok
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "--workspace", str(root), "audit", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 1, proc.stderr  # flawed examples are rejected: non-zero exit
+    return {r["task"]: r | {"_root": str(root)} for r in reports}
+
+
+@pytest.mark.parametrize("name", SOUND)
+def test_sound_examples_are_accepted(audited: dict[str, dict], name: str) -> None:
+    report = audited[name]
+    assert report["verdict"] == "accepted", report["checks"].get("findings")
+    cheats = {k: v for k, v in report["checks"]["episodes"].items() if k.startswith("cheat:")}
+    assert len(cheats) == 4
+    assert all(e["reward"] == 0.0 for runs in cheats.values() for e in runs)
+
+
+@pytest.mark.parametrize("name", sorted(FLAWED))
+def test_flawed_examples_are_rejected_with_the_right_code(audited: dict[str, dict], name: str) -> None:
+    report = audited[name]
+    assert report["verdict"] == "rejected"
+    assert FLAWED[name] in report["reasons"], report["checks"].get("findings")
+
+
+def test_audits_are_stored_and_shown_on_task_rows(audited: dict[str, dict]) -> None:
+    ws = Workspace.open(next(iter(audited.values()))["_root"])
+    with session(ws.engine) as s:
+        rows = {r.name: r for r in queries.task_rows(s)}
+    assert rows["count-unique-ips"].audit == "rejected"
+    assert rows["count-unique-ips"].audit_reasons == ["invalidity.oracle_fails"]
+    assert rows["access-log-report"].audit == "accepted"
+    assert rows["access-log-report"].image_aliases == [["debian:bookworm-slim", "bandpass/base:bookworm"]]
+
+
+def test_leaked_solution_in_the_environment_is_found(workspace: Workspace, tmp_path: Path) -> None:
+    d = make_task(tmp_path, "leaky", dockerfile="FROM debian:bookworm-slim\nCOPY cheat.sh /opt/cheat.sh\n")
+    solve = "#!/bin/bash\n# the answer, written out in full so it can be fingerprinted\necho 42 > /app/answer.txt\n"
+    (d / "solution" / "solve.sh").write_text(solve)
+    (d / "environment" / "cheat.sh").write_text(solve)
+    assert import_paths(workspace, [d]).ok
+    with session(workspace.engine) as s:
+        (row,) = queries.task_rows(s)
+    report = audit_version(workspace, row.version_id, reruns=1)
+    assert report.verdict == "rejected"
+    assert "invalidity.solution_leak" in report.reasons
+
+
+def test_untested_output_is_a_warning(workspace: Workspace, tmp_path: Path) -> None:
+    d = make_task(
+        tmp_path,
+        "half-tested",
+        instruction="Write 42 into /app/answer.txt and a summary line into /app/summary.txt.",
+        solve="#!/bin/bash\necho 42 > /app/answer.txt\necho ok > /app/summary.txt\n",
+    )
+    assert import_paths(workspace, [d]).ok
+    with session(workspace.engine) as s:
+        (row,) = queries.task_rows(s)
+    report = audit_version(workspace, row.version_id, reruns=1)
+    assert report.verdict == "warning"
+    assert report.reasons == ["invalidity.instruction_untested"]
