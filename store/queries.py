@@ -11,13 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import Integer, func
 from sqlmodel import Session, col, select
 
 from store.models import (
     Audit,
     Episode,
+    Export,
     FailureTag,
+    Generation,
     ImageBuild,
     Step,
     Task,
@@ -144,8 +146,8 @@ def task_rows(s: Session) -> list[TaskRow]:
         select(
             Episode.task_version_id,
             func.count(),
-            func.sum(col(Episode.outcome) == "passed"),
-            func.sum(col(Episode.outcome).startswith("infra_error")),
+            func.sum(col(Episode.outcome) == "passed", type_=Integer),
+            func.sum(col(Episode.outcome).startswith("infra_error"), type_=Integer),
         )
         .where(col(Episode.task_version_id).in_(vids), Episode.status == "done")
         .group_by(Episode.task_version_id)
@@ -153,7 +155,7 @@ def task_rows(s: Session) -> list[TaskRow]:
         ep_stats[vid] = (int(total), int(passed or 0), int(infra or 0))
     tag_stats: dict[int, tuple[int, int]] = {}
     for vid, total, blocking in s.exec(
-        select(Episode.task_version_id, func.count(), func.sum(col(FailureTag.blocking)))
+        select(Episode.task_version_id, func.count(), func.sum(col(FailureTag.blocking), type_=Integer))
         .join(FailureTag, col(FailureTag.episode_id) == col(Episode.id))
         .where(col(Episode.task_version_id).in_(vids), col(FailureTag.cleared).is_(False))
         .group_by(Episode.task_version_id)
@@ -343,10 +345,6 @@ def tags_for_episode(s: Session, episode_id: int, *, include_cleared: bool = Fal
 # Reads for engine/calibrate.py, engine/report.py and engine/export.py. Calibration always works on the
 # *latest* version of each task: an edited task starts its accounting afresh (DESIGN: results never mix
 # versions), and exporting a superseded version would ship files the curator has already replaced.
-
-from sqlalchemy import Integer  # noqa: E402
-
-from store.models import Export, Generation  # noqa: E402
 
 
 @dataclass

@@ -81,16 +81,13 @@ def main() -> None:
         typer.echo("bandpass: interrupted", err=True)
         sys.exit(130)
     except Exception as exc:  # the one place a stray exception becomes a clean line
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click/typer usage errors
+            typer.echo(f"bandpass: error: {exc.format_message()}", err=True)  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         if os.environ.get("BANDPASS_DEBUG"):
             raise
         typer.echo(f"bandpass: error: {exc}", err=True)
         sys.exit(1)
-
 
 if __name__ == "__main__":  # ``python -m tui.cli``: run the importable module so commands register on it
     from tui.cli import main as _main

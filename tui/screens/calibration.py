@@ -98,8 +98,12 @@ class CalibrationScreen(Screen[None]):
             self.query_one("#calib-summary", Static).update("No model selected (no episodes yet?).")
             self.query_one("#calib-histogram", Static).update("")
             return
-        band = self.workspace.config.band
-        params = GateParams(lo=band.lo, hi=band.hi, k=band.k, min_samples=band.min_samples)
+        try:
+            band = self.workspace.config.band
+            params = GateParams(lo=band.lo, hi=band.hi, k=band.k, min_samples=band.min_samples)
+        except Exception as exc:  # a broken bandpass.toml: say so, and show the defaults meanwhile
+            self.notify(f"{exc}; using the default band", severity="warning")
+            params = GateParams()
         rep = build_report(self.workspace, model, params)
         self.report = rep
         panel = infra_warning_panel(rep)
