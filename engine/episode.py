@@ -67,18 +67,18 @@ def ensure_image(
         timeout_sec=spec.build_timeout_sec,
         bus=bus,
     )
-    if not res.cached:
-        with session(ws.engine) as s:
+    with session(ws.engine) as s:
+        if not res.cached:
             queries.record_image_build(
                 s,
-                version.id,
+                version.id,  # type: ignore[arg-type]
                 tag=res.tag,
                 ok=res.ok,
                 log=res.log,
-                duration_s=res.duration,  # type: ignore[arg-type]
+                duration_s=res.duration,
             )
-            if res.aliases_used:
-                queries.set_version_aliases(s, version.id, res.aliases_used)  # type: ignore[arg-type]
+        if res.aliases_used:  # a cached image reports them too (kept in an image label)
+            queries.set_version_aliases(s, version.id, res.aliases_used)  # type: ignore[arg-type]
     return res
 
 

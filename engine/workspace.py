@@ -41,6 +41,7 @@ class Workspace:
         ws = cls(resolve_root(root))
         for d in (ws.root, ws.tasks_dir, ws.recordings_dir, ws.exports_dir):
             d.mkdir(parents=True, exist_ok=True)
+        _ = ws.config  # a broken bandpass.toml is reported now, not in the middle of a rollout
         _ = ws.engine
         return ws
 

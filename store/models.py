@@ -109,6 +109,22 @@ class Episode(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class Batch(SQLModel, table=True):
+    """A rollout request: ``k`` attempts per task version for one agent, run as its queued episodes.
+
+    Kept in the database (not a side file) so the batch and its queued rows are created in one
+    transaction and travel with the workspace; ``bandpass run --resume`` rebuilds the agent from it.
+    """
+
+    id: str = Field(primary_key=True)
+    agent: str = ""  # policy model name (as in bandpass.toml) or built-in agent name; = Episode.agent
+    kind: str = "model"  # model | builtin
+    base_url: str = ""  # --base-url override; "" = the model's bandpass.toml entry
+    k: int = 1
+    params_json: str = "{}"  # agent parameters (max_steps, request timeout...) resume must reuse
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class Step(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     episode_id: int = Field(foreign_key="episode.id", index=True)
@@ -146,3 +162,15 @@ class Export(SQLModel, table=True):
     task_count: int = 0
     manifest_sha256: str = ""
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class ReviewState(SQLModel, table=True):
+    """The tagging queue's persistent state for one episode: only "skipped" is stored (pending and tagged
+    follow from the episode and its tags), so a curator's "not now" survives a restart."""
+
+    __tablename__ = "review_state"
+
+    episode_id: int = Field(primary_key=True, foreign_key="episode.id")
+    state: str = "skipped"
+    author: str = ""
+    updated_at: datetime = Field(default_factory=utcnow)

@@ -489,3 +489,360 @@ def delete_steps(s: Session, episode_id: int) -> None:
     """Drops the steps of an abandoned try so a retried episode keeps only its final try's steps."""
     for step in s.exec(select(Step).where(Step.episode_id == episode_id)).all():
         s.delete(step)
+
+
+# --- rollout batches ----------------------------------------------------------------------------------
+# A batch's episodes are queued rows claimed one at a time by runners. Claiming is a single UPDATE guarded
+# by ``status = 'queued'``, so two runners (threads or processes) can never take the same row, and a
+# crash leaves at worst rows marked ``running`` that ``requeue_stale`` hands back on resume.
+
+from sqlalchemy import update  # noqa: E402
+
+from store.models import Batch  # noqa: E402
+
+
+def create_batch(
+    s: Session, batch_id: str, *, agent: str, kind: str, base_url: str, k: int, params: dict[str, Any]
+) -> Batch:
+    b = Batch(
+        id=batch_id,
+        agent=agent,
+        kind=kind,
+        base_url=base_url,
+        k=k,
+        params_json=json.dumps(params, sort_keys=True, default=str),
+    )
+    s.add(b)
+    s.flush()
+    return b
+
+
+def get_batch(s: Session, batch_id: str) -> Batch | None:
+    return s.get(Batch, batch_id)
+
+
+def batches(s: Session) -> list[Batch]:
+    """Newest first."""
+    return list(s.exec(select(Batch).order_by(col(Batch.created_at).desc(), col(Batch.id).desc())).all())
+
+
+def batch_status_counts(s: Session, batch_id: str) -> dict[str, int]:
+    """``{"queued": n, "running": n, "done": n}`` (missing statuses are 0)."""
+    rows = s.exec(
+        select(Episode.status, func.count()).where(Episode.batch_id == batch_id).group_by(Episode.status)
+    ).all()
+    out = {"queued": 0, "running": 0, "done": 0}
+    out.update({st: int(n) for st, n in rows})
+    return out
+
+
+def claim_next_episode(s: Session, batch_id: str) -> Episode | None:
+    """Atomically flips the batch's next queued episode to ``running`` and returns it (None: none left).
+
+    Ordered by attempt first, so every task gets its first attempt before any gets its second: a batch
+    stopped early still covers every task, and workers spread over task images instead of queueing on one.
+    """
+    nxt = (
+        select(Episode.id)
+        .where(Episode.batch_id == batch_id, Episode.status == "queued")
+        .order_by(col(Episode.attempt), col(Episode.id))
+        .limit(1)
+        .scalar_subquery()
+    )
+    stmt = (
+        update(Episode)
+        .where(col(Episode.id) == nxt, col(Episode.status) == "queued")
+        .values(status="running", started_at=utcnow())
+        .returning(col(Episode.id))
+        .execution_options(synchronize_session=False)
+    )
+    claimed = s.execute(stmt).scalar_one_or_none()
+    if claimed is None:
+        return None
+    s.flush()
+    ep = s.get(Episode, claimed, populate_existing=True)
+    return ep
+
+
+def requeue_episodes(s: Session, episode_ids: Sequence[int]) -> list[int]:
+    """Hands ``running`` episodes back to the queue (their steps go: the rerun starts afresh)."""
+    if not episode_ids:
+        return []
+    ids = list(
+        s.exec(
+            select(Episode.id).where(col(Episode.id).in_(list(episode_ids)), Episode.status == "running")
+        ).all()
+    )
+    if not ids:
+        return []
+    s.execute(
+        update(Episode)
+        .where(col(Episode.id).in_(ids), col(Episode.status) == "running")
+        .values(status="queued", started_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    for step in s.exec(select(Step).where(col(Step.episode_id).in_(ids))).all():
+        s.delete(step)
+    s.flush()
+    return [int(i) for i in ids if i is not None]
+
+
+def requeue_stale(s: Session, batch_id: str) -> list[int]:
+    """Every ``running`` episode of the batch back to ``queued``; returns their ids.
+
+    Only safe when no live runner owns them: ``engine.rollouts`` calls it while holding the batch's
+    exclusive lock, which a live runner would be holding shared.
+    """
+    ids = s.exec(select(Episode.id).where(Episode.batch_id == batch_id, Episode.status == "running")).all()
+    return requeue_episodes(s, [i for i in ids if i is not None])
+
+
+def latest_unfinished_batch_id(s: Session) -> str | None:
+    """The newest batch that still has queued or running episodes."""
+    unfinished = select(Episode.batch_id).where(col(Episode.status).in_(["queued", "running"])).distinct()
+    b = s.exec(
+        select(Batch)
+        .where(col(Batch.id).in_(unfinished))
+        .order_by(col(Batch.created_at).desc(), col(Batch.id).desc())
+    ).first()
+    return b.id if b else None
+
+
+# --- replay and tagging -------------------------------------------------------------------------------
+# Reads and writes for engine/tagging.py (the tagging queue, bulk tags, undo) and the Replay screen.
+
+from store.models import ReviewState  # noqa: E402 - kept with its section so parallel edits don't collide
+
+
+def get_tag(s: Session, tag_id: int) -> FailureTag | None:
+    return s.get(FailureTag, tag_id)
+
+
+def clear_tag(s: Session, tag_id: int, *, cleared: bool = True) -> FailureTag | None:
+    """Clears (or, with ``cleared=False``, restores) a tag. Cleared tags are kept, not deleted: they are
+    the record that a curator once thought so, and clearing a blocking tag is what readmits a task."""
+    tag = s.get(FailureTag, tag_id)
+    if tag is not None:
+        tag.cleared = cleared
+        s.add(tag)
+        s.flush()
+    return tag
+
+
+def delete_tag(s: Session, tag_id: int) -> bool:
+    """Removes a tag outright: only for undoing a tag just made by mistake."""
+    tag = s.get(FailureTag, tag_id)
+    if tag is None:
+        return False
+    s.delete(tag)
+    s.flush()
+    return True
+
+
+def set_tag_blocking(s: Session, tag_id: int, blocking: bool) -> None:
+    """For classes a workspace taxonomy declares blocking beyond the built-in ones."""
+    tag = s.get(FailureTag, tag_id)
+    if tag is not None and tag.blocking != blocking:
+        tag.blocking = blocking
+        s.add(tag)
+        s.flush()
+
+
+@dataclass
+class TagRow:
+    """One line of ``bandpass tags``: a tag with the episode and task it belongs to."""
+
+    tag: FailureTag
+    task: str
+    outcome: str
+
+    def as_dict(self) -> dict[str, Any]:
+        t = self.tag
+        return {
+            "id": t.id,
+            "episode_id": t.episode_id,
+            "task": self.task,
+            "outcome": self.outcome,
+            "tag": f"{t.tag_class}.{t.subclass}",
+            "note": t.note,
+            "author": t.author,
+            "blocking": t.blocking,
+            "cleared": t.cleared,
+            "created_at": t.created_at.isoformat() if t.created_at else None,
+        }
+
+
+def tag_rows(s: Session, *, include_cleared: bool = False) -> list[TagRow]:
+    q = (
+        select(FailureTag, Episode.outcome, Task.name)
+        .join(Episode, col(Episode.id) == col(FailureTag.episode_id))
+        .join(TaskVersion, col(TaskVersion.id) == col(Episode.task_version_id))
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+    )
+    if not include_cleared:
+        q = q.where(col(FailureTag.cleared).is_(False))
+    return [TagRow(t, name, outcome) for t, outcome, name in s.exec(q.order_by(col(FailureTag.id))).all()]
+
+
+@dataclass
+class ReviewRow:
+    """One episode in the tagging queue. ``state``: pending | tagged | skipped."""
+
+    episode: Episode
+    task: str
+    version_hash: str
+    tags: list[FailureTag]
+    state: str
+
+
+def review_rows(s: Session) -> list[ReviewRow]:
+    """Finished episodes a curator should look at: every one that did not pass, plus passed ones that
+    carry a tag (a suspicious pass someone flagged), grouped by task so bulk tagging finds neighbours."""
+    eps = s.exec(
+        select(Episode, Task.name, TaskVersion.hash)
+        .join(TaskVersion, col(TaskVersion.id) == col(Episode.task_version_id))
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+        .where(Episode.status == "done")
+        .order_by(col(Task.name), col(Episode.id))
+    ).all()
+    tags: dict[int, list[FailureTag]] = {}
+    for t in s.exec(
+        select(FailureTag).where(col(FailureTag.cleared).is_(False)).order_by(col(FailureTag.id))
+    ).all():
+        tags.setdefault(t.episode_id, []).append(t)
+    skipped = {r.episode_id for r in s.exec(select(ReviewState).where(ReviewState.state == "skipped")).all()}
+    rows = []
+    for ep, name, vhash in eps:
+        ep_tags = tags.get(ep.id, [])  # type: ignore[arg-type]
+        if ep.outcome == "passed" and not ep_tags:
+            continue
+        state = "tagged" if ep_tags else "skipped" if ep.id in skipped else "pending"
+        rows.append(ReviewRow(ep, name, vhash, ep_tags, state))
+    return rows
+
+
+def review_state(s: Session, episode_id: int) -> str | None:
+    r = s.get(ReviewState, episode_id)
+    return r.state if r is not None else None
+
+
+def set_review_state(s: Session, episode_id: int, state: str | None, *, author: str = "") -> None:
+    """Sets (``"skipped"``) or removes (None) an episode's stored queue state."""
+    r = s.get(ReviewState, episode_id)
+    if state is None:
+        if r is not None:
+            s.delete(r)
+    elif r is None:
+        s.add(ReviewState(episode_id=episode_id, state=state, author=author))
+    else:
+        r.state, r.author, r.updated_at = state, author, utcnow()
+        s.add(r)
+    s.flush()
+
+
+# --- cockpit ---
+# Reads for the TUI (tui/screens/*): the Tasks detail pane, the Runs step list, the Generate history.
+
+
+def audits_for_version(s: Session, version_id: int) -> list[Audit]:
+    """Every audit of a version, newest first: the detail pane shows the history, not just the verdict."""
+    return list(
+        s.exec(
+            select(Audit).where(Audit.task_version_id == version_id).order_by(col(Audit.id).desc())
+        ).all()
+    )
+
+
+def recent_generations(s: Session, limit: int = 200) -> list[Generation]:
+    """The newest generation attempts first (the Generate screen's history)."""
+    return list(s.exec(select(Generation).order_by(col(Generation.id).desc()).limit(limit)).all())
+
+
+def task_names_for_episodes(s: Session, episode_ids: Sequence[int]) -> dict[int, str]:
+    """episode id -> task name, in one query (a Runs pane titles episodes it learns of from events)."""
+    if not episode_ids:
+        return {}
+    rows = s.exec(
+        select(Episode.id, Task.name)
+        .join(TaskVersion, col(TaskVersion.id) == col(Episode.task_version_id))
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+        .where(col(Episode.id).in_(list(episode_ids)))
+    ).all()
+    return {int(eid): name for eid, name in rows}
+
+
+def episode_task_name(s: Session, episode_id: int) -> str:
+    """The task an episode ran, for titles; "" when the episode does not exist."""
+    name = s.exec(
+        select(Task.name)
+        .join(TaskVersion, col(TaskVersion.task_id) == col(Task.id))
+        .join(Episode, col(Episode.task_version_id) == col(TaskVersion.id))
+        .where(Episode.id == episode_id)
+    ).first()
+    return name or ""
+
+
+# --- generation ---------------------------------------------------------------------------------------
+
+
+def create_generation(s: Session, **fields: Any) -> Generation:
+    g = Generation(**fields)
+    s.add(g)
+    s.flush()
+    return g
+
+
+def update_generation(s: Session, generation_id: int, **fields: Any) -> Generation:
+    g = s.get(Generation, generation_id)
+    if g is None:
+        raise KeyError(f"generation {generation_id} does not exist")
+    for key, value in fields.items():
+        setattr(g, key, value)
+    s.add(g)
+    return g
+
+
+def get_generation(s: Session, generation_id: int) -> Generation | None:
+    return s.get(Generation, generation_id)
+
+
+def list_generations(
+    s: Session, *, prompt_version: str | None = None, model: str | None = None
+) -> list[Generation]:
+    q = select(Generation)
+    if prompt_version is not None:
+        q = q.where(Generation.prompt_version == prompt_version)
+    if model is not None:
+        q = q.where(Generation.model == model)
+    return list(s.exec(q.order_by(col(Generation.id))).all())
+
+
+@dataclass
+class InstructionRow:
+    name: str
+    version_id: int
+    instruction: str
+    path: str
+    origin: str
+
+
+def latest_instructions(s: Session) -> list[InstructionRow]:
+    """The latest version of every task with its instruction, in task order (duplicate checks)."""
+    latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id)
+    rows = s.exec(
+        select(Task.name, TaskVersion.id, TaskVersion.instruction, TaskVersion.path, TaskVersion.origin)
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+        .where(col(TaskVersion.id).in_(latest_ids))
+        .order_by(col(Task.id))
+    ).all()
+    return [InstructionRow(n, int(v), i or "", p, o) for n, v, i, p, o in rows]
+
+
+def last_failed_generation(s: Session) -> Generation | None:
+    """The most recent finished generation the meta-agent itself failed (rejected or out of budget).
+    Infra errors are not the model's mistake and teach the next attempt nothing."""
+    return s.exec(
+        select(Generation)
+        .where(col(Generation.outcome).in_(["rejected", "budget_exhausted"]))
+        .order_by(col(Generation.id).desc())
+    ).first()

@@ -8,6 +8,9 @@ import pytest
 
 from engine.workspace import Workspace
 
+#: Task fixtures carry their own pytest files (they run inside containers), never collected here.
+collect_ignore_glob = ["fixtures/*"]
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "tasks"
 

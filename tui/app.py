@@ -1,34 +1,112 @@
-"""The Textual application: screens over one workspace.
+"""The Textual application: the curator's cockpit over one workspace.
 
-The app holds the workspace and nothing else global; screens read through ``store`` queries (in workers
-when a read can be slow) and act through ``engine``, never through Docker directly.
+Each area (Tasks, Runs, Generate, Settings, Calibration, and Replay when present) is a Textual *mode*:
+each keeps its own screen stack, so switching to Tasks while a batch runs leaves the Runs panes alive
+and still receiving output. The app holds only what all screens share: the workspace, the event bus the
+engine publishes on, and the task scope the Tasks filter last produced (what a new batch runs over).
+
+Every binding of the app and of the active screen is also offered in the command palette (ctrl+p), so
+nothing is reachable only by a key the curator has to remember. Engine work never runs on the UI thread:
+screens start it in workers and report failures as notifications.
 """
 
 from __future__ import annotations
 
-from textual.app import App
-from textual.binding import Binding
+import importlib
+from collections.abc import Callable, Iterable
+from functools import partial
 
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from engine.events import EventBus
+from engine.events import bus as default_bus
 from engine.workspace import Workspace
+from tui.screens.calibration import CalibrationScreen
+from tui.screens.generate import GenerateScreen
+from tui.screens.runs import RunsScreen
+from tui.screens.settings import SettingsScreen
 from tui.screens.tasks import TasksScreen
+
+
+def _replay_factory(ws: Workspace) -> Callable[[], Screen] | None:
+    """The Replay screen is another engineer's module; the mode exists only when it is importable."""
+    try:
+        mod = importlib.import_module("tui.screens.replay")
+    except ImportError:
+        return None
+    cls = getattr(mod, "ReplayScreen", None)
+    if cls is None:
+        return None
+    return partial(cls, ws)
 
 
 class BandpassApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "Bandpass"
     BINDINGS = [
+        Binding("1", "switch_mode('tasks')", "Tasks"),
+        Binding("2", "switch_mode('runs')", "Runs"),
+        Binding("3", "switch_mode('generate')", "Generate"),
+        Binding("4", "switch_mode('settings')", "Settings"),
+        Binding("5", "switch_mode('calibration')", "Calibration"),
+        Binding("6", "show_replay", "Replay"),
+        Binding("ctrl+t", "change_theme", "Theme"),
         Binding("q", "quit", "Quit"),
-        Binding("t", "show_tasks", "Tasks"),
     ]
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        bus: EventBus | None = None,
+        show_path: bool = True,
+    ) -> None:
         super().__init__()
         self.workspace = workspace
-        self.sub_title = str(workspace.root)
+        self.bus = bus if bus is not None else default_bus
+        #: Version ids the Tasks screen's filter shows: the default scope of a new rollout batch.
+        self.task_scope: list[int] = []
+        self.sub_title = str(workspace.root) if show_path else "workspace"
+        self.add_mode("tasks", partial(TasksScreen, workspace))
+        self.add_mode("runs", partial(RunsScreen, workspace))
+        self.add_mode("generate", partial(GenerateScreen, workspace))
+        self.add_mode("settings", partial(SettingsScreen, workspace))
+        self.add_mode("calibration", partial(CalibrationScreen, workspace))
+        replay = _replay_factory(workspace)
+        if replay is not None:
+            self.add_mode("replay", replay)
 
     def on_mount(self) -> None:
-        self.push_screen(TasksScreen(self.workspace))
+        self.switch_mode("tasks")
 
-    def action_show_tasks(self) -> None:
-        if not isinstance(self.screen, TasksScreen):
-            self.push_screen(TasksScreen(self.workspace))
+    def action_show_replay(self) -> None:
+        if "replay" in self._modes:
+            self.switch_mode("replay")
+        else:
+            self.notify("The Replay screen is not installed in this build.", severity="warning")
+
+    def open_replay(self, episode_id: int) -> None:
+        """Opens an episode in the Replay screen (hook: the replay module decides how it takes one)."""
+        try:
+            mod = importlib.import_module("tui.screens.replay")
+            cls = mod.ReplayScreen
+            self.push_screen(cls(self.workspace, episode_id=episode_id))
+        except Exception as exc:  # noqa: BLE001 - missing or different API: say so, don't crash
+            self.notify(f"Replay unavailable: {exc}", severity="warning")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every visible binding, app and screen, as a palette command (the footer's twin)."""
+        yield from super().get_system_commands(screen)
+        seen: set[str] = {"quit", "change_theme"}
+        for node, binding, enabled, _tooltip in screen.active_bindings.values():
+            if not enabled or not binding.description or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            key = binding.key_display or self.get_key_display(binding)
+            yield SystemCommand(
+                binding.description,
+                f"{binding.description} ({key})",
+                partial(self.run_action, binding.action, node),
+            )

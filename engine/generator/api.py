@@ -1,0 +1,334 @@
+"""One meta-agent turn over the Anthropic Messages API: streamed, retried, and accounted.
+
+The SDK's own retries are switched off (``max_retries=0``) and done here instead, because the generator
+must *count* them: an overloaded API is an infrastructure fact (``api_retries``, ``infra.*``), never a
+failure of the prompt version whose yield is being measured. Waits honour ``retry-after`` /
+``retry-after-ms`` when the server sends them, else exponential backoff with jitter.
+
+The stream is read as raw events and accumulated here rather than with the SDK's helper, so that a tool
+call whose input is not valid JSON becomes a :class:`ToolCall` with ``parse_error`` set (answered with an
+``is_error`` tool_result the model can act on) instead of an exception that loses the whole turn.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx
+
+from engine.generator.pricing import Usage
+
+#: Retryable API conditions → the infra code recorded if retries run out.
+RATE_LIMITED = "infra.rate_limited"
+OVERLOADED = "infra.generator_overloaded"
+UNAVAILABLE = "infra.generator_unavailable"
+
+
+class ApiFailure(RuntimeError):
+    """The API could not give a turn: a non-retryable error, or retries exhausted. ``code`` is the infra
+    code stored as the generation's reason."""
+
+    def __init__(self, code: str, detail: str, *, retries: int = 0, request_id: str | None = None) -> None:
+        self.code = code
+        self.detail = detail
+        self.retries = retries
+        self.request_id = request_id
+        super().__init__(f"{code}: {detail}")
+
+
+class WaitPastDeadline(RuntimeError):
+    """The next retry would wait beyond the generation's wall-time budget."""
+
+
+class Cancelled(RuntimeError):
+    pass
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    input: dict[str, Any] | None
+    raw_json: str = ""
+    parse_error: str | None = None
+
+
+@dataclass
+class TurnReply:
+    content: list[dict[str, Any]]  # the assistant message's blocks, as they must be sent back
+    tool_calls: list[ToolCall]
+    text: str
+    stop_reason: str | None
+    usage: Usage
+    request_id: str | None = None
+    message_id: str | None = None
+    retries: int = 0
+    retry_log: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class RetryPolicy:
+    max_retries: int = 8
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    max_retry_after_s: float = 300.0
+
+
+def classify(exc: BaseException) -> tuple[str, bool]:
+    """(infra code, retryable) for an SDK exception."""
+    if isinstance(exc, anthropic.APIStatusError):
+        etype = getattr(exc, "type", None) or ""
+        status = exc.status_code
+        if status == 429 or etype == "rate_limit_error":
+            # A spend cap also says rate_limit_error; waiting will not lift it until next month.
+            if getattr(exc, "error_code", None) == "enforced_spend_limit_reached":
+                return "infra.generator_spend_limit", False
+            return RATE_LIMITED, True
+        if status == 529 or etype == "overloaded_error":
+            return OVERLOADED, True
+        if status >= 500 or etype == "api_error":
+            return UNAVAILABLE, True
+        if status in (401, 403) or etype in ("authentication_error", "permission_error"):
+            return "infra.generator_auth", False
+        if status == 404 or etype == "not_found_error":
+            return "infra.generator_model_not_found", False
+        if status == 408 or status == 409:
+            return UNAVAILABLE, True
+        return "infra.generator_rejected", False
+    if isinstance(exc, (anthropic.APIConnectionError, httpx.TransportError)):
+        return UNAVAILABLE, True
+    return "infra.generator_error", False
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The server's requested wait: ``retry-after-ms``, else ``retry-after`` (seconds or HTTP date)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(ra) if ra else None
+        if parsed is None:
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+class MetaClient:
+    """A streaming Messages client for one model. Thread-safe: concurrent generations share it."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout_s: float = 600.0,
+        retry: RetryPolicy | None = None,
+        max_tokens: int = 8192,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        self.retry = retry or RetryPolicy()
+        self.base_url = base_url
+        # max_retries=0: retries are ours, so they can be counted and can honour the wall budget.
+        self._client = anthropic.Anthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def turn(
+        self,
+        *,
+        system: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        on_text: Callable[[str], None] | None = None,
+        on_retry: Callable[[dict[str, Any]], None] | None = None,
+        deadline: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> TurnReply:
+        retries = 0
+        log: list[dict[str, Any]] = []
+        while True:
+            if stop is not None and stop.is_set():
+                raise Cancelled("generation cancelled")
+            try:
+                reply = self._stream_once(system=system, tools=tools, messages=messages, on_text=on_text)
+                reply.retries = retries
+                reply.retry_log = log
+                return reply
+            except (anthropic.APIError, httpx.TransportError) as exc:
+                code, retryable = classify(exc)
+                request_id = getattr(exc, "request_id", None)
+                detail = _detail(exc)
+                if not retryable or retries >= self.retry.max_retries:
+                    raise ApiFailure(
+                        code,
+                        detail if retryable is False else f"{detail} (after {retries} retries)",
+                        retries=retries,
+                        request_id=request_id,
+                    ) from exc
+                wait = retry_after_s(exc)
+                honoured = wait is not None
+                if wait is None:
+                    base = self.retry.backoff_base_s * (2**retries)
+                    wait = min(self.retry.backoff_max_s, base) * (0.5 + random.random() / 2)
+                wait = min(wait, self.retry.max_retry_after_s)
+                if deadline is not None and time.monotonic() + wait > deadline:
+                    raise WaitPastDeadline(f"{code}: retry in {wait:.1f}s would pass the wall budget") from exc
+                retries += 1
+                entry = {
+                    "code": code,
+                    "status": getattr(exc, "status_code", None),
+                    "request_id": request_id,
+                    "wait_s": round(wait, 3),
+                    "retry_after_honoured": honoured,
+                    "attempt": retries,
+                    "detail": detail[:300],
+                }
+                log.append(entry)
+                if on_retry is not None:
+                    on_retry(entry)
+                if stop is not None:
+                    if stop.wait(wait):
+                        raise Cancelled("generation cancelled") from exc
+                else:
+                    time.sleep(wait)
+
+    def _stream_once(
+        self,
+        *,
+        system: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        on_text: Callable[[str], None] | None,
+    ) -> TurnReply:
+        blocks: dict[int, dict[str, Any]] = {}
+        json_bufs: dict[int, str] = {}
+        usage = Usage()
+        stop_reason: str | None = None
+        message_id: str | None = None
+        stream = self._client.messages.create(
+            model=self.model,
+            max_tokens=self.max_tokens,
+            system=system,  # type: ignore[arg-type]
+            tools=tools,  # type: ignore[arg-type]
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+        )
+        request_id = stream.response.headers.get("request-id")
+        with stream:
+            for event in stream:
+                etype = event.type
+                if etype == "message_start":
+                    message_id = event.message.id
+                    _take_usage(usage, event.message.usage)
+                elif etype == "content_block_start":
+                    blocks[event.index] = event.content_block.model_dump(exclude_none=True)
+                    if blocks[event.index].get("type") == "tool_use":
+                        json_bufs[event.index] = ""
+                elif etype == "content_block_delta":
+                    block = blocks.setdefault(event.index, {"type": "text", "text": ""})
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        block["text"] = block.get("text", "") + delta.text
+                        if on_text is not None and delta.text:
+                            on_text(delta.text)
+                    elif delta.type == "input_json_delta":
+                        json_bufs[event.index] = json_bufs.get(event.index, "") + delta.partial_json
+                    elif delta.type == "thinking_delta":
+                        block["thinking"] = block.get("thinking", "") + delta.thinking
+                    elif delta.type == "signature_delta":
+                        block["signature"] = delta.signature
+                elif etype == "message_delta":
+                    stop_reason = event.delta.stop_reason or stop_reason
+                    _take_usage(usage, event.usage, cumulative_output=True)
+        content: list[dict[str, Any]] = []
+        calls: list[ToolCall] = []
+        text_parts: list[str] = []
+        for index in sorted(blocks):
+            block = blocks[index]
+            if block.get("type") == "text":
+                block.pop("citations", None)
+                if not block.get("text"):
+                    continue  # the API refuses empty text blocks when they are sent back
+                text_parts.append(block["text"])
+                content.append({"type": "text", "text": block["text"]})
+            elif block.get("type") == "tool_use":
+                raw = json_bufs.get(index, "")
+                call = ToolCall(id=block["id"], name=block["name"], input=None, raw_json=raw)
+                if raw.strip():
+                    try:
+                        parsed = json.loads(raw)
+                    except json.JSONDecodeError as exc:
+                        call.parse_error = f"tool input is not valid JSON ({exc.msg} at char {exc.pos})"
+                        if stop_reason == "max_tokens":
+                            call.parse_error += "; your reply was cut at max_tokens: write big files in parts"
+                        parsed = None
+                else:
+                    parsed = block.get("input") or {}
+                if parsed is not None and not isinstance(parsed, dict):
+                    call.parse_error = f"tool input must be a JSON object, got {type(parsed).__name__}"
+                    parsed = None
+                call.input = parsed
+                calls.append(call)
+                # What goes back to the API must be an object even when the model's JSON was broken.
+                content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": parsed or {}})
+            elif block.get("type") in ("thinking", "redacted_thinking"):
+                content.append(block)
+        return TurnReply(
+            content=content,
+            tool_calls=calls,
+            text="".join(text_parts),
+            stop_reason=stop_reason,
+            usage=usage,
+            request_id=request_id,
+            message_id=message_id,
+        )
+
+
+def _take_usage(usage: Usage, raw: Any, *, cumulative_output: bool = False) -> None:
+    """message_start carries the input side; message_delta carries the (cumulative) output count and,
+    on some servers, a final input count: take the larger so neither event is double-counted."""
+    if raw is None:
+        return
+    inp = getattr(raw, "input_tokens", None)
+    if inp:
+        usage.input_tokens = max(usage.input_tokens, int(inp))
+    cw = getattr(raw, "cache_creation_input_tokens", None)
+    if cw:
+        usage.cache_write_tokens = max(usage.cache_write_tokens, int(cw))
+    cr = getattr(raw, "cache_read_input_tokens", None)
+    if cr:
+        usage.cache_read_tokens = max(usage.cache_read_tokens, int(cr))
+    out = getattr(raw, "output_tokens", None)
+    if out:
+        usage.output_tokens = int(out) if cumulative_output else max(usage.output_tokens, int(out))
+
+
+def _detail(exc: BaseException) -> str:
+    if isinstance(exc, anthropic.APIStatusError):
+        msg = getattr(exc, "api_message", None) or str(exc)
+        return f"HTTP {exc.status_code} {getattr(exc, 'type', '') or ''}: {msg}".strip()
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,503 @@
+"""Rollout batches: k attempts per task version for one agent, queued in the database, run concurrently.
+
+A batch is planned first (one ``batch`` row plus one *queued* episode row per (version, attempt)) and run
+second: workers claim queued rows one at a time with an atomic UPDATE and hand each to ``run_episode``.
+Because the plan lives in the store, not in the runner's memory, a runner that crashes, is SIGKILLed or is
+stopped with Ctrl-C loses nothing but the episodes in flight: ``bandpass run --resume`` requeues those and
+finishes only what is unfinished, never duplicating a finished attempt (which would bias pass@k).
+
+Runners coordinate through a lock file per batch: each live runner holds it *shared*; requeuing stale
+``running`` rows (and removing their leftover containers) is done only by a runner that could take it
+*exclusively*, i.e. when no other runner is alive to own those rows. The kernel drops the lock of a killed
+process, so no stale-lock cleanup is ever needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engine import outcomes
+from engine.agents.base import Agent
+from engine.events import EventBus
+from engine.events import bus as default_bus
+from engine.workspace import Workspace
+from store import queries
+from store.db import session
+from store.models import Batch
+
+log = logging.getLogger(__name__)
+
+#: Agent parameters a model batch remembers (so ``--resume`` runs the same agent).
+DEFAULT_MAX_STEPS = 20
+DEFAULT_REQUEST_TIMEOUT_S = 120.0
+#: Episodes in flight by default. Each holds a container (cpus/memory from task.toml) plus a terminal
+#: reader thread; beyond the core count they just queue for CPU and stretch every agent's deadline.
+MAX_DEFAULT_CONCURRENCY = 4
+
+
+class BatchError(RuntimeError):
+    """A batch cannot be planned or run; the message is the one line the CLI prints."""
+
+
+def default_concurrency() -> int:
+    return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_CONCURRENCY))
+
+
+def new_batch_id() -> str:
+    """Sortable and readable in a terminal: ``b20250101-120000-1a2b``."""
+    return f"b{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+# --- planning -----------------------------------------------------------------------------------------
+
+
+def plan_batch(
+    ws: Workspace,
+    model_name: str,
+    version_ids: Sequence[int],
+    k: int,
+    *,
+    batch_id: str | None = None,
+    kind: str = "model",
+    base_url: str = "",
+    params: dict[str, Any] | None = None,
+) -> str:
+    """Creates the batch and its queued episodes (attempts ``0..k-1`` per version); returns the batch id.
+
+    Idempotent per batch id: planning an existing batch again adds only the (version, attempt) rows it
+    lacks, so a re-run of the same command can never double-count an attempt.
+    """
+    if k < 1:
+        raise BatchError(f"k must be at least 1, got {k}")
+    if kind not in ("model", "builtin"):
+        raise BatchError(f"unknown batch kind {kind!r} (model or builtin)")
+    if kind == "builtin":
+        from engine.agents.builtin import BUILTIN
+
+        if model_name not in BUILTIN:
+            raise BatchError(
+                f"unknown built-in agent {model_name!r} (built-in: {', '.join(sorted(BUILTIN))})"
+            )
+    if not model_name:
+        raise BatchError("a batch needs a model or agent name")
+    if not version_ids:
+        raise BatchError("no task versions to run (import tasks first: bandpass import DIR)")
+    batch_id = batch_id or new_batch_id()
+    with session(ws.engine) as s:
+        batch = queries.get_batch(s, batch_id)
+        if batch is None:
+            queries.create_batch(
+                s,
+                batch_id,
+                agent=model_name,
+                kind=kind,
+                base_url=base_url,
+                k=k,
+                params=params or {},
+            )
+        elif (batch.agent, batch.kind) != (model_name, kind):
+            raise BatchError(f"batch {batch_id} already exists for {batch.kind} {batch.agent!r}")
+        have = {(e.task_version_id, e.attempt) for e in queries.episodes(s, batch_id=batch_id)}
+        for vid in dict.fromkeys(version_ids):
+            if queries.get_version(s, vid) is None:
+                raise BatchError(f"task version {vid} does not exist")
+            for attempt in range(k):
+                if (vid, attempt) not in have:
+                    queries.create_episode(s, vid, model_name, attempt=attempt, batch_id=batch_id)
+    return batch_id
+
+
+def get_batch(ws: Workspace, batch_id: str) -> Batch:
+    with session(ws.engine) as s:
+        batch = queries.get_batch(s, batch_id)
+    if batch is None:
+        raise BatchError(f"no batch {batch_id!r} in {ws.root}")
+    return batch
+
+
+def latest_unfinished_batch(ws: Workspace) -> str | None:
+    """The newest batch with queued or running episodes (what ``--resume`` without an id picks)."""
+    with session(ws.engine) as s:
+        return queries.latest_unfinished_batch_id(s)
+
+
+def batch_agent_factory(ws: Workspace, batch: Batch) -> tuple[Callable[[], Agent], Callable[[], None]]:
+    """Rebuilds the batch's agent from what the batch row remembers; returns (factory, close).
+
+    Policy agents share one HTTP client (connection pool, thread-safe) but each try gets a fresh agent:
+    an agent carries per-episode state (its learned chars-per-token ratio, its message history).
+    """
+    params = json.loads(batch.params_json or "{}")
+    if batch.kind == "builtin":
+        from engine.agents.builtin import BUILTIN
+
+        cls = BUILTIN.get(batch.agent)
+        if cls is None:
+            raise BatchError(f"batch {batch.id}: unknown built-in agent {batch.agent!r}")
+        return cls, lambda: None  # type: ignore[return-value]
+
+    from engine.agents.policy import PolicyAgent
+    from engine.policy.client import PolicyClient, resolve_model
+
+    try:
+        cfg = resolve_model(ws.config, batch.agent, batch.base_url or None)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from None
+    client_kw = {k: params[k] for k in ("max_retries", "backoff_base", "backoff_max") if k in params}
+    client = PolicyClient(
+        cfg, timeout=float(params.get("request_timeout", DEFAULT_REQUEST_TIMEOUT_S)), **client_kw
+    )
+    agent_kw = {
+        k: params[k] for k in ("max_parse_errors", "observation_bytes", "prompt_version") if k in params
+    }
+    max_steps = int(params.get("max_steps", DEFAULT_MAX_STEPS))
+
+    def factory() -> Agent:
+        return PolicyAgent(client, max_steps=max_steps, **agent_kw)  # type: ignore[return-value]
+
+    return factory, client.close
+
+
+# --- running ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BatchSummary:
+    """Where a batch stands (all runners' work), plus what this call did."""
+
+    batch_id: str
+    agent: str
+    k: int
+    total: int = 0
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    ran: int = 0  # episodes this call finished
+    requeued: int = 0  # stale 'running' rows this call handed back to the queue
+    containers_removed: int = 0
+    wall_s: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def passed(self) -> int:
+        return self.outcomes.get(outcomes.PASSED, 0)
+
+    @property
+    def failed(self) -> int:
+        return self.outcomes.get(outcomes.FAILED, 0)
+
+    @property
+    def agent_errors(self) -> int:
+        return sum(n for o, n in self.outcomes.items() if o.startswith("agent_error"))
+
+    @property
+    def infra_errors(self) -> int:
+        return sum(n for o, n in self.outcomes.items() if outcomes.is_infra(o))
+
+    @property
+    def finished(self) -> bool:
+        return self.queued == 0 and self.running == 0
+
+    @property
+    def episodes_per_min(self) -> float:
+        return 60.0 * self.ran / self.wall_s if self.wall_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d.update(
+            passed=self.passed,
+            failed=self.failed,
+            agent_errors=self.agent_errors,
+            infra_errors=self.infra_errors,
+            finished=self.finished,
+            episodes_per_min=round(self.episodes_per_min, 2),
+            wall_s=round(self.wall_s, 2),
+        )
+        return d
+
+
+def batch_summary(ws: Workspace, batch_id: str) -> BatchSummary:
+    with session(ws.engine) as s:
+        batch = queries.get_batch(s, batch_id)
+        eps = queries.episodes(s, batch_id=batch_id)
+    status = Counter(e.status for e in eps)
+    return BatchSummary(
+        batch_id=batch_id,
+        agent=batch.agent if batch else "",
+        k=batch.k if batch else 0,
+        total=len(eps),
+        queued=status.get("queued", 0),
+        running=status.get("running", 0),
+        done=status.get("done", 0),
+        outcomes=dict(Counter(e.outcome for e in eps if e.status == "done")),
+    )
+
+
+def _lock_path(ws: Workspace, batch_id: str) -> Path:
+    return ws.root / ".locks" / f"batch-{batch_id}.lock"
+
+
+@contextlib.contextmanager
+def _batch_lock(ws: Workspace, batch_id: str) -> Iterator[bool]:
+    """Holds the batch's lock shared for the body; yields True when no other runner was alive at entry
+    (we held it exclusively first, so stale rows are ours to requeue)."""
+    import fcntl
+
+    path = _lock_path(ws, batch_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            alone = True
+        except BlockingIOError:
+            alone = False
+        if not alone:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield alone
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def _remove_containers(ws: Workspace, episode_ids: Sequence[int]) -> int:
+    """Removes leftover containers of the given episodes of this workspace; 0 when Docker is away."""
+    if not episode_ids:
+        return 0
+    try:
+        from engine.docker_engine import get_client
+        from engine.sandbox import gc
+
+        client = get_client()
+    except Exception as exc:  # noqa: BLE001 - no engine: its containers cannot be running either
+        log.warning("could not clean containers of episodes %s: %s", list(episode_ids), exc)
+        return 0
+    n = 0
+    for eid in episode_ids:
+        with contextlib.suppress(Exception):
+            n += gc(client, match={"bandpass.workspace": str(ws.root), "bandpass.episode": str(eid)})
+    return n
+
+
+class _Runner:
+    """The worker threads of one ``run_batch`` call and the state they share."""
+
+    def __init__(
+        self,
+        ws: Workspace,
+        batch_id: str,
+        factory: Callable[[], Agent],
+        bus: EventBus,
+        stop: threading.Event,
+        on_progress: Callable[[BatchSummary], None] | None,
+        max_infra_retries: int,
+        retry_backoff_s: float,
+        started: float,
+    ) -> None:
+        self.ws, self.batch_id, self.factory, self.bus, self.stop = ws, batch_id, factory, bus, stop
+        self.on_progress = on_progress
+        self.max_infra_retries = max_infra_retries
+        self.retry_backoff_s = retry_backoff_s
+        self.started = started
+        self.lock = threading.Lock()
+        self.in_flight: set[int] = set()
+        self.ran = 0
+        self.version_locks: dict[int, threading.Lock] = {}
+        self.built: set[int] = set()
+        self.errors: list[BaseException] = []
+
+    def progress(self) -> None:
+        if self.on_progress is None:
+            return
+        summary = batch_summary(self.ws, self.batch_id)
+        summary.ran, summary.wall_s = self.ran, time.monotonic() - self.started
+        try:
+            self.on_progress(summary)
+        except Exception:  # a broken progress display must not stop the batch
+            log.exception("on_progress failed")
+
+    def _prebuild(self, client: Any, version_id: int) -> None:
+        """Builds a version's image once, before its first episode, so k concurrent workers do not each
+        start the same build. Failures are left for the episode itself to report (as its outcome)."""
+        with self.lock:
+            vlock = self.version_locks.setdefault(version_id, threading.Lock())
+        with vlock:
+            if version_id in self.built or client is None:
+                return
+            from engine.episode import ensure_image
+            from engine.taskdir import load_task
+
+            try:
+                with session(self.ws.engine) as s:
+                    version = queries.get_version(s, version_id)
+                assert version is not None
+                ensure_image(self.ws, client, version, load_task(self.ws.abs(version.path)), self.bus)
+            except Exception as exc:  # noqa: BLE001
+                log.info("pre-build of version %s failed (the episode will report it): %s", version_id, exc)
+            self.built.add(version_id)
+
+    def work(self) -> None:
+        from engine.episode import run_episode
+
+        client = None
+        try:
+            from engine.docker_engine import get_client
+
+            client = get_client()
+        except Exception as exc:  # noqa: BLE001 - each episode will end infra_error:daemon_unavailable
+            log.warning("no Docker client for a rollout worker: %s", exc)
+        while not self.stop.is_set():
+            with session(self.ws.engine) as s:
+                ep = queries.claim_next_episode(s, self.batch_id)
+            if ep is None:
+                return
+            eid = int(ep.id)  # type: ignore[arg-type]
+            with self.lock:
+                self.in_flight.add(eid)
+            try:
+                self._prebuild(client, ep.task_version_id)
+                run_episode(
+                    self.ws,
+                    ep.task_version_id,
+                    self.factory,
+                    client=client,
+                    bus=self.bus,
+                    episode_id=eid,
+                    attempt=ep.attempt,
+                    batch_id=self.batch_id,
+                    max_infra_retries=self.max_infra_retries,
+                    retry_backoff_s=self.retry_backoff_s,
+                )
+            except Exception as exc:  # noqa: BLE001 - run_episode failed outside an episode: still one outcome
+                log.exception("episode %s failed in the runner", eid)
+                with contextlib.suppress(Exception), session(self.ws.engine) as s:
+                    queries.finish_episode(
+                        s,
+                        eid,
+                        outcome=outcomes.infra_error("orchestrator_failure"),
+                        reward=None,
+                        error=f"runner: {type(exc).__name__}: {exc}",
+                    )
+            finally:
+                with self.lock:
+                    self.in_flight.discard(eid)
+                    self.ran += 1
+            self.progress()
+
+
+def run_batch(
+    ws: Workspace,
+    batch_id: str,
+    agent_factory: Callable[[], Agent],
+    *,
+    concurrency: int | None = None,
+    bus: EventBus | None = None,
+    on_progress: Callable[[BatchSummary], None] | None = None,
+    stop: threading.Event | None = None,
+    max_infra_retries: int = 2,
+    retry_backoff_s: float = 1.0,
+) -> BatchSummary:
+    """Runs the batch's queued episodes until none is left or ``stop`` is set; returns the summary.
+
+    Setting ``stop`` (the CLI does on the first Ctrl-C) stops claiming: episodes in flight finish and keep
+    their outcome. A ``KeyboardInterrupt`` while waiting (the second Ctrl-C) hands the episodes in flight
+    back to the queue, removes their containers and re-raises; anything a harder kill leaves behind is
+    requeued by the next ``run_batch`` on the batch.
+    """
+    bus = default_bus if bus is None else bus
+    stop = stop or threading.Event()
+    concurrency = max(1, concurrency or default_concurrency())
+    get_batch(ws, batch_id)  # a clear error for an unknown id
+    started = time.monotonic()
+    with _batch_lock(ws, batch_id) as alone:
+        requeued: list[int] = []
+        removed = 0
+        if alone:
+            with session(ws.engine) as s:
+                requeued = queries.requeue_stale(s, batch_id)
+            removed = _remove_containers(ws, requeued)
+        runner = _Runner(
+            ws, batch_id, agent_factory, bus, stop, on_progress, max_infra_retries, retry_backoff_s, started
+        )
+        runner.progress()
+        threads = [
+            threading.Thread(target=runner.work, name=f"rollout-{batch_id}-{i}", daemon=True)
+            for i in range(concurrency)
+        ]
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(timeout=0.2)
+        except KeyboardInterrupt:
+            stop.set()
+            with runner.lock:
+                flying = sorted(runner.in_flight)
+            with contextlib.suppress(Exception), session(ws.engine) as s:
+                queries.requeue_episodes(s, flying)
+            _remove_containers(ws, flying)
+            raise
+    summary = batch_summary(ws, batch_id)
+    summary.ran = runner.ran
+    summary.requeued = len(requeued)
+    summary.containers_removed = removed
+    summary.wall_s = time.monotonic() - started
+    summary.interrupted = stop.is_set() and not summary.finished
+    return summary
+
+
+def run_planned(
+    ws: Workspace,
+    batch_id: str,
+    *,
+    concurrency: int | None = None,
+    bus: EventBus | None = None,
+    on_progress: Callable[[BatchSummary], None] | None = None,
+    stop: threading.Event | None = None,
+    max_infra_retries: int = 2,
+    retry_backoff_s: float = 1.0,
+) -> BatchSummary:
+    """``run_batch`` with the agent the batch row describes (what ``bandpass run`` and ``--resume`` do)."""
+    factory, close = batch_agent_factory(ws, get_batch(ws, batch_id))
+    try:
+        return run_batch(
+            ws,
+            batch_id,
+            factory,
+            concurrency=concurrency,
+            bus=bus,
+            on_progress=on_progress,
+            stop=stop,
+            max_infra_retries=max_infra_retries,
+            retry_backoff_s=retry_backoff_s,
+        )
+    finally:
+        close()
+
+
+__all__ = [
+    "BatchError",
+    "BatchSummary",
+    "batch_agent_factory",
+    "batch_summary",
+    "default_concurrency",
+    "get_batch",
+    "latest_unfinished_batch",
+    "new_batch_id",
+    "plan_batch",
+    "run_batch",
+    "run_planned",
+]

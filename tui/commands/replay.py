@@ -1,0 +1,165 @@
+"""``bandpass replay``, ``tag``, ``untag``, ``tags`` and ``queue``: the CLI face of replay and tagging.
+
+Same engine objects as the Replay and Tag queue screens (``engine.replay.Player``, ``engine.tagging``),
+so a script and the TUI can never disagree about what a cast shows at t or whether a tag is valid.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from tui.cli import app, fail, open_workspace
+
+QUEUE_STATES = ("pending", "tagged", "skipped")
+
+
+@app.command("replay")
+def replay_cmd(
+    ref: Annotated[str, typer.Argument(help="An episode id, or a path to a .cast file.")],
+    print_at: Annotated[
+        float | None,
+        typer.Option("--print-at", help="Print the screen text at SECONDS and exit (no UI).", metavar="SECONDS"),
+    ] = None,
+    verifier: Annotated[bool, typer.Option("--verifier", help="Use the episode's verifier cast.")] = False,
+    speed: Annotated[float, typer.Option("--speed", help="Initial speed, 0.25-16.")] = 1.0,
+    idle_limit: Annotated[
+        float | None, typer.Option("--idle-limit", "-i", help="Shorten pauses longer than this (seconds).")
+    ] = None,
+) -> None:
+    """Replay an episode's recordings (agent and verifier, step-synced) or a bare .cast file."""
+    from engine.asciicast import CastError, read_cast
+    from engine.replay import KeyframeIndex, ReplaySourceError, load_source
+
+    if not 0.25 <= speed <= 16:
+        raise fail(f"--speed must be between 0.25 and 16, got {speed}")
+    if idle_limit is not None and idle_limit <= 0:
+        raise fail(f"--idle-limit must be positive, got {idle_limit}")
+    ws = None if not ref.strip().isdigit() else open_workspace()
+    try:
+        source = load_source(ws, ref)
+    except ReplaySourceError as e:
+        raise fail(str(e)) from None
+    if print_at is not None:
+        path = source.verifier_cast if verifier else source.agent_cast
+        if path is None:
+            raise fail(f"{source.title}: has no {'verifier' if verifier else 'agent'} cast")
+        try:
+            cast = read_cast(path)
+        except CastError as e:
+            raise fail(str(e)) from None
+        if print_at < 0:
+            raise fail(f"--print-at must be >= 0, got {print_at}")
+        typer.echo(KeyframeIndex(cast).screen_at(print_at).text())
+        return
+
+    from textual.app import App
+
+    from tui.screens.replay import ReplayScreen
+
+    class ReplayApp(App[None]):
+        TITLE = "Bandpass replay"
+
+        def on_mount(self) -> None:
+            screen = ReplayScreen(ws, source=source, verifier=verifier, speed=speed, idle_limit=idle_limit)
+            self.push_screen(screen, callback=lambda _: self.exit())
+
+    ReplayApp().run()
+
+
+@app.command("tag")
+def tag_cmd(
+    episode: Annotated[int, typer.Argument(help="Episode id.")],
+    code: Annotated[str, typer.Argument(help="class.subclass from the taxonomy, e.g. harness.turn_limit.")],
+    note: Annotated[str, typer.Option("--note", "-n", help="Free-text note.")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the tag as JSON.")] = False,
+) -> None:
+    """Tag an episode with a failure class; invalidity and misalignment block the task's export."""
+    from engine.tagging import Tagger, TagError
+    from engine.taxonomy import TaxonomyError
+
+    ws = open_workspace()
+    try:
+        (tag,) = Tagger(ws).tag(episode, code, note=note)
+    except (TagError, TaxonomyError) as e:
+        raise fail(str(e)) from None
+    if as_json:
+        typer.echo(json.dumps({"id": tag.id, "episode_id": episode, "tag": code, "blocking": tag.blocking}))
+        return
+    block = " (blocks export of its task until cleared)" if tag.blocking else ""
+    typer.echo(f"tag {tag.id}: episode {episode} {code} by {tag.author}{block}")
+
+
+@app.command("untag")
+def untag_cmd(tag_id: Annotated[int, typer.Argument(help="Tag id (see bandpass tags).")]) -> None:
+    """Clear a tag. It stays in the record as cleared; a cleared blocking tag readmits its task."""
+    from engine.tagging import Tagger, TagError
+    from engine.taxonomy import TaxonomyError
+
+    ws = open_workspace()
+    try:
+        tag = Tagger(ws).clear(tag_id)
+    except (TagError, TaxonomyError) as e:
+        raise fail(str(e)) from None
+    typer.echo(f"cleared tag {tag_id}: episode {tag.episode_id} {tag.tag_class}.{tag.subclass}")
+
+
+@app.command("tags")
+def tags_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    include_cleared: Annotated[bool, typer.Option("--all", help="Include cleared tags.")] = False,
+) -> None:
+    """List failure tags with their episode, task, author and time."""
+    from store import queries
+    from store.db import session
+
+    ws = open_workspace()
+    with session(ws.engine) as s:
+        rows = queries.tag_rows(s, include_cleared=include_cleared)
+    if as_json:
+        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+        return
+    if not rows:
+        typer.echo("no tags (bandpass queue lists episodes waiting for one)")
+        return
+    typer.echo(f"{'id':>5} {'ep':>5} {'task':<28} {'tag':<40} {'author':<12} {'when':<16} flags")
+    for r in rows:
+        t = r.tag
+        flags = ",".join(f for f, on in (("blocking", t.blocking), ("cleared", t.cleared)) if on)
+        when = t.created_at.strftime("%Y-%m-%d %H:%M") if t.created_at else ""
+        typer.echo(
+            f"{t.id:>5} {t.episode_id:>5} {r.task[:28]:<28} {t.tag_class + '.' + t.subclass:<40} "
+            f"{t.author[:12]:<12} {when:<16} {flags}"
+        )
+        if t.note:
+            typer.echo(f"{'':>11}note: {t.note}")
+
+
+@app.command("queue")
+def queue_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    state: Annotated[
+        str | None, typer.Option("--state", help="Only pending, tagged or skipped episodes.")
+    ] = None,
+) -> None:
+    """The tagging queue: finished episodes that did not pass, with their state and suggested tag."""
+    from engine.tagging import load_queue
+
+    if state is not None and state not in QUEUE_STATES:
+        raise fail(f"--state must be one of {', '.join(QUEUE_STATES)}, got {state!r}")
+    ws = open_workspace()
+    items = load_queue(ws, states=None if state is None else {state})
+    if as_json:
+        typer.echo(json.dumps([i.as_dict() for i in items], indent=2))
+        return
+    if not items:
+        typer.echo("the queue is empty")
+        return
+    counts = {s: sum(i.state == s for i in items) for s in QUEUE_STATES}
+    typer.echo(f"{'ep':>5} {'state':<8} {'task':<28} {'outcome':<28} {'suggested / tags':<40}")
+    for i in items:
+        shown = ", ".join(i.tags) if i.tags else (f"({i.suggestion}?)" if i.suggestion else "")
+        typer.echo(f"{i.episode_id:>5} {i.state:<8} {i.task[:28]:<28} {i.outcome[:28]:<28} {shown}")
+    typer.echo(", ".join(f"{n} {s}" for s, n in counts.items()))

@@ -1,0 +1,169 @@
+"""LiveEpisodes: the app-wide record of episodes running now, fed from the event bus.
+
+Why a registry and not subscriptions inside the Runs screen: Textual creates a mode's screen the first
+time the curator opens it, and a batch (or an audit) may have started before that. The registry
+subscribes when the app starts, keeps an emulated screen per episode and stream (policy, verifier), and
+the Runs screen attaches panes to those screens whenever it is shown, history included.
+
+Everything here runs on the publishing (worker) thread except what listeners do. Screens are fed in the
+publishing thread (``engine.emulator.Screen`` is thread-safe), so output bytes never cross into the UI
+thread; only a "please repaint" does, at most once per frame per pane (``TerminalView.request_paint``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.emulator import Screen
+from engine.events import (
+    Event,
+    EventBus,
+    EpisodeFinished,
+    EpisodeStarted,
+    PtyOutput,
+    StepFinished,
+    StepStarted,
+)
+
+#: The size the episode runner gives every terminal (engine.episode.COLS/ROWS).
+try:
+    from engine.episode import COLS, ROWS
+except Exception:  # noqa: BLE001 - the registry must work even if the runner's import fails
+    COLS, ROWS = 160, 40
+
+STREAMS = ("agent", "verifier")
+
+
+@dataclass
+class LiveEpisode:
+    episode_id: int
+    task_name: str = ""
+    agent: str = ""
+    attempt: int = 0
+    started_at: float = field(default_factory=time.time)
+    status: str = "running"  # running | done
+    outcome: str = ""
+    reward: float | None = None
+    step_index: int | None = None
+    steps: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    screens: dict[str, Screen] = field(default_factory=dict)
+    #: TerminalViews showing this episode, by stream; set on the UI thread, read by the feeder.
+    views: dict[str, Any] = field(default_factory=dict)
+    verifier_seen: bool = False
+    bytes_in: int = 0
+
+    def screen(self, stream: str) -> Screen:
+        scr = self.screens.get(stream)
+        if scr is None:
+            scr = self.screens[stream] = Screen(COLS, ROWS)
+        return scr
+
+
+Listener = Callable[[str, LiveEpisode], None]
+
+
+class LiveEpisodes:
+    """Thread-safe registry of recent episodes. Listeners are told ``started|step|verifier|finished``."""
+
+    def __init__(self, bus: EventBus, *, keep: int = 48) -> None:
+        self.bus = bus
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._eps: OrderedDict[int, LiveEpisode] = OrderedDict()
+        self._listeners: list[Listener] = []
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def start(self) -> None:
+        if self._unsubscribe is None:
+            self._unsubscribe = self.bus.subscribe(Event, self._on_event)
+
+    def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def add_listener(self, fn: Listener) -> Callable[[], None]:
+        with self._lock:
+            self._listeners.append(fn)
+
+        def remove() -> None:
+            with self._lock:
+                if fn in self._listeners:
+                    self._listeners.remove(fn)
+
+        return remove
+
+    def episodes(self) -> list[LiveEpisode]:
+        with self._lock:
+            return list(self._eps.values())
+
+    def get(self, episode_id: int) -> LiveEpisode | None:
+        with self._lock:
+            return self._eps.get(episode_id)
+
+    def forget_finished(self) -> list[int]:
+        with self._lock:
+            gone = [i for i, e in self._eps.items() if e.status == "done"]
+            for i in gone:
+                del self._eps[i]
+        return gone
+
+    # --- bus side (publishing thread) --- #
+
+    def _episode(self, episode_id: int) -> LiveEpisode:
+        with self._lock:
+            ep = self._eps.get(episode_id)
+            if ep is None:
+                ep = self._eps[episode_id] = LiveEpisode(episode_id)
+                self._trim()
+            return ep
+
+    def _trim(self) -> None:
+        """Drops the oldest *finished* episodes past ``keep``; running ones are never dropped."""
+        over = len(self._eps) - self.keep
+        if over <= 0:
+            return
+        for i in [i for i, e in self._eps.items() if e.status == "done"][:over]:
+            del self._eps[i]
+
+    def _tell(self, kind: str, ep: LiveEpisode) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn(kind, ep)
+
+    def _on_event(self, ev: Event) -> None:
+        if ev.episode_id is None:
+            return
+        if isinstance(ev, PtyOutput):
+            ep = self._episode(ev.episode_id)
+            stream = ev.stream if ev.stream in STREAMS else "agent"
+            ep.screen(stream).feed(ev.data)
+            ep.bytes_in += len(ev.data)
+            view = ep.views.get(stream)
+            if view is not None:
+                view.request_paint()
+            if stream == "verifier" and not ep.verifier_seen:
+                ep.verifier_seen = True
+                self._tell("verifier", ep)
+        elif isinstance(ev, EpisodeStarted):
+            ep = self._episode(ev.episode_id)
+            ep.task_name, ep.agent, ep.attempt = ev.task_name, ev.agent, ev.attempt
+            ep.status, ep.outcome, ep.reward = "running", "", None
+            self._tell("started", ep)
+        elif isinstance(ev, StepStarted):
+            ep = self._episode(ev.episode_id)
+            ep.step_index = ev.index
+        elif isinstance(ev, StepFinished):
+            ep = self._episode(ev.episode_id)
+            ep.steps.append((ev.index, dict(ev.action or {})))
+            self._tell("step", ep)
+        elif isinstance(ev, EpisodeFinished):
+            ep = self._episode(ev.episode_id)
+            ep.status, ep.outcome, ep.reward = "done", ev.outcome, ev.reward
+            self._tell("finished", ep)

@@ -1,0 +1,369 @@
+"""TerminalView: a Line-API widget that paints an :class:`engine.emulator.Screen`.
+
+Why a Line-API widget and not a ``Static`` re-rendered with a Rich ``Text``: a live pane receives output
+many times a second, and most of it touches one or two rows (a prompt, a progress bar). A Line-API widget
+lets Textual ask for exactly the rows we invalidate (``refresh_lines``), and we keep a per-row cache of
+ready-made :class:`~textual.strip.Strip` objects, so an unchanged row costs a dict lookup per frame.
+
+Threading model (the reason ``feed`` needs no ``call_from_thread``): the emulator ``Screen`` has its own
+lock, so any thread may feed it. Feeding only *requests* a paint; the request reaches the UI thread as one
+message per frame at most (``post_message`` is thread-safe), and the paint happens on a timer so a pane
+never repaints more than ``max_fps`` times a second however fast bytes arrive. A worker that pushes
+100 KB/s therefore costs the UI thread at most ``max_fps`` short paints, never one call per chunk.
+
+Safety: the emulator parses and drops OSC 52 (clipboard), OSC 0/2 (title), OSC 8 (hyperlinks) and device
+queries; this widget additionally never turns a cell's hyperlink into a Rich link and replaces any C0/C1
+control character left in a cell, so nothing a task prints can reach the curator's real terminal.
+
+API (kept stable: the replay screen uses it too): ``feed(text)``, ``set_screen(screen)``, ``emulator``,
+``request_paint()``, ``max_fps``, ``follow_cursor``, ``show_cursor``, ``paint_count``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from textual.app import ComposeResult
+from textual.events import Resize
+from textual.geometry import Region
+from textual.message import Message
+from textual.strip import Strip
+from textual.timer import Timer
+from textual.widget import Widget
+
+from engine.emulator import Screen
+
+#: C0 and C1 controls (and DEL) must never reach the real terminal through a cell's text.
+_CONTROLS = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
+
+
+def _rich_colour(c: Any) -> str | None:
+    """A bittty ``Color`` as a Rich colour: ANSI names for 0-15 (so the theme's ANSI palette applies),
+    ``colorN`` for the 256-colour cube, ``#rrggbb`` for true colour."""
+    if c is None:
+        return None
+    mode = getattr(c, "mode", "default")
+    if mode == "indexed":
+        n = int(c.value)
+        return _ANSI[n] if n < 16 else f"color({n})" if n < 256 else None
+    if mode == "rgb":
+        r, g, b = c.value
+        return f"#{r:02x}{g:02x}{b:02x}"
+    return None
+
+
+_ANSI = (
+    "black",
+    "red",
+    "green",
+    "yellow",
+    "blue",
+    "magenta",
+    "cyan",
+    "white",
+    "bright_black",
+    "bright_red",
+    "bright_green",
+    "bright_yellow",
+    "bright_blue",
+    "bright_magenta",
+    "bright_cyan",
+    "bright_white",
+)
+
+
+def _convert_style(style: Any) -> RichStyle:
+    """One bittty style as a Rich style. Hyperlinks are deliberately dropped (OSC 8 neutralised)."""
+    return RichStyle(
+        color=_rich_colour(style.fg),
+        bgcolor=_rich_colour(style.bg),
+        bold=bool(style.bold) or None,
+        dim=bool(getattr(style, "dim", False)) or None,
+        italic=bool(style.italic) or None,
+        underline=bool(style.underline) or None,
+        reverse=bool(style.reverse) or None,
+        strike=bool(getattr(style, "strike", False)) or None,
+        conceal=bool(getattr(style, "conceal", False)) or None,
+    )
+
+
+def _cell_style(cell: Any) -> RichStyle:
+    """The public-API fallback: one ``engine.emulator.Cell`` as a Rich style."""
+    return RichStyle(
+        color=cell.fg,
+        bgcolor=cell.bg,
+        bold=cell.bold or None,
+        italic=cell.italic or None,
+        underline=cell.underline or None,
+        reverse=cell.reverse or None,
+    )
+
+
+class _RowReader:
+    """Reads one emulator row as styled runs.
+
+    ``Screen.styled_rows()`` builds a ``Cell`` object for every cell of every row (≈20 ms for 160x40),
+    far too slow to call per frame for eight panes. This reader walks one row of the emulator's current
+    page and groups cells into runs of one style, which is what a ``Strip`` wants. It reads the
+    ``Screen``'s backing board directly, under the screen's own lock.
+
+    HOOK for the emulator owner: this belongs in ``engine/emulator.py`` as ``Screen.styled_runs(y)``;
+    when that method exists it is used instead and this class's private access goes away.
+    """
+
+    def __init__(self, screen: Screen) -> None:
+        self.screen = screen
+        self.fast = hasattr(screen, "_board") and hasattr(screen, "_lock")
+
+    def lock(self) -> Any:
+        return self.screen._lock if self.fast else contextlib.nullcontext()
+
+    def runs(self, y: int) -> list[tuple[str, Any]]:
+        """``[(text, style_key), ...]`` for row ``y``; style keys are hashable and convertible."""
+        native = getattr(self.screen, "styled_runs", None)
+        if native is not None:
+            return native(y)  # type: ignore[no-any-return]
+        if not self.fast:
+            rows = self.screen.styled_rows()
+            return [(c.char, c) for c in rows[y]] if y < len(rows) else []
+        with self.screen._lock:
+            page = self.screen._board.blitter.main_page
+            if y >= len(page.grid):
+                return []
+            row = list(page.grid[y])
+        out: list[tuple[str, Any]] = []
+        chars: list[str] = []
+        current: Any = None
+        for style, ch in row:
+            if style is not current and style != current:
+                if chars:
+                    out.append(("".join(chars), current))
+                chars = [ch]
+                current = style
+            else:
+                chars.append(ch)
+        if chars:
+            out.append(("".join(chars), current))
+        return out
+
+    def cursor_visible(self) -> bool:
+        if not self.fast:
+            return True
+        modes = getattr(self.screen._board, "modes", None)
+        return bool(getattr(modes, "cursor_visible", True))
+
+
+class TerminalView(Widget, can_focus=True):
+    """Paints an emulated terminal screen; repaints only changed rows, at most ``max_fps`` a second."""
+
+    DEFAULT_CSS = (Path(__file__).with_suffix(".tcss")).read_text(encoding="utf-8")
+    COMPONENT_CLASSES = {"terminal-view--cursor"}
+    ALLOW_MAXIMIZE = True
+
+    class Wake(Message, bubble=False):
+        """Posted (from any thread) when the screen changed; handled on the UI thread."""
+
+    def __init__(
+        self,
+        screen: Screen | None = None,
+        *,
+        cols: int = 160,
+        rows: int = 40,
+        max_fps: float = 60.0,
+        follow_cursor: bool = True,
+        show_cursor: bool = True,
+        name: str | None = None,
+        id: str | None = None,  # noqa: A002 - Textual's keyword
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._emulator = screen if screen is not None else Screen(cols, rows)
+        self._reader = _RowReader(self._emulator)
+        self.max_fps = max_fps
+        self.follow_cursor = follow_cursor
+        self.show_cursor = show_cursor
+        self._pending = False
+        self._pending_lock = threading.Lock()
+        self._timer: Timer | None = None
+        self._last_flush = 0.0
+        self._rows: dict[int, Strip] = {}  # emulator row -> full-width strip (without cursor)
+        self._styles: dict[Any, RichStyle] = {}
+        self._base: RichStyle = RichStyle()
+        self._cursor_style: RichStyle = RichStyle(reverse=True)
+        self._cursor: tuple[int, int] = (-1, -1)
+        self._origin: tuple[int, int] = (0, 0)  # (left column, top row) of the viewport
+        #: Number of flushes that repainted something: benchmarks and tests read it.
+        self.paint_count = 0
+        #: ``time.perf_counter()`` of the last flush that repainted something.
+        self.last_paint_at = 0.0
+
+    def compose(self) -> ComposeResult:
+        yield from ()
+
+    # --- public API --- #
+
+    @property
+    def emulator(self) -> Screen:
+        """The screen being shown (named so as not to shadow ``Widget.screen``)."""
+        return self._emulator
+
+    def feed(self, text: str) -> None:
+        """Feeds terminal output. Safe from any thread; the repaint follows within one frame."""
+        self._emulator.feed(text)
+        self.request_paint()
+
+    def set_screen(self, screen: Screen) -> None:
+        """Shows another screen (replay swaps restored keyframes in). Call on the UI thread."""
+        self._emulator = screen
+        self._reader = _RowReader(screen)
+        self._rows.clear()
+        self._cursor = (-1, -1)
+        self.request_paint()
+        self.refresh()
+
+    def request_paint(self) -> None:
+        """Asks for a repaint of whatever changed. Safe from any thread; coalesced to one per frame."""
+        with self._pending_lock:
+            if self._pending:
+                return
+            self._pending = True
+        if self.is_attached:
+            self.post_message(self.Wake())
+
+    # --- frame scheduling --- #
+
+    def on_terminal_view_wake(self, _: TerminalView.Wake) -> None:
+        if self._timer is not None:
+            return
+        delay = self._last_flush + 1.0 / max(self.max_fps, 1.0) - time.perf_counter()
+        if delay <= 0:
+            self._flush()
+        else:
+            self._timer = self.set_timer(delay, self._flush)
+
+    def on_mount(self) -> None:
+        self._update_base_styles()
+        with self._pending_lock:
+            self._pending = False
+        self.request_paint()
+
+    def on_resize(self, _: Resize) -> None:
+        self._origin = (-1, -1)  # recompute, repaint all
+        self.request_paint()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        if self.is_mounted:
+            self._update_base_styles()
+
+    def _update_base_styles(self) -> None:
+        """Default colours come from CSS (so the theme switch applies); cell styles are cached on top."""
+        base = self.rich_style
+        base = RichStyle(color=base.color, bgcolor=base.bgcolor)
+        cursor = self.get_component_rich_style("terminal-view--cursor", partial=True)
+        if base != self._base or cursor != self._cursor_style:
+            self._base, self._cursor_style = base, cursor
+            self._styles.clear()
+            self._rows.clear()
+            self.refresh()
+
+    def _flush(self) -> None:
+        """Repaints the rows that changed since the last flush. Runs on the UI thread."""
+        self._timer = None
+        with self._pending_lock:
+            self._pending = False
+        self._last_flush = time.perf_counter()
+        emu = self._emulator
+        with self._reader.lock():  # dirty + clear must be atomic, or a row written between them is lost
+            dirty = emu.dirty
+            emu.clear_dirty()
+            cx, cy = emu.cursor()
+            cursor_on = self.show_cursor and self._reader.cursor_visible()
+        cursor = (cx, cy) if cursor_on else (-1, -1)
+        if cursor != self._cursor:
+            dirty.update(y for _, y in (cursor, self._cursor) if y >= 0)
+            self._cursor = cursor
+        for y in dirty:
+            self._rows.pop(y, None)
+        origin = self._viewport(cx, cy)
+        if origin != self._origin:
+            self._origin = origin
+            self.refresh()
+        elif dirty:
+            self.refresh(*self._line_regions(dirty, origin[1]))
+        else:
+            return
+        self.paint_count += 1
+        self.last_paint_at = self._last_flush
+
+    def _line_regions(self, rows: set[int], top: int) -> list[Region]:
+        """Widget-relative regions covering the visible ``rows``, consecutive rows merged."""
+        width, height = self.size.width, self.size.height
+        regions: list[Region] = []
+        start = prev = None
+        for y in sorted(r - top for r in rows if top <= r < top + height):
+            if prev is not None and y == prev + 1:
+                prev = y
+                continue
+            if start is not None:
+                regions.append(Region(0, start, width, prev - start + 1))  # type: ignore[operator]
+            start = prev = y
+        if start is not None:
+            regions.append(Region(0, start, width, prev - start + 1))  # type: ignore[operator]
+        return regions
+
+    def _viewport(self, cx: int, cy: int) -> tuple[int, int]:
+        """(left, top) of the visible part: a pane smaller than the screen follows the cursor, so a grid
+        cell shows the prompt and the latest output rather than the first rows."""
+        w, h = self.size.width, self.size.height
+        cols, rows = self._emulator.cols, self._emulator.rows
+        if not self.follow_cursor:
+            return (0, 0)
+        left = 0 if cols <= w or cx < w else min(cx - w + 1, cols - w)
+        top = 0 if rows <= h or cy < h else min(cy - h + 1, rows - h)
+        return (max(left, 0), max(top, 0))
+
+    # --- rendering --- #
+
+    def _style(self, key: Any) -> RichStyle:
+        style = self._styles.get(key)
+        if style is None:
+            cell = _cell_style(key) if hasattr(key, "char") else _convert_style(key)
+            style = self._base + cell
+            self._styles[key] = style
+        return style
+
+    def _row_strip(self, y: int) -> Strip:
+        strip = self._rows.get(y)
+        if strip is None:
+            segments = [
+                Segment(text.translate(_CONTROLS), self._style(key))
+                for text, key in self._reader.runs(y)
+                if text
+            ]
+            strip = Strip(segments).simplify()
+            self._rows[y] = strip
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        left, top = self._origin if self._origin != (-1, -1) else (0, 0)
+        row = top + y
+        if row >= self._emulator.rows:
+            return Strip.blank(width, self._base)
+        strip = self._row_strip(row)
+        cx, cy = self._cursor
+        if cy == row and 0 <= cx:
+            before, cell, after = strip.divide([cx, cx + 1, strip.cell_length or cx + 1])[:3]
+            if cell.cell_length == 0:
+                cell = Strip([Segment(" ", self._base)])
+            cursor = self._cursor_style
+            cell = Strip([Segment(seg.text, (seg.style or self._base) + cursor) for seg in cell])
+            strip = Strip.join([before, cell, after])
+        return strip.crop_extend(left, left + width, self._base)
