@@ -67,11 +67,48 @@ class SandboxSpec:
 
 # ----------------------------------------------------------------------------------------- shell snippets
 
+# Sets $main to the container's main command: the oldest (numerically lowest pid) child of init. Agents'
+# exec'd processes have no parent inside the container, and orphans reparented to init are younger.
+_FIND_MAIN = r"""
+find_main() {
+  main=
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = $$ ] && continue
+    read -r st < "$d/stat" 2>/dev/null || continue
+    rest=${st##*) }
+    set -- $rest
+    if [ "$2" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
+  done
+}
+"""
+
+# Prints "pid uid" for every live (non-zombie) process not in $keep, then exits.
+_LIST_KEPT = r"""
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  case "$keep" in *" $p "*) continue;; esac
+  uid=; st=
+  while read -r k v rest; do
+    case "$k" in State:) st=$v;; Uid:) uid=$v; break;; esac
+  done < "$d/status" 2>/dev/null
+  [ -n "$uid" ] && [ "$st" != Z ] && echo "$p $uid"
+done
+exit 0
+"""
+
 # Kill every process this uid may signal except init, the container's main process and ourselves.
 # STOP first so a fork loop cannot outrun us, then KILL; repeat until nothing killable is left.
 # Builtins only: no fork, no dependency on procps/coreutils in the task image.
-_KILL_SCRIPT = r"""
+_KILL_SCRIPT = (
+    _FIND_MAIN
+    + r"""
 keep=" 1 $$ $1 "
+if [ "$1" = auto ]; then
+  find_main
+  keep=" 1 $$ $main "
+  echo "main $main"
+fi
 round=0
 while [ $round -lt 8 ]; do
   round=$((round+1)); found=0
@@ -87,35 +124,14 @@ while [ $round -lt 8 ]; do
   done
   [ $found = 0 ] && break
 done
-exit 0
 """
+    + _LIST_KEPT
+)
 
 # Print "pid uid" for every live (non-zombie) process except init, main ($1) and ourselves.
-_LIST_SCRIPT = r"""
-keep=" 1 $$ $1 "
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  case "$keep" in *" $p "*) continue;; esac
-  uid=; st=
-  while read -r k v rest; do
-    case "$k" in State:) st=$v;; Uid:) uid=$v; break;; esac
-  done < "$d/status" 2>/dev/null
-  [ -n "$uid" ] && [ "$st" != Z ] && echo "$p $uid"
-done
-exit 0
-"""
+_LIST_SCRIPT = 'keep=" 1 $$ $1 "\n' + _LIST_KEPT
 
-# Find the pid whose parent is init and that is the oldest: the container's main command.
-_MAIN_PID_SCRIPT = r"""
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  read -r st < "$d/stat" 2>/dev/null || continue
-  rest=${st##*) }
-  set -- $rest
-  [ "$2" = 1 ] && { echo "$p"; exit 0; }
-done
-exit 0
-"""
+_MAIN_PID_SCRIPT = _FIND_MAIN + 'find_main; echo "$main"\nexit 0\n'
 
 # Kill a process ($1) and all its descendants (used when an exec times out).
 _KILL_TREE_SCRIPT = r"""
@@ -217,7 +233,6 @@ class Sandbox:
         try:
             self.container.start()
             self._wait_running(time.monotonic() + spec.start_timeout_sec)
-            self.main_pid = self._find_main_pid()
         except BaseException:
             self.remove()
             raise
@@ -442,10 +457,28 @@ class Sandbox:
                 return None
         return None
 
+    def get_files(self, directory: str) -> dict[str, bytes]:
+        """The regular files directly inside ``directory`` (one archive round trip for all of them)."""
+        try:
+            stream, _stat = self.container.get_archive(directory)
+        except docker.errors.NotFound:
+            return {}
+        out: dict[str, bytes] = {}
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+            for member in tar:
+                parts = member.name.split("/")
+                if member.isreg() and len(parts) == 2:
+                    fh = tar.extractfile(member)
+                    if fh is not None:
+                        out[parts[1]] = fh.read()
+        return out
+
     # processes -----------------------------------------------------------------------------------------
 
     def list_processes(self) -> list[tuple[int, int]]:
         """(pid, uid) of every process except init, the main command and the lister itself."""
+        if not self.main_pid:
+            self.main_pid = self._find_main_pid()
         code, out = self.exec(_sh(_LIST_SCRIPT, self.main_pid or "0"))
         procs = []
         for line in out.splitlines():
@@ -454,20 +487,34 @@ class Sandbox:
                 procs.append((int(m.group(1)), int(m.group(2))))
         return procs
 
-    def kill_all_processes_except_init(self) -> str:
+    def _kill_as(self, user: str, then: str = "") -> list[tuple[int, int]]:
+        """Runs the kill script as ``user`` (then ``then``, in the same exec: one round trip less per
+        episode); learns the main pid on first use; returns the survivors."""
+        script = _KILL_SCRIPT.rstrip().removesuffix("exit 0") + (then + "\n" if then else "") + "exit 0\n"
+        _code, out = self.exec(_sh(script, self.main_pid or "auto"), user=user)
+        survivors = []
+        for line in out.splitlines():
+            if line.startswith("main "):
+                self.main_pid = line.split()[1] if len(line.split()) > 1 else ""
+            elif m := re.fullmatch(r"(\d+) (\d+)", line.strip()):
+                survivors.append((int(m.group(1)), int(m.group(2))))
+        return survivors
+
+    def kill_all_processes_except_init(self, then: str = "") -> str:
         """Kill every agent process before the verifier runs. Returns ``"kill"`` or ``"restart"``.
 
         Root in the container cannot signal other uids' processes (no CAP_KILL), so the builtin-only kill
         script runs once as root and then once as each uid that still owns a process. If the exec cannot
         even start (pid table full) or something survives, the container is restarted: that kills every
-        process in the pid namespace while keeping the filesystem the verifier must check.
+        process in the pid namespace while keeping the filesystem the verifier must check. ``then`` is a
+        shell snippet run as root right after the kill (it is not re-run after a restart).
         """
-        keep = self.main_pid or "0"
         try:
-            self.exec(_sh(_KILL_SCRIPT, keep), user="0")
-            survivors = self.list_processes()
+            survivors = self._kill_as("0", then)
             for uid in sorted({u for _, u in survivors if u != 0}):
-                self.exec(_sh(_KILL_SCRIPT, keep), user=str(uid))
+                self._kill_as(str(uid))
+            if survivors:
+                survivors = self.list_processes()
             for _ in range(5):  # killed processes may take a moment to disappear
                 if not survivors:
                     break

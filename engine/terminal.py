@@ -202,7 +202,11 @@ class TerminalSession:
             self._alive = True
         self._reader = threading.Thread(target=self._read_loop, name=f"pty-{self._exec_id[:8]}", daemon=True)
         self._reader.start()
-        self._exec_resize(self.screen.cols, self.screen.rows)
+        # The resize round trip (~50 ms) overlaps bash's start-up instead of adding to it.
+        resizer = threading.Thread(
+            target=self._exec_resize, args=(self.screen.cols, self.screen.rows), daemon=True
+        )
+        resizer.start()
         deadline = time.monotonic() + timeout
         with self._cond:
             while not any(kind == "A" for kind, _ in self._markers):
@@ -217,6 +221,7 @@ class TerminalSession:
             self._markers.clear()  # D markers from startup belong to no command
             self._stripped.clear()
             self._at_prompt = True
+        resizer.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _exec_resize(self, cols: int, rows: int) -> None:
         if self._exec_id is None:

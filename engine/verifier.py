@@ -70,10 +70,13 @@ def run_verifier(
     rows: int = 40,
 ) -> VerifierResult:
     try:
-        sandbox.kill_all_processes_except_init()
-        code, out = sandbox.exec(f"rm -rf {LOGS_DIR} {TESTS_DIR} && mkdir -p {LOGS_DIR} {TESTS_DIR}")
-        if code != 0:
-            return VerifierResult(None, "reward_missing", out, f"could not prepare {LOGS_DIR}: {out.strip()}")
+        reset = f"rm -rf {LOGS_DIR} {TESTS_DIR} && mkdir -p {LOGS_DIR} {TESTS_DIR}"
+        if sandbox.kill_all_processes_except_init(then=reset) == "restart":
+            code, out = sandbox.exec(reset)  # the restart path skipped ``then``
+            if code != 0:
+                return VerifierResult(
+                    None, "reward_missing", out, f"could not prepare {LOGS_DIR}: {out.strip()}"
+                )
         sandbox.put_dir(Path(task.path) / "tests", TESTS_DIR)
     except SandboxError as exc:
         return VerifierResult(None, exc.code, "", str(exc))
@@ -110,9 +113,8 @@ def run_verifier(
         term.close()
 
     try:
-        reward, problem = parse_reward(
-            sandbox.get_file(f"{LOGS_DIR}/reward.json"), sandbox.get_file(f"{LOGS_DIR}/reward.txt")
-        )
+        files = sandbox.get_files(LOGS_DIR)
+        reward, problem = parse_reward(files.get("reward.json"), files.get("reward.txt"))
     except SandboxError as exc:
         return VerifierResult(None, exc.code, output, str(exc))
     if reward is None:

@@ -105,7 +105,8 @@ def test_limits_and_labels(sb: Sandbox) -> None:
 def test_init_is_pid1_and_workdir(sb: Sandbox) -> None:
     _, out = sb.exec("tr '\\0' ' ' < /proc/1/cmdline")
     assert "docker-init" in out or "tini" in out
-    assert sb.main_pid and sb.main_pid != "1"
+    sb.kill_all_processes_except_init()  # learns the main command's pid on first use
+    assert sb.main_pid and sb.main_pid != "1" and sb.is_running()
     assert sb.exec("pwd") == (0, "/app\n")
     assert sb.exec(["id", "-u"]) == (0, "0\n")
     assert sb.exec("id -u", user="nobody") == (0, "65534\n")

@@ -28,6 +28,7 @@ from tui.screens.generate import GenerateScreen
 from tui.screens.runs import RunsScreen
 from tui.screens.settings import SettingsScreen
 from tui.screens.tasks import TasksScreen
+from tui.widgets.live_episodes import LiveEpisodes
 
 
 def _replay_factory(ws: Workspace) -> Callable[[], Screen] | None:
@@ -66,8 +67,13 @@ class BandpassApp(App[None]):
         super().__init__()
         self.workspace = workspace
         self.bus = bus if bus is not None else default_bus
+        #: Episodes running now, fed from the bus from the start (before Runs is ever opened).
+        self.live = LiveEpisodes(self.bus)
+        self.live.start()
         #: Version ids the Tasks screen's filter shows: the default scope of a new rollout batch.
         self.task_scope: list[int] = []
+        #: Bumped whenever tasks were added (generation, import): Tasks reloads when shown next.
+        self.tasks_changed = 0
         self.sub_title = str(workspace.root) if show_path else "workspace"
         self.add_mode("tasks", partial(TasksScreen, workspace))
         self.add_mode("runs", partial(RunsScreen, workspace))
@@ -80,6 +86,9 @@ class BandpassApp(App[None]):
 
     def on_mount(self) -> None:
         self.switch_mode("tasks")
+
+    def on_unmount(self) -> None:
+        self.live.stop()
 
     def action_show_replay(self) -> None:
         if "replay" in self._modes:

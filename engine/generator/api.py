@@ -196,7 +196,9 @@ class MetaClient:
                     wait = min(self.retry.backoff_max_s, base) * (0.5 + random.random() / 2)
                 wait = min(wait, self.retry.max_retry_after_s)
                 if deadline is not None and time.monotonic() + wait > deadline:
-                    raise WaitPastDeadline(f"{code}: retry in {wait:.1f}s would pass the wall budget") from exc
+                    raise WaitPastDeadline(
+                        f"{code}: retry in {wait:.1f}s would pass the wall budget"
+                    ) from exc
                 retries += 1
                 entry = {
                     "code": code,

@@ -22,7 +22,7 @@ class PriceUnknown(KeyError):
     def __init__(self, model: str, files: list[Path]) -> None:
         self.model = model
         super().__init__(
-            f"no price for model {model!r}: add [models.\"{model}\"] input/output (USD per million tokens) "
+            f'no price for model {model!r}: add [models."{model}"] input/output (USD per million tokens) '
             f"to {' or '.join(str(f) for f in files)}"
         )
 
@@ -69,7 +69,7 @@ def _read(path: Path) -> dict[str, Price]:
         try:
             inp, outp = float(row["input"]), float(row["output"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: [models.\"{model}\"] needs numeric input and output") from exc
+            raise ValueError(f'{path}: [models."{model}"] needs numeric input and output') from exc
         out[model] = Price(
             input=inp,
             output=outp,

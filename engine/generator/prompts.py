@@ -113,7 +113,9 @@ def load_prompt(name: str, root: Path = PROMPTS_DIR) -> PromptVersion:
             problems.append(f"tools.json: not valid JSON ({exc})")
         else:
             if not isinstance(tools, list) or not all(
-                isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("input_schema"), dict)
+                isinstance(t, dict)
+                and isinstance(t.get("name"), str)
+                and isinstance(t.get("input_schema"), dict)
                 for t in tools
             ):
                 problems.append("tools.json: expected a list of {name, description, input_schema}")

@@ -36,10 +36,8 @@ class Redactor:
             if v in s:
                 s = s.replace(v, MASK)
         for pat in _PATTERNS:
-            if pat.groups == 2:
-                s = pat.sub(lambda m: m.group(1) + MASK, s)
-            else:
-                s = pat.sub(MASK, s)
+            # Two-group patterns keep their label ("x-api-key: ") and mask only the value.
+            s = pat.sub(lambda m: m.group(1) + MASK, s) if pat.groups == 2 else pat.sub(MASK, s)
         return s
 
     def obj(self, value: Any) -> Any:

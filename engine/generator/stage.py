@@ -56,7 +56,9 @@ class StageWorkspace:
         try:
             load_task(task_dir)
         except TaskInvalid as exc:
-            raise StageError("the task folder is not a valid Harbor task", [str(p) for p in exc.problems]) from exc
+            raise StageError(
+                "the task folder is not a valid Harbor task", [str(p) for p in exc.problems]
+            ) from exc
         item = import_one(self.ws, task_dir, origin="generated")
         if item.status == "invalid":
             raise StageError("the task folder is not a valid Harbor task", item.problems)
@@ -66,12 +68,12 @@ class StageWorkspace:
             vid, path = version.id, version.path
         return Staged(vid, item.version_hash, load_task(self.ws.abs(path)))
 
-    def build(self, task_dir: Path, client: docker.DockerClient, bus: EventBus | None = None) -> tuple[Staged, BuildResult]:
-        staged = self.stage(task_dir)
+    def build(self, staged: Staged, client: docker.DockerClient, bus: EventBus | None = None) -> BuildResult:
+        """Builds (or finds cached) the staged version's image; the tag is the real workspace's too."""
         with session(self.ws.engine) as s:
             version = queries.get_version(s, staged.version_id)
         assert version is not None
-        return staged, ensure_image(self.ws, client, version, staged.spec, bus)
+        return ensure_image(self.ws, client, version, staged.spec, bus)
 
     def audit(
         self,

@@ -19,7 +19,8 @@ import docker
 from engine.audit import AuditReport
 from engine.events import EventBus
 from engine.generator.dedup import DUPLICATE_CODE, most_similar
-from engine.generator.stage import StageError, StageWorkspace
+from engine.generator.stage import Staged, StageError, StageWorkspace
+from engine.images import BuildResult
 from engine.sandbox import Sandbox, SandboxError, SandboxSpec
 from engine.taskdir import IGNORED_NAMES, TaskInvalid, load_task, version_hash
 from engine.workspace import Workspace
@@ -67,7 +68,9 @@ def validate_input(schema: dict[str, Any], value: Any) -> dict[str, Any]:
     problems = [f"missing required field {r!r}" for r in schema.get("required", []) if r not in value]
     unknown = sorted(set(value) - set(props))
     if unknown:
-        problems.append(f"unknown field(s) {', '.join(map(repr, unknown))} (expected {', '.join(props) or 'none'})")
+        problems.append(
+            f"unknown field(s) {', '.join(map(repr, unknown))} (expected {', '.join(props) or 'none'})"
+        )
     for key, spec in props.items():
         if key not in value:
             continue
@@ -194,12 +197,12 @@ class Workbench:
 
     # build / run ---------------------------------------------------------------------------------------
 
-    def _build(self) -> tuple[Any, Any]:
+    def _build(self) -> tuple[Staged, BuildResult]:
         try:
-            staged, build = self.stage.build(self.scratch, self.client, self.bus)
+            staged = self.stage.stage(self.scratch)  # validate before touching Docker
         except StageError as exc:
             raise ToolError(f"{exc}:\n" + "\n".join(f"- {p}" for p in exc.problems)) from exc
-        return staged, build
+        return staged, self.stage.build(staged, self.client, self.bus)
 
     def tool_build(self) -> str:
         staged, build = self._build()
@@ -210,7 +213,9 @@ class Workbench:
         warn = "".join(f"\nwarning: {w}" for w in staged.spec.warnings)
         return f"built {build.tag}{note}{warn}\n{log}"
 
-    def tool_run(self, command: str, timeout_sec: float = RUN_TIMEOUT_DEFAULT, include: list[str] | None = None) -> str:
+    def tool_run(
+        self, command: str, timeout_sec: float = RUN_TIMEOUT_DEFAULT, include: list[str] | None = None
+    ) -> str:
         if not command.strip():
             raise ToolError("command is empty")
         timeout = min(max(1.0, float(timeout_sec)), RUN_TIMEOUT_MAX)
@@ -307,7 +312,9 @@ class Workbench:
         else:
             report = self.last_audit[1]
         if not self.accepted(report):
-            raise ToolError("submit refused: the audit does not accept these files.\n" + describe_audit(report))
+            raise ToolError(
+                "submit refused: the audit does not accept these files.\n" + describe_audit(report)
+            )
         return self._accept(report)
 
     def _accept(self, report: AuditReport) -> Accepted:

@@ -21,7 +21,9 @@ def replay_cmd(
     ref: Annotated[str, typer.Argument(help="An episode id, or a path to a .cast file.")],
     print_at: Annotated[
         float | None,
-        typer.Option("--print-at", help="Print the screen text at SECONDS and exit (no UI).", metavar="SECONDS"),
+        typer.Option(
+            "--print-at", help="Print the screen text at SECONDS and exit (no UI).", metavar="SECONDS"
+        ),
     ] = None,
     verifier: Annotated[bool, typer.Option("--verifier", help="Use the episode's verifier cast.")] = False,
     speed: Annotated[float, typer.Option("--speed", help="Initial speed, 0.25-16.")] = 1.0,
@@ -77,7 +79,7 @@ def tag_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the tag as JSON.")] = False,
 ) -> None:
     """Tag an episode with a failure class; invalidity and misalignment block the task's export."""
-    from engine.tagging import Tagger, TagError
+    from engine.tagging import TagError, Tagger
     from engine.taxonomy import TaxonomyError
 
     ws = open_workspace()
@@ -95,7 +97,7 @@ def tag_cmd(
 @app.command("untag")
 def untag_cmd(tag_id: Annotated[int, typer.Argument(help="Tag id (see bandpass tags).")]) -> None:
     """Clear a tag. It stays in the record as cleared; a cleared blocking tag readmits its task."""
-    from engine.tagging import Tagger, TagError
+    from engine.tagging import TagError, Tagger
     from engine.taxonomy import TaxonomyError
 
     ws = open_workspace()

@@ -26,7 +26,7 @@ from textual.widgets import Footer, Header, Static
 from engine.asciicast import CastError, read_cast
 from engine.outcomes import suggested_tag
 from engine.replay import KeyframeIndex, Player, ReplaySource, ReplaySourceError, load_source
-from engine.tagging import Tagger, TagError
+from engine.tagging import TagError, Tagger
 from engine.taxonomy import TaxonomyError
 from engine.workspace import Workspace
 from tui.screens.tag_dialog import TagChoice, TagDialog
@@ -139,7 +139,9 @@ class ReplayScreen(Screen[None]):
             self._generations[kind] = player.screen_generation
             self.query_one(f"#view-{kind}", TerminalView).set_screen(player.screen)
             if cast.truncated:
-                problems.append(f"{path.name}: last line was cut (crashed writer); replaying what precedes it")
+                problems.append(
+                    f"{path.name}: last line was cut (crashed writer); replaying what precedes it"
+                )
             self.run_worker(
                 lambda idx=player.index: idx.build(cancel=self._cancel),
                 thread=True,

@@ -59,7 +59,9 @@ class TagDialog(ModalScreen[TagChoice | None]):
             yield Static(f"Tag {self.targets}", id="tag-title")
             if self.suggestion:
                 why = f" (from {self.reason})" if self.reason else ""
-                yield Static(f"suggested: {self.suggestion}{why} — preselected, Enter confirms", id="tag-hint")
+                yield Static(
+                    f"suggested: {self.suggestion}{why} — preselected, Enter confirms", id="tag-hint"
+                )
             yield Static("", id="tag-classes")
             yield OptionList(id="tag-subclass")
             yield Input(placeholder="note (optional)", id="tag-note")

@@ -20,7 +20,7 @@ from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Select, Static
@@ -30,7 +30,11 @@ from store import queries
 from store.db import session
 from tui.widgets.virtual_table import Column, VirtualTable, numeric_key
 
-_VERDICT_STYLE = {"accepted": "virtual-table--good", "rejected": "virtual-table--bad", "warning": "virtual-table--warn"}
+_VERDICT_STYLE = {
+    "accepted": "virtual-table--good",
+    "rejected": "virtual-table--bad",
+    "warning": "virtual-table--warn",
+}
 _BAND_STYLE = {"in": "virtual-table--good", "below": "virtual-table--warn", "above": "virtual-table--warn"}
 
 COLUMNS = [
@@ -40,12 +44,24 @@ COLUMNS = [
     Column("audit", "audit", 9, styler=lambda t: _VERDICT_STYLE.get(t, "virtual-table--muted")),
     Column("pass", "pass@k", 7, align="right", sort_key=numeric_key),
     Column("n", "n", 4, align="right", sort_key=numeric_key),
-    Column("infra", "infra", 5, align="right", sort_key=numeric_key,
-           styler=lambda t: "virtual-table--bad" if t not in ("0", "") else ""),
+    Column(
+        "infra",
+        "infra",
+        5,
+        align="right",
+        sort_key=numeric_key,
+        styler=lambda t: "virtual-table--bad" if t not in ("0", "") else "",
+    ),
     Column("band", "band", 7, styler=lambda t: _BAND_STYLE.get(t, "virtual-table--muted")),
     Column("tags", "tags", 5, align="right", sort_key=numeric_key),
-    Column("blocking", "block", 5, align="right", sort_key=numeric_key,
-           styler=lambda t: "virtual-table--bad" if t not in ("0", "") else ""),
+    Column(
+        "blocking",
+        "block",
+        5,
+        align="right",
+        sort_key=numeric_key,
+        styler=lambda t: "virtual-table--bad" if t not in ("0", "") else "",
+    ),
 ]
 _IDX = {c.key: i for i, c in enumerate(COLUMNS)}
 
@@ -183,27 +199,50 @@ class TasksScreen(Screen[None]):
         with Horizontal(id="tasks-bar"):
             yield Input(placeholder="search name, category, difficulty…  (/)", id="task-search")
             yield Select(
-                [("any audit", ALL), ("accepted", "accepted"), ("rejected", "rejected"),
-                 ("warning", "warning"), ("never audited", "—")],
-                value=ALL, allow_blank=False, id="task-audit-filter",
+                [
+                    ("any audit", ALL),
+                    ("accepted", "accepted"),
+                    ("rejected", "rejected"),
+                    ("warning", "warning"),
+                    ("never audited", "—"),
+                ],
+                value=ALL,
+                allow_blank=False,
+                id="task-audit-filter",
             )
             yield Select(
-                [("any band", ALL), ("in band", "in"), ("below", "below"), ("above", "above"),
-                 ("unknown", "unknown")],
-                value=ALL, allow_blank=False, id="task-band-filter",
+                [
+                    ("any band", ALL),
+                    ("in band", "in"),
+                    ("below", "below"),
+                    ("above", "above"),
+                    ("unknown", "unknown"),
+                ],
+                value=ALL,
+                allow_blank=False,
+                id="task-band-filter",
             )
             yield Select([], prompt="model for pass@k", id="task-model")
         with Horizontal(id="tasks-main"):
             yield VirtualTable(COLUMNS, id="task-table")
             with VerticalScroll(id="task-detail"):
-                yield Static("Highlight a task to see its instruction, files, audits and episodes.",
-                             id="task-detail-body")
+                yield Static(
+                    "Highlight a task to see its instruction, files, audits and episodes.",
+                    id="task-detail-body",
+                )
         yield Static("loading…", id="task-summary")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(VirtualTable).focus()
+        self._seen_changes = getattr(self.app, "tasks_changed", 0)
         self.action_refresh()
+
+    def on_screen_resume(self) -> None:
+        changes = getattr(self.app, "tasks_changed", 0)
+        if changes != getattr(self, "_seen_changes", changes):
+            self._seen_changes = changes
+            self.action_refresh()
 
     # --- loading --- #
 
@@ -274,6 +313,10 @@ class TasksScreen(Screen[None]):
             f"{table.row_count} of {table.total_count} tasks{model}{load}"
         )
 
+    @on(Input.Submitted, "#task-search")
+    def _search_submitted(self) -> None:
+        self.query_one(VirtualTable).focus()
+
     def action_focus_search(self) -> None:
         self.query_one("#task-search", Input).focus()
 
@@ -337,7 +380,11 @@ class TasksScreen(Screen[None]):
             report = audit_version(self.workspace, version_id, bus=getattr(self.app, "bus", None))
         except Exception as exc:  # noqa: BLE001
             self.app.call_from_thread(
-                self.notify, f"{type(exc).__name__}: {exc}", title="Audit failed", severity="error", timeout=15
+                self.notify,
+                f"{type(exc).__name__}: {exc}",
+                title="Audit failed",
+                severity="error",
+                timeout=15,
             )
             return
         verdict = getattr(report, "verdict", "done")

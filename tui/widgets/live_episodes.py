@@ -21,10 +21,10 @@ from typing import Any
 
 from engine.emulator import Screen
 from engine.events import (
-    Event,
-    EventBus,
     EpisodeFinished,
     EpisodeStarted,
+    Event,
+    EventBus,
     PtyOutput,
     StepFinished,
     StepStarted,

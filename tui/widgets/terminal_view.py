@@ -359,7 +359,7 @@ class TerminalView(Widget, can_focus=True):
             return Strip.blank(width, self._base)
         strip = self._row_strip(row)
         cx, cy = self._cursor
-        if cy == row and 0 <= cx:
+        if cy == row and cx >= 0:
             before, cell, after = strip.divide([cx, cx + 1, strip.cell_length or cx + 1])[:3]
             if cell.cell_length == 0:
                 cell = Strip([Segment(" ", self._base)])

@@ -86,7 +86,11 @@ class VirtualTable(ScrollView, can_focus=True):
             self.key = key
 
     def __init__(
-        self, columns: Sequence[Column], *, id: str | None = None, classes: str | None = None  # noqa: A002
+        self,
+        columns: Sequence[Column],
+        *,
+        id: str | None = None,
+        classes: str | None = None,  # noqa: A002
     ) -> None:
         super().__init__(id=id, classes=classes)
         self.columns = list(columns)

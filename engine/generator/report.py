@@ -1,0 +1,132 @@
+"""``bandpass report generation``: what each prompt version and model yields, and what it costs.
+
+Solvability yield = accepted / attempts, where attempts are finished generations *except* infra errors
+and cancellations: an overloaded API or a stopped batch says nothing about a prompt, and counting them
+would let an outage look like a worse prompt (the same rule calibration applies to infra episodes).
+Cost per accepted task divides *all* the group's spend (rejected attempts included) by the accepted
+count, because that is what an accepted task really costs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.workspace import Workspace
+from store import queries
+from store.db import session
+
+NOT_ATTEMPTS = ("running", "error", "cancelled")
+
+
+@dataclass
+class YieldRow:
+    prompt_version: str
+    model: str
+    attempts: int = 0  # finished, excluding infra errors and cancellations
+    accepted: int = 0
+    rejected: int = 0
+    budget_exhausted: int = 0
+    infra_errors: int = 0
+    cancelled: int = 0
+    running: int = 0
+    cost_usd: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    api_retries: int = 0
+    wall_s: float = 0.0
+    reasons: dict[str, int] = field(default_factory=dict)  # rejection codes over non-accepted attempts
+
+    @property
+    def yield_(self) -> float | None:
+        return self.accepted / self.attempts if self.attempts else None
+
+    @property
+    def cost_per_accepted(self) -> float | None:
+        return self.cost_usd / self.accepted if self.accepted else None
+
+    def top_reasons(self, n: int = 3) -> list[tuple[str, int]]:
+        return sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["yield"] = self.yield_
+        d["cost_per_accepted"] = self.cost_per_accepted
+        d["top_reasons"] = [list(t) for t in self.top_reasons()]
+        return d
+
+
+def generation_report(ws: Workspace, *, model: str | None = None) -> list[YieldRow]:
+    """One row per (prompt version, model), sorted by both."""
+    with session(ws.engine) as s:
+        gens = queries.list_generations(s, model=model)
+        rows: dict[tuple[str, str], YieldRow] = {}
+        for g in gens:
+            row = rows.setdefault((g.prompt_version, g.model), YieldRow(g.prompt_version, g.model))
+            row.cost_usd += g.cost_usd
+            row.tokens_in += g.tokens_in
+            row.tokens_out += g.tokens_out
+            row.api_retries += g.api_retries
+            row.wall_s += g.wall_s
+            if g.outcome == "running":
+                row.running += 1
+                continue
+            if g.outcome == "error":
+                row.infra_errors += 1
+                continue
+            if g.outcome == "cancelled":
+                row.cancelled += 1
+                continue
+            row.attempts += 1
+            if g.outcome == "accepted":
+                row.accepted += 1
+                continue
+            if g.outcome == "budget_exhausted":
+                row.budget_exhausted += 1
+            else:
+                row.rejected += 1
+            codes = [c for c in (g.reason or "").split(",") if c] or ["(none)"]
+            counts = Counter(row.reasons)
+            counts.update(set(codes))
+            row.reasons = dict(counts)
+    return [rows[k] for k in sorted(rows)]
+
+
+def render_generation_report(rows: list[YieldRow]) -> Any:
+    """A rich Table (imported lazily: the engine must not need rich to compute the numbers)."""
+    from rich.table import Table
+
+    t = Table(title="Generation yield per prompt version and model")
+    for col, kw in (
+        ("prompt", {}),
+        ("model", {}),
+        ("attempts", {"justify": "right"}),
+        ("accepted", {"justify": "right"}),
+        ("yield", {"justify": "right"}),
+        ("$/accepted", {"justify": "right"}),
+        ("cost $", {"justify": "right"}),
+        ("infra err", {"justify": "right"}),
+        ("api retries", {"justify": "right"}),
+        ("top rejection reasons", {}),
+    ):
+        t.add_column(col, **kw)
+    for r in rows:
+        y = f"{r.yield_:.0%}" if r.yield_ is not None else "-"
+        cpa = f"{r.cost_per_accepted:.2f}" if r.cost_per_accepted is not None else "-"
+        reasons = ", ".join(f"{c} ×{n}" for c, n in r.top_reasons()) or "-"
+        t.add_row(
+            r.prompt_version,
+            r.model,
+            str(r.attempts),
+            str(r.accepted),
+            y,
+            cpa,
+            f"{r.cost_usd:.2f}",
+            str(r.infra_errors),
+            str(r.api_retries),
+            reasons,
+        )
+    if not rows:
+        t.add_row("(no generations)", "", "", "", "", "", "", "", "", "")
+    return t

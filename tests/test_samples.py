@@ -1,0 +1,134 @@
+"""The committed sample episodes load into any workspace, replay, and need no Docker (the demo)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine import outcomes
+from engine.asciicast import read_cast
+from engine.importer import import_paths
+from engine.samples import BATCH_PREFIX, export_sample, load_samples, read_sample, sample_dirs
+from engine.workspace import Workspace
+from store import queries
+from store.db import session
+from tests.conftest import EXAMPLES, REPO
+
+SAMPLES = REPO / "recordings" / "samples"
+
+
+def test_samples_are_small_and_well_formed() -> None:
+    dirs = sample_dirs(SAMPLES)
+    assert len(dirs) >= 9
+    assert sum(p.stat().st_size for p in SAMPLES.rglob("*") if p.is_file()) < 2 * 1024 * 1024
+    for d in dirs:
+        doc = read_sample(d)
+        assert doc["task"] and len(doc["task_version"]) == 64 and doc["outcome"], d
+        assert (d / doc["agent_cast"]).is_file(), d
+
+
+def test_load_samples_is_idempotent_and_casts_replay(workspace: Workspace) -> None:
+    ws = workspace
+    assert import_paths(ws, [EXAMPLES]).ok
+    n = len(sample_dirs(SAMPLES))
+    assert load_samples(ws, SAMPLES) == n
+    assert load_samples(ws, SAMPLES) == 0
+    with session(ws.engine) as s:
+        eps = [e for e in queries.episodes(s) if e.batch_id.startswith(BATCH_PREFIX)]
+        steps = {e.id: queries.steps(s, e.id) for e in eps}  # type: ignore[arg-type]
+    assert len(eps) == n and all(e.status == "done" for e in eps)
+
+    got = {e.outcome for e in eps}
+    assert {"passed", "failed", "agent_error:parse_error", "agent_error:turn_limit"} <= got
+    assert any(outcomes.is_infra(o) for o in got)
+    for e in eps:
+        assert ws.abs(e.agent_cast).is_relative_to(ws.root)  # copies inside the workspace
+        cast = read_cast(ws.abs(e.agent_cast))
+        # Steps point into the cast: each step's marker, at the time the step recorded. (A cast may hold
+        # one marker more: the step during which the container was killed never got recorded.)
+        markers = {(label, round(t, 6)) for t, label in cast.markers}
+        assert {(f"step {st.index}", round(st.marker_time, 6)) for st in steps[e.id]} <= markers
+        assert len(cast.markers) - len(steps[e.id]) in (0, 1 if outcomes.is_infra(e.outcome) else 0)
+        if e.verifier_cast:
+            read_cast(ws.abs(e.verifier_cast))
+    truncated = next(e for e in eps if e.outcome == "agent_error:context_overflow")
+    kinds = {c["kind"] for st in steps[truncated.id] for c in json.loads(st.cuts_json)}
+    assert {"history", "context_overflow"} <= kinds
+
+
+def test_sample_round_trip_and_version_mismatch_warns(workspace: Workspace, tmp_path: Path) -> None:
+    ws = workspace
+    assert import_paths(ws, [EXAMPLES]).ok
+    src = SAMPLES / "policy-parse-error"
+    shutil.copytree(src, tmp_path / "one" / src.name)
+    assert load_samples(ws, tmp_path / "one") == 1
+    with session(ws.engine) as s:
+        (ep,) = queries.episodes(s, batch_id=f"{BATCH_PREFIX}policy-parse-error")
+    out = export_sample(ws, ep.id, tmp_path / "again" / "policy-parse-error")  # type: ignore[arg-type]
+    a, b = read_sample(src), read_sample(out)
+    for key in ("task", "task_version", "agent", "outcome", "reward", "error", "steps", "started_at"):
+        assert a[key] == b[key], key
+
+    # A sample recorded on another version of the task still loads, against the latest one, with a warning.
+    doc = json.loads((out / "episode.json").read_text())
+    doc["task_version"] = "0" * 64
+    moved = tmp_path / "moved" / "old-version"
+    shutil.copytree(out, moved)
+    (moved / "episode.json").write_text(json.dumps(doc))
+    warnings: list[str] = []
+    assert load_samples(ws, moved.parent, on_warning=warnings.append) == 1
+    assert len(warnings) == 1 and "loaded against" in warnings[0]
+
+
+def test_demo_needs_no_docker(tmp_path: Path) -> None:
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent", "BANDPASS_HOME": str(tmp_path / "home")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "tui.cli",
+        "demo",
+        "--no-tui",
+        "--json",
+        "--workspace",
+        str(tmp_path / "demo"),
+    ]
+    first = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    n = len(sample_dirs(SAMPLES))
+    assert (summary["tasks"], summary["samples_loaded"], summary["episodes"]) == (8, n, n)
+    assert summary["warnings"] == []
+    again = json.loads(subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True).stdout)
+    assert (again["samples_loaded"], again["episodes"]) == (0, n)
+    reset = subprocess.run([*cmd, "--reset"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert json.loads(reset.stdout)["samples_loaded"] == n
+    assert not (tmp_path / "home").exists()  # the demo never touches $BANDPASS_HOME
+
+
+def test_demo_reset_refuses_a_folder_that_is_not_a_workspace(tmp_path: Path) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    cmd = [sys.executable, "-m", "tui.cli", "demo", "--no-tui", "--reset", "--workspace", str(precious)]
+    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "not a Bandpass workspace" in res.stderr
+    assert (precious / "notes.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("slug", ["infra-container-died", "nop-fail"])
+def test_samples_without_a_verifier_or_steps_still_load(
+    workspace: Workspace, tmp_path: Path, slug: str
+) -> None:
+    ws = workspace
+    assert import_paths(ws, [EXAMPLES]).ok
+    shutil.copytree(SAMPLES / slug, tmp_path / "one" / slug)
+    assert load_samples(ws, tmp_path / "one") == 1
+    with session(ws.engine) as s:
+        (ep,) = queries.episodes(s, batch_id=f"{BATCH_PREFIX}{slug}")
+    assert ep.outcome == read_sample(SAMPLES / slug)["outcome"]

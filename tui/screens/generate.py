@@ -1,0 +1,253 @@
+"""Generate screen: start a generation batch and watch the meta-agent work.
+
+Left, the live transcript: every ``GenerationEvent`` the generator publishes (the model's text, its tool
+calls and their results, turn boundaries, the verdict) streams in as it happens. Right, the history from
+the store (outcome, reason, tokens, cost per attempt) and the accepted-yield per prompt version, the
+number a prompt change is judged by. Accepted tasks appear in Tasks: the app's ``tasks_changed`` counter
+makes the Tasks screen reload when it is shown next.
+
+The generator lives in ``engine.generator``; this screen calls its ``generate`` entry point in a worker
+thread with whatever of (n, difficulty, prompt_version, bus, stop) it accepts. If the entry point is not
+there (the module is being written), Start says so instead of failing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from rich.markup import escape
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Header, Input, RichLog, Select, Static
+
+from engine.events import GenerationEvent
+from engine.workspace import Workspace
+from store import queries
+from store.db import session
+
+_KIND_STYLE = {
+    "text": "",
+    "tool_use": "bold cyan",
+    "tool_result": "dim",
+    "turn": "bold magenta",
+    "finished": "bold green",
+    "error": "bold red",
+}
+
+
+def find_generate() -> Callable[..., Any] | None:
+    """The generator's entry point, wherever the generator engineer put it (hook, see module doc)."""
+    for mod_name in (
+        "engine.generator",
+        "engine.generator.run",
+        "engine.generator.meta",
+        "engine.generator.agent",
+    ):
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        fn = getattr(mod, "generate", None)
+        if callable(fn):
+            return fn  # type: ignore[no-any-return]
+    return None
+
+
+def format_event(ev: GenerationEvent) -> str:
+    style = _KIND_STYLE.get(ev.kind, "")
+    data = ev.data if len(ev.data) <= 2000 else ev.data[:2000] + f"… ({len(ev.data)} chars)"
+    head = f"[{style}]{escape(ev.kind)}[/{style}]" if style else escape(ev.kind)
+    gen = f"g{ev.generation_id} " if ev.generation_id is not None else ""
+    return f"[dim]{gen}[/dim]{head} {escape(data)}"
+
+
+class GenerateScreen(Screen[None]):
+    CSS_PATH = "generate.tcss"
+    AUTO_FOCUS = "#gen-log"
+    BINDINGS = [
+        Binding("n", "start", "Start generation"),
+        Binding("x", "stop", "Stop"),
+        Binding("r", "refresh", "Refresh history"),
+    ]
+
+    class Got(Message):
+        def __init__(self, event: GenerationEvent) -> None:
+            super().__init__()
+            self.event = event
+
+    def __init__(self, workspace: Workspace) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self._unsubscribe: Callable[[], None] | None = None
+        self._stop: threading.Event | None = None
+
+    def _prompt_versions(self) -> list[str]:
+        try:
+            from engine.generator.prompts import available_versions
+
+            return available_versions()
+        except Exception:  # noqa: BLE001
+            return []
+
+    def compose(self) -> ComposeResult:
+        versions = self._prompt_versions()
+        yield Header()
+        with Horizontal(id="gen-bar"):
+            yield Input("5", type="integer", placeholder="tasks", id="gen-n", tooltip="tasks to generate")
+            yield Select(
+                [("any difficulty", "any"), ("easy", "easy"), ("medium", "medium"), ("hard", "hard")],
+                value="any",
+                allow_blank=False,
+                id="gen-difficulty",
+            )
+            yield Select(
+                [(v, v) for v in versions],
+                prompt="prompt version",
+                value=versions[-1] if versions else Select.NULL,
+                id="gen-prompt",
+            )
+            yield Button("Start", id="gen-start", variant="primary")
+            yield Button("Stop", id="gen-stop", variant="error", disabled=True)
+        yield Static("idle", id="gen-status")
+        with Horizontal(id="gen-main"):
+            with Vertical(id="gen-live"):
+                yield Static("Meta-agent transcript", classes="gen-h")
+                yield RichLog(id="gen-log", wrap=True, markup=True, max_lines=5000)
+            with Vertical(id="gen-history-box"):
+                yield Static("History", classes="gen-h")
+                yield DataTable(id="gen-history", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="gen-yield")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#gen-history", DataTable).add_columns(
+            "id", "outcome", "difficulty", "prompt", "tokens in/out", "cost $", "reason"
+        )
+        bus = self.app.bus  # type: ignore[attr-defined]
+        self._unsubscribe = bus.subscribe(GenerationEvent, lambda ev: self.post_message(self.Got(ev)))
+        self.action_refresh()
+
+    def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+
+    @on(Got)
+    def _got(self, msg: Got) -> None:
+        self.query_one("#gen-log", RichLog).write(format_event(msg.event))
+        if msg.event.kind == "finished":
+            self.app.tasks_changed += 1  # type: ignore[attr-defined]
+            self.action_refresh()
+
+    # --- history --- #
+
+    def action_refresh(self) -> None:
+        self._load_history()
+
+    @work(thread=True, exclusive=True, group="gen-history")
+    def _load_history(self) -> None:
+        try:
+            with session(self.workspace.engine) as s:
+                gens = [
+                    (
+                        g.id,
+                        g.outcome,
+                        g.difficulty,
+                        g.prompt_version,
+                        f"{g.tokens_in}/{g.tokens_out}",
+                        f"{g.cost_usd:.3f}",
+                        g.reason,
+                    )
+                    for g in queries.recent_generations(s)
+                ]
+                yields = queries.generation_yield(s)
+        except Exception as exc:  # noqa: BLE001
+            self.app.call_from_thread(self.notify, str(exc), title="History", severity="error")
+            return
+        self.app.call_from_thread(self._show_history, gens, yields)
+
+    def _show_history(self, gens: list[tuple[Any, ...]], yields: list[tuple[str, int, int]]) -> None:
+        table = self.query_one("#gen-history", DataTable)
+        table.clear()
+        for row in gens:
+            table.add_row(*(str(c) for c in row))
+        text = " · ".join(f"{pv}: {acc}/{n} accepted ({(acc / n if n else 0):.0%})" for pv, n, acc in yields)
+        self.query_one("#gen-yield", Static).update(f"yield per prompt version: {text or 'no attempts yet'}")
+
+    # --- running --- #
+
+    @on(Button.Pressed, "#gen-start")
+    def action_start(self) -> None:
+        if self._stop is not None:
+            self.notify("A generation batch is already running.", severity="warning")
+            return
+        fn = find_generate()
+        if fn is None:
+            self.notify(
+                "The generator's entry point (engine.generator.generate) is not available in this build.",
+                title="Generate",
+                severity="warning",
+            )
+            return
+        try:
+            n = max(1, int(self.query_one("#gen-n", Input).value))
+        except ValueError:
+            n = 1
+        difficulty = self.query_one("#gen-difficulty", Select).value
+        prompt = self.query_one("#gen-prompt", Select).value
+        kwargs: dict[str, Any] = {
+            "n": n,
+            "difficulty": None if difficulty == "any" else difficulty,
+            "prompt_version": prompt if isinstance(prompt, str) else None,
+            "bus": self.app.bus,  # type: ignore[attr-defined]
+        }
+        self._stop = threading.Event()
+        kwargs["stop"] = self._stop
+        params = inspect.signature(fn).parameters
+        accepts_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        kwargs = {k: v for k, v in kwargs.items() if v is not None and (accepts_all or k in params)}
+        self.query_one("#gen-start", Button).disabled = True
+        self.query_one("#gen-stop", Button).disabled = False
+        self.query_one("#gen-status", Static).update(f"generating {n} task(s)…")
+        self._run(fn, kwargs)
+
+    @on(Button.Pressed, "#gen-stop")
+    def action_stop(self) -> None:
+        if self._stop is None:
+            self.notify("Nothing is generating.", severity="warning")
+            return
+        self._stop.set()
+        self.notify("Stopping after the current turn.", title="Generate")
+
+    @work(thread=True, group="gen-run")
+    def _run(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+        try:
+            result = fn(self.workspace, **kwargs)
+            self.app.call_from_thread(
+                self.notify, f"{result}" if result is not None else "done", title="Generation finished"
+            )
+        except Exception as exc:  # noqa: BLE001
+            self.app.call_from_thread(
+                self.notify,
+                f"{type(exc).__name__}: {exc}",
+                title="Generation failed",
+                severity="error",
+                timeout=20,
+            )
+        finally:
+            self.app.call_from_thread(self._done)
+
+    def _done(self) -> None:
+        self._stop = None
+        self.query_one("#gen-start", Button).disabled = False
+        self.query_one("#gen-stop", Button).disabled = True
+        self.query_one("#gen-status", Static).update("idle")
+        self.app.tasks_changed += 1  # type: ignore[attr-defined]
+        self.action_refresh()

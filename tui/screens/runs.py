@@ -1,0 +1,339 @@
+"""Runs screen: start a rollout batch and watch its episodes live.
+
+A grid of :class:`~tui.widgets.episode_pane.EpisodePane` (policy terminal, then the verifier's) for the
+episodes the app's :class:`~tui.widgets.live_episodes.LiveEpisodes` registry knows; ``f`` shows the
+focused one full size; the side panel lists the focused episode's steps (the model's analysis, plan and
+keystrokes) as they finish; counters and a progress bar follow the batch.
+
+The batch itself runs through ``engine.rollouts`` (``plan_batch`` + ``run_planned``) in a worker thread,
+so the UI never waits on Docker. Infra errors get their own red counter: a batch where the infrastructure
+failed must never read as a hard task set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from typing import Any
+
+from rich.markup import escape
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, Input, ProgressBar, RichLog, Select, Static
+
+from engine.workspace import Workspace
+from tui.widgets.episode_pane import EpisodePane
+from tui.widgets.live_episodes import LiveEpisode, LiveEpisodes
+
+BUILTIN_CHOICES = ("oracle", "nop")
+
+
+def format_step(index: int, action: dict[str, Any]) -> str:
+    """One step for the side panel: analysis, plan and keystrokes when the model gave them."""
+    lines = [f"[b]step {index}[/b]"]
+    if "error" in action or "parse_error" in action:
+        lines.append(f"  [red]{escape(str(action.get('error') or action.get('parse_error')))}[/red]")
+    if action.get("analysis"):
+        lines.append(f"  [dim]analysis[/dim] {escape(str(action['analysis']).strip())}")
+    if action.get("plan"):
+        lines.append(f"  [dim]plan[/dim] {escape(str(action['plan']).strip())}")
+    keys: list[str] = []
+    for cmd in action.get("commands") or []:
+        keys.append(str(cmd.get("keystrokes", "")) if isinstance(cmd, dict) else str(cmd))
+    if action.get("keystrokes"):
+        keys.append(str(action["keystrokes"]))
+    for k in keys:
+        shown = k if len(k) <= 400 else k[:400] + f"… ({len(k)} chars)"
+        lines.append(f"  [dim]keys[/dim] [b]{escape(json.dumps(shown)[1:-1])}[/b]")
+    if action.get("task_complete"):
+        lines.append("  [green]task_complete[/green]")
+    if "exit_code" in action and action["exit_code"] is not None:
+        lines.append(f"  [dim]exit[/dim] {action['exit_code']}")
+    return "\n".join(lines)
+
+
+class RunsScreen(Screen[None]):
+    CSS_PATH = "runs.tcss"
+    AUTO_FOCUS = "#runs-steps"
+    BINDINGS = [
+        Binding("n", "start_batch", "Start batch"),
+        Binding("x", "stop_batch", "Stop batch"),
+        Binding("f", "full_size", "Full size"),
+        Binding("c", "clear_finished", "Clear finished"),
+        Binding("l", "toggle_steps", "Steps panel"),
+        Binding("escape", "minimize", "Grid", show=False),
+    ]
+
+    class Live(Message):
+        """Posted from the publishing thread by the registry listener."""
+
+        def __init__(self, kind: str, episode: LiveEpisode) -> None:
+            super().__init__()
+            self.kind = kind
+            self.episode = episode
+
+    class Progress(Message):
+        def __init__(self, summary: Any) -> None:
+            super().__init__()
+            self.summary = summary
+
+    def __init__(self, workspace: Workspace) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self._remove_listener: Any = None
+        self._stop: threading.Event | None = None
+        self.batch_id: str | None = None
+        self.focused_episode: int | None = None
+
+    # --- layout --- #
+
+    def _agent_options(self) -> list[tuple[str, str]]:
+        opts = [(f"built-in: {n}", f"builtin:{n}") for n in BUILTIN_CHOICES]
+        # a broken bandpass.toml: built-ins still work, and Settings explains the problem
+        with contextlib.suppress(Exception):
+            opts += [(f"model: {m}", f"model:{m}") for m in self.workspace.config.models]
+        return opts
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="runs-bar"):
+            yield Select(self._agent_options(), value="builtin:oracle", allow_blank=False, id="runs-agent")
+            yield Select(
+                [("tasks in the Tasks filter", "filter"), ("all tasks", "all")],
+                value="filter",
+                allow_blank=False,
+                id="runs-scope",
+            )
+            yield Input("1", placeholder="k", type="integer", id="runs-k", tooltip="attempts per task (k)")
+            yield Input(
+                "2", placeholder="jobs", type="integer", id="runs-jobs", tooltip="concurrent episodes"
+            )
+            yield Button("Start", id="runs-start", variant="primary")
+            yield Button("Stop", id="runs-stop", variant="error", disabled=True)
+        with Horizontal(id="runs-status"):
+            yield Static("no batch running", id="runs-counters")
+            yield ProgressBar(total=None, show_eta=False, id="runs-progress")
+        with Horizontal(id="runs-main"):
+            with VerticalScroll(id="runs-grid-scroll"):
+                yield Grid(id="runs-grid")
+                yield Static(
+                    "No episodes yet. Start a batch (n) — each episode's policy terminal and verifier "
+                    "appear here live.",
+                    id="runs-empty",
+                )
+            with Vertical(id="runs-side"):
+                yield Static("Steps", id="runs-steps-title")
+                yield RichLog(id="runs-steps", wrap=True, markup=True, max_lines=2000)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        live: LiveEpisodes = self.app.live  # type: ignore[attr-defined]
+        self._remove_listener = live.add_listener(lambda kind, ep: self.post_message(self.Live(kind, ep)))
+        self.query_one("#runs-progress", ProgressBar).display = False  # an idle bar would animate forever
+        for ep in live.episodes():
+            self._add_pane(ep)
+
+    def on_unmount(self) -> None:
+        if self._remove_listener is not None:
+            self._remove_listener()
+
+    # --- panes --- #
+
+    def _panes(self) -> list[EpisodePane]:
+        return list(self.query(EpisodePane))
+
+    def _add_pane(self, ep: LiveEpisode) -> EpisodePane | None:
+        if self.query(f"#episode-{ep.episode_id}"):
+            return None
+        pane = EpisodePane(ep)
+        self.query_one("#runs-grid", Grid).mount(pane)
+        self._relayout(len(self._panes()) + 1)
+        return pane
+
+    def _relayout(self, count: int | None = None) -> None:
+        """Grid shape from the pane count: 1, 2, 2x2, 3x2, 4x2, then rows of 4 that scroll."""
+        n = len(self._panes()) if count is None else count
+        grid = self.query_one("#runs-grid", Grid)
+        cols = 1 if n <= 1 else 2 if n <= 4 else 3 if n <= 6 else 4
+        rows = max(1, -(-n // cols))
+        grid.styles.grid_size_columns = cols
+        grid.styles.grid_size_rows = rows
+        grid.styles.height = "1fr" if rows <= 2 else rows * 16
+        self.query_one("#runs-empty").display = n == 0
+
+    @on(Live)
+    def _on_live(self, msg: Live) -> None:
+        ep = msg.episode
+        panes = self.query(f"#episode-{ep.episode_id}")
+        if not panes:
+            if msg.kind == "finished" and ep.status == "done" and not ep.bytes_in:
+                pass  # an episode that ended before producing anything still gets a pane (its outcome)
+            pane = self._add_pane(ep)
+        else:
+            pane = panes.first(EpisodePane)
+        if pane is not None:
+            pane.update_status()
+        if msg.kind == "step" and ep.episode_id == self.focused_episode and ep.steps:
+            index, action = ep.steps[-1]
+            self.query_one("#runs-steps", RichLog).write(format_step(index, action))
+
+    @on(EpisodePane.Focused)
+    def _pane_focused(self, msg: EpisodePane.Focused) -> None:
+        ep = msg.pane.live
+        if ep.episode_id == self.focused_episode:
+            return
+        self.focused_episode = ep.episode_id
+        self.query_one("#runs-steps-title", Static).update(f"Steps · #{ep.episode_id} {escape(ep.task_name)}")
+        log = self.query_one("#runs-steps", RichLog)
+        log.clear()
+        for index, action in list(ep.steps):
+            log.write(format_step(index, action))
+
+    def action_full_size(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        focused = self.focused
+        if focused is None or not isinstance(focused.parent, EpisodePane):
+            panes = self._panes()
+            if not panes:
+                self.notify("No episode to show.", severity="warning")
+                return
+            focused = panes[0].agent_view
+            focused.focus()
+        self.maximize(focused)
+
+    def action_minimize(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+
+    def action_clear_finished(self) -> None:
+        gone = set(self.app.live.forget_finished())  # type: ignore[attr-defined]
+        for pane in self._panes():
+            if pane.live.episode_id in gone or pane.live.status == "done":
+                pane.remove()
+        self.call_after_refresh(self._relayout)
+
+    def action_toggle_steps(self) -> None:
+        side = self.query_one("#runs-side")
+        side.display = not side.display
+
+    # --- batch --- #
+
+    @on(Button.Pressed, "#runs-start")
+    def _start_pressed(self) -> None:
+        self.action_start_batch()
+
+    @on(Button.Pressed, "#runs-stop")
+    def _stop_pressed(self) -> None:
+        self.action_stop_batch()
+
+    def _int(self, wid: str, default: int) -> int:
+        try:
+            return max(1, int(self.query_one(wid, Input).value))
+        except ValueError:
+            return default
+
+    def action_start_batch(self) -> None:
+        if self._stop is not None:
+            self.notify("A batch is already running; stop it first (x).", severity="warning")
+            return
+        agent = self.query_one("#runs-agent", Select).value
+        scope = self.query_one("#runs-scope", Select).value
+        k, jobs = self._int("#runs-k", 1), self._int("#runs-jobs", 2)
+        if not isinstance(agent, str):
+            self.notify("Choose an agent or model.", severity="warning")
+            return
+        kind, _, name = agent.partition(":")
+        version_ids: list[int] | None = None
+        if scope == "filter":
+            version_ids = list(getattr(self.app, "task_scope", []) or [])
+            if not version_ids:
+                self.notify(
+                    "The Tasks filter shows no tasks (or Tasks was not opened): running all tasks.",
+                    severity="information",
+                )
+                version_ids = None
+        self._stop = threading.Event()
+        self.query_one("#runs-start", Button).disabled = True
+        self.query_one("#runs-stop", Button).disabled = False
+        self.query_one("#runs-counters", Static).update("planning batch…")
+        self._run_batch("builtin" if kind == "builtin" else "model", name, version_ids, k, jobs, self._stop)
+
+    def action_stop_batch(self) -> None:
+        if self._stop is None:
+            self.notify("No batch is running.", severity="warning")
+            return
+        self._stop.set()
+        self.notify("Stopping: episodes in flight finish, nothing new starts.", title="Batch")
+
+    @work(thread=True, group="runs-batch")
+    def _run_batch(
+        self, kind: str, name: str, version_ids: list[int] | None, k: int, jobs: int, stop: threading.Event
+    ) -> None:
+        from engine import rollouts
+        from store import queries
+        from store.db import session
+
+        ws = self.workspace
+        try:
+            if version_ids is None:
+                with session(ws.engine) as s:
+                    version_ids = [r.version_id for r in queries.task_rows(s)]
+            batch_id = rollouts.plan_batch(ws, name, version_ids, k, kind=kind)
+            self.batch_id = batch_id
+            self.app.call_from_thread(
+                self.notify, f"{batch_id}: {len(version_ids)} tasks × {k} with {name}", title="Batch started"
+            )
+            summary = rollouts.run_planned(
+                ws,
+                batch_id,
+                concurrency=jobs,
+                bus=self.app.bus,  # type: ignore[attr-defined]
+                on_progress=lambda s: self.post_message(self.Progress(s)),
+                stop=stop,
+            )
+            self.post_message(self.Progress(summary))
+            word = "stopped" if summary.interrupted else "finished"
+            sev = "error" if summary.infra_errors else "information"
+            self.app.call_from_thread(
+                self.notify,
+                f"{batch_id} {word}: {summary.passed} passed, {summary.failed} failed, "
+                f"{summary.agent_errors} agent errors, {summary.infra_errors} infra errors",
+                title="Batch",
+                severity=sev,
+                timeout=15,
+            )
+        except Exception as exc:  # noqa: BLE001 - every engine error becomes a notification
+            self.app.call_from_thread(
+                self.notify,
+                f"{type(exc).__name__}: {exc}",
+                title="Batch failed",
+                severity="error",
+                timeout=20,
+            )
+        finally:
+            self.app.call_from_thread(self._batch_done)
+
+    def _batch_done(self) -> None:
+        self._stop = None
+        self.query_one("#runs-start", Button).disabled = False
+        self.query_one("#runs-stop", Button).disabled = True
+
+    @on(Progress)
+    def _progress(self, msg: Progress) -> None:
+        s = msg.summary
+        infra = f"[b red]infra {s.infra_errors}[/b red]" if s.infra_errors else "infra 0"
+        self.query_one("#runs-counters", Static).update(
+            f"[b]{escape(s.batch_id)}[/b] {escape(s.agent)} · {s.done}/{s.total} done · "
+            f"{s.running} running · {s.queued} queued · [green]passed {s.passed}[/green] · "
+            f"failed {s.failed} · agent err {s.agent_errors} · {infra}"
+        )
+        bar = self.query_one("#runs-progress", ProgressBar)
+        bar.display = True
+        bar.update(total=max(s.total, 1), progress=s.done)
