@@ -100,8 +100,7 @@ async def test_play_pause_speed_frame_step_and_marker_pause(workspace: Workspace
         assert player.speed == 8.0
         await pilot.press("m")
         assert player.pause_at_markers and "pause at steps" in screen.status_text()
-        await pilot.press("space")
-        assert player.playing
+        await pilot.press("space")  # at 8x, the first marker (1 s) comes within a few frames
         for _ in range(100):
             await pilot.pause(0.02)
             if not player.playing:

@@ -267,3 +267,59 @@ def test_sigkilled_runner_resumes_without_duplicates(workspace: Workspace, tmp_p
         _bandpass(ws, "run", "--resume"), cwd=REPO, env=env, capture_output=True, text=True
     )
     assert again.returncode == 1 and "no unfinished batch" in again.stderr
+
+
+@pytest.mark.docker
+def test_first_ctrl_c_drains_then_resume_finishes(workspace: Workspace, tmp_path: Path) -> None:
+    ws = workspace
+    slow = make_task(tmp_path / "src", "slow", solve="#!/bin/bash\nsleep 2\necho 42 > /app/answer.txt\n")
+    _import(ws, slow)
+    proc = subprocess.Popen(
+        _bandpass(ws, "run", "--agent", "oracle", "--k", "3", "-j", "1"),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline
+        with session(ws.engine) as s:
+            if any(e.status == "running" for e in queries.episodes(s)):
+                break
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "stopping" in err and "bandpass run --resume" in err
+    with session(ws.engine) as s:
+        status = Counter(e.status for e in queries.episodes(s))
+    assert status["running"] == 0 and status["done"] >= 1 and status["queued"] >= 1  # drained, not dropped
+    res = subprocess.run(_bandpass(ws, "run", "--resume", "--json"), cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0 and json.loads(res.stdout)["outcomes"] == {"passed": 3}, res.stderr
+    assert _containers(get_client(), ws) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--agent", "oracle", "--model", "m"], "exactly one of --model"),
+        (["run", "--resume", "--model", "m"], "the batch remembers them"),
+        (["run", "--model", "nowhere"], "not in bandpass.toml"),
+        (["run", "--model", "oracle", "--base-url", "http://x/v1"], "built-in agent name"),
+        (["run", "--agent", "oracle", "--tasks", "no-such-task"], "no task or version matches"),
+        (["run", "--resume"], "no unfinished batch"),
+        (["run", "b123"], "goes with --resume"),
+        (["run", "--resume", "b-missing"], "no batch 'b-missing'"),
+    ],
+)
+def test_run_usage_errors_are_one_line(workspace: Workspace, args: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from tui.cli import _register, app
+
+    _register()
+    res = CliRunner().invoke(app, ["-w", str(workspace.root), *args])
+    assert res.exit_code != 0 and message in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

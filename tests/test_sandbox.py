@@ -197,19 +197,14 @@ def test_kill_falls_back_to_restart(client, monkeypatch) -> None:
     with Sandbox(client, _spec()) as box:
         box.put_file("/app/keep.txt", b"kept")
         box.exec("nohup sleep 1000 >/dev/null 2>&1 &")
-        real_list = box.list_processes
-        calls = {"n": 0}
 
-        def failing_once() -> list[tuple[int, int]]:
-            calls["n"] += 1
-            if calls["n"] == 1:
-                raise SandboxError("exec_failed", "OCI runtime exec failed: simulated")
-            return real_list()
+        def exec_cannot_start(user: str, then: str = "") -> list[tuple[int, int]]:
+            raise SandboxError("exec_failed", "OCI runtime exec failed: simulated")
 
-        monkeypatch.setattr(box, "list_processes", failing_once)
+        monkeypatch.setattr(box, "_kill_as", exec_cannot_start)
         assert box.kill_all_processes_except_init() == "restart"
         assert box.restarts == 1 and box.is_running()
-        assert real_list() == []
+        assert box.list_processes() == []
         assert box.get_file("/app/keep.txt") == b"kept"
         assert box.exec("pwd") == (0, "/app\n")
 

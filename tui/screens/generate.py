@@ -32,6 +32,7 @@ from engine.events import GenerationEvent
 from engine.workspace import Workspace
 from store import queries
 from store.db import session
+from tui.widgets.threadsafe import UiCaller
 
 _KIND_STYLE = {
     "text": "",
@@ -132,7 +133,8 @@ class GenerateScreen(Screen[None]):
             "id", "outcome", "difficulty", "prompt", "tokens in/out", "cost $", "reason"
         )
         bus = self.app.bus  # type: ignore[attr-defined]
-        self._unsubscribe = bus.subscribe(GenerationEvent, lambda ev: self.post_message(self.Got(ev)))
+        ui = UiCaller()
+        self._unsubscribe = bus.subscribe(GenerationEvent, lambda ev: ui.call(self.post_message, self.Got(ev)))
         self.action_refresh()
 
     def on_unmount(self) -> None:

@@ -29,6 +29,7 @@ from textual.widgets import Button, Footer, Header, Input, ProgressBar, RichLog,
 from engine.workspace import Workspace
 from tui.widgets.episode_pane import EpisodePane
 from tui.widgets.live_episodes import LiveEpisode, LiveEpisodes
+from tui.widgets.threadsafe import UiCaller
 
 BUILTIN_CHOICES = ("oracle", "nop")
 
@@ -133,7 +134,10 @@ class RunsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         live: LiveEpisodes = self.app.live  # type: ignore[attr-defined]
-        self._remove_listener = live.add_listener(lambda kind, ep: self.post_message(self.Live(kind, ep)))
+        self._ui = UiCaller()
+        self._remove_listener = live.add_listener(
+            lambda kind, ep: self._ui.call(self.post_message, self.Live(kind, ep))
+        )
         self.query_one("#runs-progress", ProgressBar).display = False  # an idle bar would animate forever
         for ep in live.episodes():
             self._add_pane(ep)
@@ -295,10 +299,10 @@ class RunsScreen(Screen[None]):
                 batch_id,
                 concurrency=jobs,
                 bus=self.app.bus,  # type: ignore[attr-defined]
-                on_progress=lambda s: self.post_message(self.Progress(s)),
+                on_progress=lambda s: self._ui.call(self.post_message, self.Progress(s)),
                 stop=stop,
             )
-            self.post_message(self.Progress(summary))
+            self._ui.call(self.post_message, self.Progress(summary))
             word = "stopped" if summary.interrupted else "finished"
             sev = "error" if summary.infra_errors else "information"
             self.app.call_from_thread(

@@ -7,7 +7,7 @@ ready-made :class:`~textual.strip.Strip` objects, so an unchanged row costs a di
 
 Threading model (the reason ``feed`` needs no ``call_from_thread``): the emulator ``Screen`` has its own
 lock, so any thread may feed it. Feeding only *requests* a paint; the request reaches the UI thread as one
-message per frame at most (``post_message`` is thread-safe), and the paint happens on a timer so a pane
+call per frame at most (:class:`~tui.widgets.threadsafe.UiCaller`, safe from any thread), and the paint happens on a timer so a pane
 never repaints more than ``max_fps`` times a second however fast bytes arrive. A worker that pushes
 100 KB/s therefore costs the UI thread at most ``max_fps`` short paints, never one call per chunk.
 
@@ -32,12 +32,12 @@ from rich.style import Style as RichStyle
 from textual.app import ComposeResult
 from textual.events import Resize
 from textual.geometry import Region
-from textual.message import Message
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
 from engine.emulator import Screen
+from tui.widgets.threadsafe import UiCaller
 
 #: C0 and C1 controls (and DEL) must never reach the real terminal through a cell's text.
 _CONTROLS = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
@@ -166,9 +166,6 @@ class TerminalView(Widget, can_focus=True):
     COMPONENT_CLASSES = {"terminal-view--cursor"}
     ALLOW_MAXIMIZE = True
 
-    class Wake(Message, bubble=False):
-        """Posted (from any thread) when the screen changed; handled on the UI thread."""
-
     def __init__(
         self,
         screen: Screen | None = None,
@@ -191,6 +188,7 @@ class TerminalView(Widget, can_focus=True):
         self._pending = False
         self._pending_lock = threading.Lock()
         self._timer: Timer | None = None
+        self._caller: UiCaller | None = None  # set on mount: schedules paints from any thread
         self._last_flush = 0.0
         self._rows: dict[int, Strip] = {}  # emulator row -> full-width strip (without cursor)
         self._styles: dict[Any, RichStyle] = {}
@@ -233,12 +231,17 @@ class TerminalView(Widget, can_focus=True):
             if self._pending:
                 return
             self._pending = True
-        if self.is_attached:
-            self.post_message(self.Wake())
+        caller = self._caller
+        if caller is not None:
+            caller.call(self._wake)
 
     # --- frame scheduling --- #
 
-    def on_terminal_view_wake(self, _: TerminalView.Wake) -> None:
+    def _wake(self) -> None:
+        if not self.is_attached:
+            with self._pending_lock:
+                self._pending = False
+            return
         if self._timer is not None:
             return
         delay = self._last_flush + 1.0 / max(self.max_fps, 1.0) - time.perf_counter()
@@ -248,6 +251,7 @@ class TerminalView(Widget, can_focus=True):
             self._timer = self.set_timer(delay, self._flush)
 
     def on_mount(self) -> None:
+        self._caller = UiCaller()
         self._update_base_styles()
         with self._pending_lock:
             self._pending = False
