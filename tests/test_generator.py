@@ -82,7 +82,9 @@ else echo 0 > /logs/verifier/reward.txt; fi
 """
 
 
-def task_files(solve: str = GOOD_SOLVE, instruction: str = INSTRUCTION, toml: str = TASK_TOML) -> dict[str, str]:
+def task_files(
+    solve: str = GOOD_SOLVE, instruction: str = INSTRUCTION, toml: str = TASK_TOML
+) -> dict[str, str]:
     return {
         "instruction.md": instruction + "\n",
         "task.toml": toml,
@@ -259,7 +261,9 @@ def test_broken_task_is_repaired_after_reading_the_audit(
                     {
                         "type": "audit",
                         "verdict": "rejected",
-                        "findings": [{"code": "invalidity.trivially_solved", "detail": "doing nothing passes"}],
+                        "findings": [
+                            {"code": "invalidity.trivially_solved", "detail": "doing nothing passes"}
+                        ],
                     }
                 ]
             ),
@@ -307,12 +311,14 @@ def test_broken_task_is_repaired_after_reading_the_audit(
 # --- no Docker ------------------------------------------------------------------------------------------
 
 
-def test_malformed_tool_input_gets_tool_errors_not_a_crash(workspace: Workspace, server: AnthropicServer) -> None:
+def test_malformed_tool_input_gets_tool_errors_not_a_crash(
+    workspace: Workspace, server: AnthropicServer
+) -> None:
     model = f"{HAIKU}-malformed"
     seen: dict[str, list[dict[str, Any]]] = {}
 
     def after(body: dict[str, Any]) -> Reply:
-        seen["results"] = tool_results(body)
+        seen.setdefault("results", tool_results(body))  # later turns (nudges) repeat this entry
         return Reply([text("I cannot continue.")])
 
     server.script(
@@ -453,14 +459,16 @@ def test_dollar_budgets_per_attempt_and_per_batch(workspace: Workspace, server: 
     assert batch.skipped == 2 and batch.spent_usd == pytest.approx(1.0 + 50 / 1e6)
 
 
-def test_near_duplicate_instruction_is_rejected(workspace: Workspace, server: AnthropicServer, tmp_path: Path) -> None:
+def test_near_duplicate_instruction_is_rejected(
+    workspace: Workspace, server: AnthropicServer, tmp_path: Path
+) -> None:
     assert import_paths(workspace, [make_task(tmp_path, "answer-42")]).ok
     model = f"{HAIKU}-dup"
     dup_files = task_files(instruction="Write the number 42 into /app/answer.txt.")
     seen: dict[str, Any] = {}
 
     def then_submit(body: dict[str, Any]) -> Reply:
-        seen["audit"] = tool_results(body)[0]
+        seen.setdefault("audit", tool_results(body)[-1])
         return Reply([tool("submit")])
 
     server.script(model, [Reply([*write_all(dup_files), tool("audit")]), then_submit])
@@ -474,8 +482,12 @@ def test_near_duplicate_instruction_is_rejected(workspace: Workspace, server: An
     assert row.top_reasons() == [("invalidity.duplicate_task", 1)]
 
 
-def test_target_model_band_feedback_shows_too_easy_tasks(workspace: Workspace, server: AnthropicServer) -> None:
-    easy_vid, _ = add_task(workspace, "trivial-echo", instruction="Echo hello into /app/hello.txt, nothing else.\n")
+def test_target_model_band_feedback_shows_too_easy_tasks(
+    workspace: Workspace, server: AnthropicServer
+) -> None:
+    easy_vid, _ = add_task(
+        workspace, "trivial-echo", instruction="Echo hello into /app/hello.txt, nothing else.\n"
+    )
     add_episodes(workspace, easy_vid, "qwen-9b", outcomes(6, 0))
     mid_vid, _ = add_task(workspace, "mid-task", instruction="Repair the broken Makefile in /app/project.\n")
     add_episodes(workspace, mid_vid, "qwen-9b", outcomes(3, 3))
@@ -545,5 +557,7 @@ def test_cli_generate_and_report(workspace: Workspace, server: AnthropicServer) 
     assert "v1-plain" in proc.stdout and "yield" in proc.stdout
 
     env.pop("ANTHROPIC_API_KEY")
-    proc = subprocess.run([*cmd, "generate", "--n", "1", "--model", model], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [*cmd, "generate", "--n", "1", "--model", model], capture_output=True, text=True, env=env
+    )
     assert proc.returncode == 2 and "ANTHROPIC_API_KEY is not set" in proc.stderr

@@ -144,12 +144,12 @@ async def test_tag_from_replay_confirms_the_suggestion_and_undoes(workspace: Wor
         await pilot.press("escape")
         await pilot.press("t")
         await pilot.press("tab")
-        await pilot.press(*"hit the limit while retrying")
+        await pilot.press(*"hit", "space", *"limit")
         await pilot.press("enter")
         await pilot.pause()
         with session(workspace.engine) as s:
             (tag,) = q.tags_for_episode(s, eid)
-        assert (tag.tag_class, tag.subclass, tag.note) == ("harness", "turn_limit", "hit the limit while retrying")
+        assert (tag.tag_class, tag.subclass, tag.note) == ("harness", "turn_limit", "hit limit")
         await pilot.press("u")
         with session(workspace.engine) as s:
             assert q.tags_for_episode(s, eid) == []

@@ -255,28 +255,28 @@ def generate_batch(
         axes = sample_axes(rng, axes_lists)
         plans.append((axes, sample_difficulty(rng, axes_lists, difficulty), rng.random()))
 
-    result = BatchResult()
-    lock = threading.Lock()
+    slots: list[GenerationResult | None] = [None] * n
+    on_finished_lock = threading.Lock()
 
-    def job(plan: tuple[SeedAxes, str, float]) -> None:
+    def job(index: int) -> None:
         if (stop is not None and stop.is_set()) or ctx.spend.exhausted():
-            with lock:
-                result.skipped += 1
             return
-        axes, diff, sub_seed = plan
+        axes, diff, sub_seed = plans[index]
         res = generate_one(ctx, axes, diff, random.Random(sub_seed))
-        with lock:
-            result.results.append(res)
+        slots[index] = res
         if on_finished is not None:
-            on_finished(res)
+            with on_finished_lock:
+                on_finished(res)
 
     try:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bandpass-gen") as pool:
-            for fut in [pool.submit(job, p) for p in plans]:
+            for fut in [pool.submit(job, i) for i in range(n)]:
                 fut.result()
     finally:
         client.close()
-    result.results.sort(key=lambda r: r.generation_id)
+    # Plan order, not finishing order: result i is the i-th seed drawn, whatever the thread timing.
+    result = BatchResult(results=[r for r in slots if r is not None])
+    result.skipped = n - len(result.results)
     result.spent_usd = ctx.spend.spent
     return result
 

@@ -3,7 +3,8 @@
 Claude cannot be reached from CI, yet the meta-agent must be tested through the real ``anthropic`` SDK over
 real HTTP: streaming (SSE), tool_use / tool_result pairing, error bodies and headers (``retry-after``,
 ``request-id``) are exactly what a function-level patch would hide. The wire format follows the public
-API: ``POST /v1/messages`` with ``x-api-key`` (or ``Authorization: Bearer``) and ``anthropic-version`` headers; a stream is
+API: ``POST /v1/messages`` with ``x-api-key`` (or ``Authorization: Bearer``) and ``anthropic-version``
+headers; a stream is
 ``message_start``, ``ping``, per block ``content_block_start`` / ``content_block_delta`` (``text_delta``
 or ``input_json_delta``) / ``content_block_stop``, then ``message_delta`` (stop_reason, output usage) and
 ``message_stop``; errors are ``{"type": "error", "error": {"type", "message"}, "request_id"}`` with a

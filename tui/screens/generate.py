@@ -134,7 +134,9 @@ class GenerateScreen(Screen[None]):
         )
         bus = self.app.bus  # type: ignore[attr-defined]
         ui = UiCaller()
-        self._unsubscribe = bus.subscribe(GenerationEvent, lambda ev: ui.call(self.post_message, self.Got(ev)))
+        self._unsubscribe = bus.subscribe(
+            GenerationEvent, lambda ev: ui.call(self.post_message, self.Got(ev))
+        )
         self.action_refresh()
 
     def on_unmount(self) -> None:

@@ -82,6 +82,7 @@ class ReplayScreen(Screen[None]):
         super().__init__()
         self.ws = ws
         self.error = ""
+        self.problems: list[str] = []
         if source is None:
             ref = episode_id if episode_id is not None else cast_path
             try:
@@ -152,8 +153,7 @@ class ReplayScreen(Screen[None]):
             self.active = next(iter(self.players))
         if problems:
             self.notify("\n".join(problems), severity="warning", timeout=8)
-        if not self.players:
-            self.query_one("#replay-status", Static).update("nothing to replay: " + "; ".join(problems))
+        self.problems = problems
         self._apply_layout()
         self._last = time.perf_counter()
         self._timer = self.set_interval(1 / FPS, self._tick)
@@ -161,6 +161,18 @@ class ReplayScreen(Screen[None]):
 
     def on_unmount(self) -> None:
         self._cancel.set()
+
+    def on_screen_suspend(self) -> None:
+        # A dialog (tag) on top: stop playback and the frame timer, so nothing moves while choosing.
+        if self.player is not None:
+            self.player.pause()
+        if self._timer is not None:
+            self._timer.pause()
+
+    def on_screen_resume(self) -> None:
+        self._last = time.perf_counter()
+        if self._timer is not None:
+            self._timer.resume()
 
     # --- state helpers --- #
 
@@ -215,7 +227,7 @@ class ReplayScreen(Screen[None]):
     def status_text(self) -> str:
         p = self.player
         if p is None:
-            return "nothing to replay"
+            return "nothing to replay: " + ("; ".join(self.problems) or "the episode has no recordings")
         parts = [
             f"{'▶' if p.playing else '⏸'} {fmt_time(p.position)} / {fmt_time(p.duration)}",
             f"{p.speed:g}x",

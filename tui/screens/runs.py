@@ -21,7 +21,7 @@ from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, ProgressBar, RichLog, Select, Static
@@ -120,7 +120,7 @@ class RunsScreen(Screen[None]):
             yield Static("no batch running", id="runs-counters")
             yield ProgressBar(total=None, show_eta=False, id="runs-progress")
         with Horizontal(id="runs-main"):
-            with VerticalScroll(id="runs-grid-scroll"):
+            with Vertical(id="runs-grid-box"):
                 yield Grid(id="runs-grid")
                 yield Static(
                     "No episodes yet. Start a batch (n) — each episode's policy terminal and verifier "
@@ -128,7 +128,7 @@ class RunsScreen(Screen[None]):
                     id="runs-empty",
                 )
             with Vertical(id="runs-side"):
-                yield Static("Steps", id="runs-steps-title")
+                yield Static("Steps · focus a pane (click or tab)", id="runs-steps-title")
                 yield RichLog(id="runs-steps", wrap=True, markup=True, max_lines=2000)
         yield Footer()
 
@@ -156,7 +156,7 @@ class RunsScreen(Screen[None]):
             return None
         pane = EpisodePane(ep)
         self.query_one("#runs-grid", Grid).mount(pane)
-        self._relayout(len(self._panes()) + 1)
+        self._relayout()
         return pane
 
     def _relayout(self, count: int | None = None) -> None:
@@ -166,8 +166,8 @@ class RunsScreen(Screen[None]):
         cols = 1 if n <= 1 else 2 if n <= 4 else 3 if n <= 6 else 4
         rows = max(1, -(-n // cols))
         grid.styles.grid_size_columns = cols
-        grid.styles.grid_size_rows = rows
-        grid.styles.height = "1fr" if rows <= 2 else rows * 16
+        grid.styles.grid_rows = "1fr" if rows <= 2 else "16"  # past two rows, fixed-height rows scroll
+        grid.display = n > 0
         self.query_one("#runs-empty").display = n == 0
 
     @on(Live)

@@ -31,7 +31,6 @@ class TagDialog(ModalScreen[TagChoice | None]):
     BINDINGS = [
         *(Binding(str(n), f"pick_class({n})", f"class {n}", show=False) for n in range(1, 10)),
         Binding("enter", "confirm", "Confirm tag", priority=True),
-        Binding("tab", "focus_next", "Next field", show=False),
         Binding("escape", "cancel", "Cancel"),
     ]
 

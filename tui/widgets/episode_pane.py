@@ -46,9 +46,10 @@ class EpisodePane(Vertical, can_focus=False):
         self.live = live
         self.agent_view = TerminalView(live.screen("agent"), max_fps=max_fps, classes="pane-agent")
         self.verifier_view = TerminalView(live.screen("verifier"), max_fps=max_fps, classes="pane-verifier")
+        self.title_bar = Static(self._title(), classes="pane-title", markup=True)
 
     def compose(self) -> ComposeResult:
-        yield Static(self._title(), classes="pane-title", markup=True)
+        yield self.title_bar
         yield self.agent_view
         yield self.verifier_view
 
@@ -74,7 +75,7 @@ class EpisodePane(Vertical, can_focus=False):
 
     def update_status(self) -> None:
         """Refreshes title, outcome colour and the verifier's visibility from the live record."""
-        self.query_one(".pane-title", Static).update(self._title())
+        self.title_bar.update(self._title())
         for cls in ("-running", "-passed", "-failed", "-infra"):
             self.remove_class(cls)
         self.add_class(outcome_class(self.live.outcome))

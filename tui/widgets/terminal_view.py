@@ -2,14 +2,15 @@
 
 Why a Line-API widget and not a ``Static`` re-rendered with a Rich ``Text``: a live pane receives output
 many times a second, and most of it touches one or two rows (a prompt, a progress bar). A Line-API widget
-lets Textual ask for exactly the rows we invalidate (``refresh_lines``), and we keep a per-row cache of
+lets Textual ask for exactly the rows we invalidate (region refreshes), and we keep a per-row cache of
 ready-made :class:`~textual.strip.Strip` objects, so an unchanged row costs a dict lookup per frame.
 
 Threading model (the reason ``feed`` needs no ``call_from_thread``): the emulator ``Screen`` has its own
-lock, so any thread may feed it. Feeding only *requests* a paint; the request reaches the UI thread as one
-call per frame at most (:class:`~tui.widgets.threadsafe.UiCaller`, safe from any thread), and the paint happens on a timer so a pane
-never repaints more than ``max_fps`` times a second however fast bytes arrive. A worker that pushes
-100 KB/s therefore costs the UI thread at most ``max_fps`` short paints, never one call per chunk.
+lock, so any thread may feed it. Feeding only *requests* a paint; the request reaches the UI thread as
+one call per frame at most (:class:`~tui.widgets.threadsafe.UiCaller`, safe from any thread), and the
+paint happens on a timer so a pane never repaints more than ``max_fps`` times a second however fast
+bytes arrive. A worker that pushes 100 KB/s therefore costs the UI thread at most ``max_fps`` short
+paints a second, never one call per chunk.
 
 Safety: the emulator parses and drops OSC 52 (clipboard), OSC 0/2 (title), OSC 8 (hyperlinks) and device
 queries; this widget additionally never turns a cell's hyperlink into a Rich link and replaces any C0/C1

@@ -1,0 +1,358 @@
+"""Pilot tests for the cockpit's main flows: Tasks (load, search, filter, sort, detail), Runs (a batch whose
+events arrive from plain threads, panes, steps, full size), Settings (validate, refuse, save), Generate
+(live transcript, missing entry point), the command palette and errors as notifications."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import rollouts
+from engine.events import (
+    EpisodeFinished,
+    EpisodeStarted,
+    EventBus,
+    GenerationEvent,
+    PtyOutput,
+    StepFinished,
+)
+from engine.workspace import Workspace
+from store import queries as q
+from store.db import session
+from tui.app import BandpassApp
+from tui.screens.generate import GenerateScreen
+from tui.screens.runs import RunsScreen, format_step
+from tui.screens.settings import SettingsScreen
+from tui.screens.tasks import TasksScreen
+from tui.widgets.episode_pane import EpisodePane
+from tui.widgets.virtual_table import VirtualTable
+
+SIZE = (160, 45)
+
+
+def seed(ws: Workspace, n: int = 12) -> list[int]:
+    """``n`` tasks with audits and some oracle/model episodes, deterministic."""
+    vids = []
+    with session(ws.engine) as s:
+        for i in range(n):
+            task, _ = q.get_or_create_task(s, f"task-{i:02d}")
+            tv = q.add_task_version(
+                s,
+                task,
+                version_hash=f"{i:064x}",
+                path=f"tasks/task-{i:02d}",
+                instruction=f"Write the number {i} to /app/out.txt.",
+                category=("data", "sys", "build")[i % 3],
+                difficulty=("easy", "medium", "hard")[i % 3],
+            )
+            vids.append(tv.id)
+            if i % 2 == 0:
+                q.record_audit(s, tv.id, verdict=("accepted", "rejected")[i % 4 == 2], reasons=[], details={})
+            for a in range(i % 5):
+                ep = q.create_episode(s, tv.id, "m1", attempt=a)
+                q.finish_episode(s, ep.id, outcome=("passed", "failed")[a % 2], reward=float(a % 2 == 0))
+    return vids
+
+
+async def wait_for(pilot: Any, cond: Any, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace.open(tmp_path / "ws")
+
+
+# --- Tasks --- #
+
+
+async def test_tasks_load_search_filter_sort_detail(ws: Workspace) -> None:
+    seed(ws)
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert isinstance(screen, TasksScreen)
+        await wait_for(pilot, lambda: screen.last_load_s is not None)
+        table = screen.query_one(VirtualTable)
+        assert table.row_count == 12
+        assert screen.model == "m1"
+        row = dict(zip([c.key for c in table.columns], table.shown_rows()[4], strict=True))
+        assert row["task"] == "task-04" and row["n"] == "4" and row["pass"] == "0.83"  # n=4, c=2: 1 - C(2,2)/C(4,2)
+
+        await pilot.press("slash", *"task-1", "enter")
+        await pilot.pause(0.1)
+        assert [r[0] for r in table.shown_rows()] == ["task-10", "task-11"]
+        assert app.task_scope == [k for k, _ in table._shown]
+        assert app.focused is table  # enter returns to the table
+
+        await pilot.press("escape")
+        screen.query_one("#task-audit-filter").value = "rejected"
+        await pilot.pause(0.1)
+        assert {r[3] for r in table.shown_rows()} == {"rejected"}
+        screen.query_one("#task-audit-filter").value = "__all__"
+        await pilot.pause(0.1)
+
+        table.sort_by(4)  # pass@k ascending, blanks last
+        table.sort_by(4)  # again: descending
+        await pilot.pause(0.05)
+        assert table.sort_reverse and table.shown_rows()[0][4] == "1.00"
+
+        table.cursor_row = 0
+        await pilot.press("down")
+        await wait_for(pilot, lambda: "Instruction" in str(screen.query_one("#task-detail-body").render()))
+        body = str(screen.query_one("#task-detail-body").render())
+        assert "Write the number" in body and "Episodes" in body
+
+
+async def test_tasks_header_click_sorts_and_mouse_selects(ws: Workspace) -> None:
+    seed(ws, 5)
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.last_load_s is not None)
+        table = screen.query_one(VirtualTable)
+        await pilot.click(VirtualTable, offset=(2, 0))  # header cell of "task"
+        await pilot.click(VirtualTable, offset=(2, 0))
+        assert table.sort_column == 0 and table.sort_reverse
+        assert table.shown_rows()[0][0] == "task-04"
+        await pilot.click(VirtualTable, offset=(2, 3))  # third data row
+        assert table.cursor_row == 2
+
+
+async def test_tasks_at_scale_loads_in_a_worker(ws: Workspace) -> None:
+    """2,000 rows: the UI stays responsive (the load runs in a worker) and filtering is instant."""
+    with session(ws.engine) as s:
+        for i in range(2000):
+            task, _ = q.get_or_create_task(s, f"bulk-{i:05d}")
+            q.add_task_version(s, task, version_hash=f"{i:064x}", path=f"tasks/{i}", instruction="x")
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.last_load_s is not None, 30)
+        table = screen.query_one(VirtualTable)
+        assert table.row_count == 2000
+        t = time.perf_counter()
+        await pilot.press("slash", *"01999")
+        await pilot.pause()
+        assert table.row_count == 1
+        assert time.perf_counter() - t < 2.0
+
+
+async def test_load_error_becomes_a_notification(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tui.screens.tasks as tasks_mod
+
+    def boom(*_: Any) -> Any:
+        raise RuntimeError("database is on fire")
+
+    monkeypatch.setattr(tasks_mod, "load_tasks", boom)
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: any("on fire" in str(n.message) for n in app._notifications))
+        assert isinstance(app.screen, TasksScreen)  # still running
+
+
+# --- modes and palette --- #
+
+
+async def test_modes_and_palette_commands(ws: Workspace) -> None:
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=SIZE) as pilot:
+        for key, cls in (("2", RunsScreen), ("3", GenerateScreen), ("4", SettingsScreen), ("1", TasksScreen)):
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, cls), key
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Refresh", "Search", "Sort", "Audit task", "Runs", "Generate", "Settings", "Theme"} <= titles
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Start batch", "Stop batch", "Full size", "Clear finished"} <= titles
+
+
+async def test_theme_switch_does_not_break_panes(ws: Workspace) -> None:
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=SIZE) as pilot:
+        app.theme = "textual-light"
+        await pilot.pause(0.1)
+        app.theme = "textual-dark"
+        await pilot.pause(0.1)
+
+
+# --- Runs --- #
+
+
+def fake_batch(bus: EventBus, episode_ids: list[int], done: threading.Event) -> None:
+    """What a rollout batch publishes, from a plain thread (no Textual context), with real bytes."""
+    for eid in episode_ids:
+        bus.publish(EpisodeStarted(episode_id=eid, task_name=f"task-{eid:02d}", agent="oracle"))
+    for eid in episode_ids:
+        bus.publish(PtyOutput(episode_id=eid, stream="agent", data=f"# echo hello {eid}\r\nhello {eid}\r\n# "))
+        bus.publish(
+            StepFinished(
+                episode_id=eid,
+                index=0,
+                action={"analysis": "look around", "plan": "echo", "commands": [{"keystrokes": "echo hi\n"}]},
+            )
+        )
+        bus.publish(PtyOutput(episode_id=eid, stream="verifier", data="\x1b[32mPASS\x1b[0m\r\n"))
+        bus.publish(EpisodeFinished(episode_id=eid, outcome="passed" if eid % 2 else "infra_error:oom"))
+    done.set()
+
+
+async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    vids = seed(ws, 4)
+    bus = EventBus()
+    planned: dict[str, Any] = {}
+    done = threading.Event()
+
+    def plan_batch(_ws: Workspace, name: str, version_ids: list[int], k: int, *, kind: str) -> str:
+        planned.update(name=name, version_ids=list(version_ids), k=k, kind=kind)
+        return "b-test"
+
+    def run_planned(_ws: Workspace, batch_id: str, **kw: Any) -> rollouts.BatchSummary:
+        t = threading.Thread(target=fake_batch, args=(kw["bus"], [101, 102, 103], done))
+        t.start()
+        t.join()
+        s = rollouts.BatchSummary(batch_id, "oracle", 1, total=3, done=3, outcomes={"passed": 2, "infra_error:oom": 1})
+        kw["on_progress"](s)
+        return s
+
+    monkeypatch.setattr(rollouts, "plan_batch", plan_batch)
+    monkeypatch.setattr(rollouts, "run_planned", run_planned)
+    app = BandpassApp(ws, bus=bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.screen.last_load_s is not None)
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        runs = app.screen
+        assert isinstance(runs, RunsScreen)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: done.is_set() and len(runs.query(EpisodePane)) == 3)
+        assert planned == {"name": "oracle", "version_ids": vids, "k": 1, "kind": "builtin"}
+        await pilot.pause(0.2)
+        panes = list(runs.query(EpisodePane))
+        assert "hello 101" in "".join(panes[0].agent_view.render_line(y).text for y in range(10))
+        assert panes[0].verifier_view.display and "PASS" in panes[0].verifier_view.render_line(0).text
+        assert panes[0].has_class("-passed") and panes[1].has_class("-infra")
+        counters = str(runs.query_one("#runs-counters").render())
+        assert "3/3 done" in counters and "infra 1" in counters
+
+        panes[0].agent_view.focus()
+        await pilot.pause(0.1)
+        steps = runs.query_one("#runs-steps")
+        assert any("look around" in line.text for line in steps.lines)
+        await pilot.press("f")
+        assert runs.maximized is panes[0]
+        await pilot.press("escape")
+        assert runs.maximized is None
+        await pilot.press("c")
+        await pilot.pause(0.1)
+        assert not runs.query(EpisodePane)
+
+
+async def test_runs_shows_episodes_started_before_it_opened(ws: Workspace) -> None:
+    bus = EventBus()
+    app = BandpassApp(ws, bus=bus)
+    async with app.run_test(size=SIZE) as pilot:
+        done = threading.Event()
+        threading.Thread(target=fake_batch, args=(bus, [7], done)).start()
+        await wait_for(pilot, done.is_set)
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        (pane,) = app.screen.query(EpisodePane)
+        assert "hello 7" in "".join(pane.agent_view.render_line(y).text for y in range(12))
+
+
+async def test_batch_error_is_a_notification(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(ws, 1)
+
+    def plan_batch(*_: Any, **__: Any) -> str:
+        raise rollouts.BatchError("no task versions to run")
+
+    monkeypatch.setattr(rollouts, "plan_batch", plan_batch)
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2", "n")
+        await wait_for(pilot, lambda: any("no task versions" in str(n.message) for n in app._notifications))
+        await wait_for(pilot, lambda: not app.screen.query_one("#runs-start").disabled)
+
+
+def test_format_step_shows_analysis_plan_keys() -> None:
+    text = format_step(3, {"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\n"}]})
+    assert "step 3" in text and "analysis" in text and "plan" in text and "ls\\n" in text
+
+
+# --- Settings --- #
+
+
+async def test_settings_validate_refuse_save(ws: Workspace) -> None:
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        editor = screen.query_one("#settings-text")
+        editor.load_text('[band]\nlo = 0.9\nhi = 0.1\n')
+        await pilot.pause(0.1)
+        assert "lo <= hi" in str(screen.query_one("#settings-problems").render())
+        await pilot.press("ctrl+s")
+        assert not ws.config_path.exists()
+        editor.load_text('[models.q9]\nbase_url = "http://127.0.0.1:9/v1"\n\n[images.aliases]\n"a:1" = "b:2"\n')
+        await pilot.pause(0.1)
+        assert screen.query_one("#settings-models").row_count == 1
+        await pilot.press("ctrl+s")
+        assert "q9" in ws.config_path.read_text()
+        assert list(ws.config.models) == ["q9"]
+
+
+# --- Generate --- #
+
+
+async def test_generate_streams_events_and_reports_missing_entry(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tui.screens.generate as gen_mod
+
+    bus = EventBus()
+    app = BandpassApp(ws, bus=bus)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        await pilot.pause(0.1)
+        screen = app.screen
+        t = threading.Thread(
+            target=lambda: [
+                bus.publish(GenerationEvent(generation_id=1, kind="tool_use", data="write_file instruction.md")),
+                bus.publish(GenerationEvent(generation_id=1, kind="finished", data="accepted")),
+            ]
+        )
+        t.start()
+        t.join()
+        log = screen.query_one("#gen-log")
+        await wait_for(pilot, lambda: len(log.lines) >= 2)
+        assert "write_file" in log.lines[0].text
+        assert app.tasks_changed >= 1
+
+        monkeypatch.setattr(gen_mod, "find_generate", lambda: None)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: any("not available" in str(n.message) for n in app._notifications))
+
+        calls: list[dict[str, Any]] = []
+
+        def fake_generate(_ws: Workspace, *, n: int, bus: EventBus, stop: threading.Event) -> str:
+            calls.append({"n": n})
+            bus.publish(GenerationEvent(generation_id=2, kind="text", data="thinking"))
+            return "1 accepted"
+
+        monkeypatch.setattr(gen_mod, "find_generate", lambda: fake_generate)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: calls and any("1 accepted" in str(n.message) for n in app._notifications))
+        assert calls == [{"n": 5}]

@@ -1,0 +1,181 @@
+"""``bandpass generate`` and ``bandpass report generation``.
+
+A thin face over :func:`engine.generator.generate_batch`: progress comes from the same
+``GenerationEvent`` stream the TUI's Generate screen subscribes to, so the CLI and the screen can never
+disagree about what happened. Exit status: 0 when at least one task was accepted, 1 when none was,
+2 when the batch could not start (no API key, unknown prompt version or model price).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Annotated
+
+import typer
+
+from tui.cli import app, fail, open_workspace
+from tui.commands.calibrate import report_app
+
+
+def _progress_printer(verbose: bool):  # noqa: ANN202 - an event callback
+    """One line per meaningful event (tool calls, audits, finish); ``--verbose`` also streams text."""
+    lock = threading.Lock()
+
+    def on_event(ev) -> None:  # noqa: ANN001 - engine.events.GenerationEvent
+        tag = f"[g{ev.generation_id}]"
+        line = None
+        if ev.kind == "text":
+            if verbose:
+                with lock:
+                    typer.echo(ev.data, nl=False)
+            return
+        data = json.loads(ev.data) if ev.data.startswith("{") else {}
+        if ev.kind == "started":
+            axes = data.get("seed_axes", {})
+            line = (
+                f"{tag} started {data.get('prompt_version')} {data.get('model')} {data.get('difficulty')}: "
+                f"{axes.get('domain')} / {axes.get('skill')}"
+            )
+        elif ev.kind == "tool_use":
+            arg = (data.get("input") or {}).get("path") or (data.get("input") or {}).get("command") or ""
+            line = f"{tag}   {data.get('name')} {str(arg)[:60]}".rstrip()
+        elif ev.kind == "tool_result" and data.get("name") in ("audit", "submit", "build"):
+            first = str(data.get("content", "")).splitlines()[:2]
+            line = f"{tag}   -> {' | '.join(first)[:140]}"
+        elif ev.kind == "api_retry":
+            line = (
+                f"{tag}   api {data.get('code')} (HTTP {data.get('status')}), retry in {data.get('wait_s')}s"
+            )
+        elif ev.kind == "turn":
+            line = (
+                f"{tag} turn {data.get('turn')}: {data.get('tokens_in')} in / {data.get('tokens_out')} out, "
+                f"${data.get('cost_usd', 0):.4f}"
+            )
+        elif ev.kind == "finished":
+            what = data.get("task_name") or data.get("reason") or ""
+            line = (
+                f"{tag} {data.get('outcome')} {what}  ({data.get('turns')} turns, "
+                f"${data.get('cost_usd', 0):.4f}, {data.get('wall_s', 0):.0f}s, "
+                f"{data.get('api_retries')} api retries)"
+            )
+        if line is not None:
+            with lock:
+                if verbose:
+                    typer.echo("")
+                typer.echo(line)
+
+    return on_event
+
+
+@app.command("generate")
+def generate_cmd(
+    n: Annotated[int, typer.Option("--n", help="Number of generation attempts.", min=0)] = 1,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Claude model (default: bandpass.toml [generator] model).")
+    ] = None,
+    prompt: Annotated[
+        str, typer.Option("--prompt", help="Prompt version (see --list-prompts).")
+    ] = "v2-context",
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Attempts run at once.", min=1)] = 1,
+    difficulty: Annotated[
+        str | None, typer.Option("--difficulty", help="easy|medium|hard (default: drawn per attempt).")
+    ] = None,
+    budget_usd: Annotated[
+        float | None, typer.Option("--budget-usd", help="Dollar limit for the whole batch.", min=0)
+    ] = None,
+    task_budget_usd: Annotated[
+        float, typer.Option("--task-budget-usd", help="Dollar limit per attempt.", min=0)
+    ] = 5.0,
+    max_turns: Annotated[int, typer.Option("--max-turns", help="Turn limit per attempt.", min=1)] = 40,
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", help="Token limit (in + out) per attempt.", min=1)
+    ] = 3_000_000,
+    max_wall: Annotated[float, typer.Option("--max-wall", help="Seconds per attempt.", min=1)] = 1800.0,
+    target_model: Annotated[
+        str | None,
+        typer.Option("--target-model", help="Policy model: its tasks above the band are shown as too easy."),
+    ] = None,
+    reruns: Annotated[int, typer.Option("--reruns", help="Oracle reruns in each audit.", min=1)] = 2,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the axes draw (reproducible).")] = None,
+    accept_warnings: Annotated[
+        bool, typer.Option("--accept-warnings", help="Accept tasks whose audit verdict is 'warning'.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Stream the model's text.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Only the batch result, as JSON.")] = False,
+    list_prompts: Annotated[
+        bool, typer.Option("--list-prompts", help="List prompt versions and exit.")
+    ] = False,
+) -> None:
+    """Have Claude write and self-audit new tasks; accepted ones enter the workspace (origin generated)."""
+    from engine.events import EventBus, GenerationEvent
+    from engine.generator import Budget, GeneratorError, available_versions, generate_batch, load_prompt
+
+    if list_prompts:
+        for name in available_versions():
+            typer.echo(f"{name:<16} {load_prompt(name).description}")
+        return
+    ws = open_workspace()
+    bus = EventBus()
+    if not as_json:
+        bus.subscribe(GenerationEvent, _progress_printer(verbose))  # type: ignore[arg-type]
+    stop = threading.Event()
+    try:
+        result = generate_batch(
+            ws,
+            n,
+            model,
+            prompt,
+            concurrency=concurrency,
+            difficulty=difficulty,
+            budget=Budget(
+                max_turns=max_turns, max_tokens=max_tokens, max_usd=task_budget_usd, max_wall_s=max_wall
+            ),
+            batch_budget_usd=budget_usd,
+            target_model=target_model,
+            bus=bus,
+            seed=seed,
+            audit_reruns=reruns,
+            stop=stop,
+            accept_warnings=accept_warnings,
+        )
+    except GeneratorError as exc:
+        raise fail(str(exc), code=2) from None
+    except KeyboardInterrupt:
+        stop.set()
+        raise
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        accepted = result.accepted
+        typer.echo(
+            f"{len(accepted)}/{len(result.results)} accepted, ${result.spent_usd:.4f} spent"
+            + (f", {result.skipped} not started (budget)" if result.skipped else "")
+        )
+        for r in accepted:
+            typer.echo(f"    {r.task_name}  (generation {r.generation_id})")
+    if n and not result.accepted:
+        raise typer.Exit(1)
+
+
+@report_app.command("generation")
+def report_generation(
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Only this generator model.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Per prompt version and model: attempts, accepted, solvability yield, $ per accepted, top reasons."""
+    from rich.console import Console
+
+    from engine.generator import generation_report
+    from engine.generator.report import render_generation_report
+
+    ws = open_workspace()
+    rows = generation_report(ws, model=model)
+    if as_json:
+        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+        return
+    Console(width=160).print(render_generation_report(rows))
+    typer.echo(
+        "yield = accepted / attempts; attempts exclude infra errors (API failures) and cancellations; "
+        "$/accepted counts every attempt's spend."
+    )
