@@ -21,6 +21,7 @@ time t must be "every event up to here in file order", never a reordering.
 from __future__ import annotations
 
 import bisect
+import gc
 import json
 import re
 import threading
@@ -192,6 +193,18 @@ class KeyframeIndex:
     def time_of(self, n: int) -> float:
         """Cast time of the state ``events[:n]``."""
         return self.times[n - 1] if n > 0 else 0.0
+
+
+def settle_gc() -> None:
+    """Moves every object alive now out of the cyclic garbage collector's reach (``gc.freeze``).
+
+    Why: a built index holds hundreds of emulator snapshots, about a million small tracked objects; every
+    full collection then walks them all, and a seek that happens to trigger one stalls for 0.3-0.8 s
+    (bench/BENCHMARKS.md, "Seek"). Frozen objects are still freed by reference counting when the index
+    is dropped; only cyclic garbage among them would wait. Call it once an index is complete, from the
+    application (it is process-wide), never from library code paths that run per seek.
+    """
+    gc.freeze()
 
 
 def replay_from_start(cast: Cast, t: float) -> Screen:

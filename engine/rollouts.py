@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ from engine import outcomes
 from engine.agents.base import Agent
 from engine.events import EventBus
 from engine.events import bus as default_bus
+from engine.executors.base import EpisodeJob, Executor, JobResult, RunContext
 from engine.workspace import Workspace
 from store import queries
 from store.db import session
@@ -45,6 +47,9 @@ DEFAULT_REQUEST_TIMEOUT_S = 120.0
 #: Episodes in flight by default. Each holds a container (cpus/memory from task.toml) plus a terminal
 #: reader thread; beyond the core count they just queue for CPU and stretch every agent's deadline.
 MAX_DEFAULT_CONCURRENCY = 4
+#: How long new claims wait for a Docker engine that went away mid-batch before the batch stops unfinished
+#: (``--resume`` continues it). Long enough for a dockerd restart or upgrade.
+DEFAULT_DAEMON_WAIT_S = 300.0
 
 
 class BatchError(RuntimeError):
@@ -190,6 +195,7 @@ class BatchSummary:
     containers_removed: int = 0
     wall_s: float = 0.0
     interrupted: bool = False
+    executor: str = "local"  # where this call ran episodes (engine.executors)
 
     @property
     def passed(self) -> int:
@@ -292,31 +298,29 @@ def _remove_containers(ws: Workspace, episode_ids: Sequence[int]) -> int:
 
 
 class _Runner:
-    """The worker threads of one ``run_batch`` call and the state they share."""
+    """The head side of one ``run_batch`` call: claims rows, hands them to the executor, records what
+    fails outside an episode. Claiming stays here, on the head, for every executor (see executors/base)."""
+
+    # --- executors: run_batch goes through engine.executors (local = the former thread pool) ---
 
     def __init__(
         self,
         ws: Workspace,
         batch_id: str,
-        factory: Callable[[], Agent],
-        bus: EventBus,
+        executor: Executor,
         stop: threading.Event,
         on_progress: Callable[[BatchSummary], None] | None,
-        max_infra_retries: int,
-        retry_backoff_s: float,
+        daemon_wait_s: float,
         started: float,
     ) -> None:
-        self.ws, self.batch_id, self.factory, self.bus, self.stop = ws, batch_id, factory, bus, stop
+        self.ws, self.batch_id, self.executor, self.stop = ws, batch_id, executor, stop
         self.on_progress = on_progress
-        self.max_infra_retries = max_infra_retries
-        self.retry_backoff_s = retry_backoff_s
+        self.daemon_wait_s = daemon_wait_s
         self.started = started
         self.lock = threading.Lock()
         self.in_flight: set[int] = set()
         self.ran = 0
-        self.version_locks: dict[int, threading.Lock] = {}
-        self.built: set[int] = set()
-        self.errors: list[BaseException] = []
+        self.gave_up = False  # the executor could not get ready (engine away too long): stop claiming
 
     def progress(self) -> None:
         if self.on_progress is None:
@@ -328,73 +332,56 @@ class _Runner:
         except Exception:  # a broken progress display must not stop the batch
             log.exception("on_progress failed")
 
-    def _prebuild(self, client: Any, version_id: int) -> None:
-        """Builds a version's image once, before its first episode, so k concurrent workers do not each
-        start the same build. Failures are left for the episode itself to report (as its outcome)."""
-        with self.lock:
-            vlock = self.version_locks.setdefault(version_id, threading.Lock())
-        with vlock:
-            if version_id in self.built or client is None:
-                return
-            from engine.episode import ensure_image
-            from engine.taskdir import load_task
+    def _claim(self) -> EpisodeJob | None:
+        if self.stop.is_set() or self.gave_up:
+            return None
+        if not self.executor.wait_ready(self.stop, self.daemon_wait_s):
+            self.gave_up = not self.stop.is_set()
+            return None
+        with session(self.ws.engine) as s:
+            ep = queries.claim_next_episode(s, self.batch_id)
+        if ep is None:
+            return None
+        return EpisodeJob(int(ep.id), ep.task_version_id, ep.attempt, self.batch_id)  # type: ignore[arg-type]
 
-            try:
-                with session(self.ws.engine) as s:
-                    version = queries.get_version(s, version_id)
-                assert version is not None
-                ensure_image(self.ws, client, version, load_task(self.ws.abs(version.path)), self.bus)
-            except Exception as exc:  # noqa: BLE001
-                log.info("pre-build of version %s failed (the episode will report it): %s", version_id, exc)
-            self.built.add(version_id)
-
-    def work(self) -> None:
-        from engine.episode import run_episode
-
-        client = None
-        try:
-            from engine.docker_engine import get_client
-
-            client = get_client()
-        except Exception as exc:  # noqa: BLE001 - each episode will end infra_error:daemon_unavailable
-            log.warning("no Docker client for a rollout worker: %s", exc)
-        while not self.stop.is_set():
-            with session(self.ws.engine) as s:
-                ep = queries.claim_next_episode(s, self.batch_id)
-            if ep is None:
-                return
-            eid = int(ep.id)  # type: ignore[arg-type]
-            with self.lock:
-                self.in_flight.add(eid)
-            try:
-                self._prebuild(client, ep.task_version_id)
-                run_episode(
-                    self.ws,
-                    ep.task_version_id,
-                    self.factory,
-                    client=client,
-                    bus=self.bus,
-                    episode_id=eid,
-                    attempt=ep.attempt,
-                    batch_id=self.batch_id,
-                    max_infra_retries=self.max_infra_retries,
-                    retry_backoff_s=self.retry_backoff_s,
+    def _settle(self, job: EpisodeJob, fut: Future[JobResult]) -> None:
+        """Records a future's end; a failure outside the episode still gives the row one outcome."""
+        exc = fut.exception()
+        if exc is not None:
+            log.error("episode %s failed in the runner: %s: %s", job.episode_id, type(exc).__name__, exc)
+            with contextlib.suppress(Exception), session(self.ws.engine) as s:
+                queries.finish_episode(
+                    s,
+                    job.episode_id,
+                    outcome=outcomes.infra_error("orchestrator_failure"),
+                    reward=None,
+                    error=f"runner: {type(exc).__name__}: {exc}",
                 )
-            except Exception as exc:  # noqa: BLE001 - run_episode failed outside an episode: still one outcome
-                log.exception("episode %s failed in the runner", eid)
-                with contextlib.suppress(Exception), session(self.ws.engine) as s:
-                    queries.finish_episode(
-                        s,
-                        eid,
-                        outcome=outcomes.infra_error("orchestrator_failure"),
-                        reward=None,
-                        error=f"runner: {type(exc).__name__}: {exc}",
-                    )
-            finally:
+        with self.lock:
+            self.in_flight.discard(job.episode_id)
+            self.ran += 1
+        self.progress()
+
+    def loop(self) -> None:
+        """Keeps the executor's slots full until nothing is left to claim, then drains."""
+        pending: dict[Future[JobResult], EpisodeJob] = {}
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < self.executor.slots:
+                job = self._claim()
+                if job is None:
+                    exhausted = True
+                    break
                 with self.lock:
-                    self.in_flight.discard(eid)
-                    self.ran += 1
-            self.progress()
+                    self.in_flight.add(job.episode_id)
+                pending[self.executor.submit(job)] = job
+            if not pending:
+                return
+            done, _ = wait(list(pending), timeout=0.2, return_when=FIRST_COMPLETED)
+            for fut in done:
+                self._settle(pending.pop(fut), fut)
+            if done and not (self.stop.is_set() or self.gave_up):
+                exhausted = False  # a slot freed up: there may be more to claim
 
 
 def run_batch(
@@ -408,18 +395,24 @@ def run_batch(
     stop: threading.Event | None = None,
     max_infra_retries: int = 2,
     retry_backoff_s: float = 1.0,
+    executor: Executor | None = None,
+    daemon_wait_s: float = DEFAULT_DAEMON_WAIT_S,
 ) -> BatchSummary:
     """Runs the batch's queued episodes until none is left or ``stop`` is set; returns the summary.
 
     Setting ``stop`` (the CLI does on the first Ctrl-C) stops claiming: episodes in flight finish and keep
     their outcome. A ``KeyboardInterrupt`` while waiting (the second Ctrl-C) hands the episodes in flight
     back to the queue, removes their containers and re-raises; anything a harder kill leaves behind is
-    requeued by the next ``run_batch`` on the batch.
+    requeued by the next ``run_batch`` on the batch. ``executor`` says where episodes run (default: a
+    ``LocalExecutor`` of ``concurrency`` threads); ``daemon_wait_s`` bounds how long new claims wait for a
+    Docker engine that went away before the batch stops unfinished.
     """
+    from engine.executors import LocalExecutor
+
     bus = default_bus if bus is None else bus
     stop = stop or threading.Event()
-    concurrency = max(1, concurrency or default_concurrency())
-    get_batch(ws, batch_id)  # a clear error for an unknown id
+    executor = executor or LocalExecutor(concurrency)
+    batch = get_batch(ws, batch_id)  # a clear error for an unknown id
     started = time.monotonic()
     with _batch_lock(ws, batch_id) as alone:
         requeued: list[int] = []
@@ -428,34 +421,30 @@ def run_batch(
             with session(ws.engine) as s:
                 requeued = queries.requeue_stale(s, batch_id)
             removed = _remove_containers(ws, requeued)
-        runner = _Runner(
-            ws, batch_id, agent_factory, bus, stop, on_progress, max_infra_retries, retry_backoff_s, started
-        )
-        runner.progress()
-        threads = [
-            threading.Thread(target=runner.work, name=f"rollout-{batch_id}-{i}", daemon=True)
-            for i in range(concurrency)
-        ]
-        for t in threads:
-            t.start()
+        executor.open(RunContext(ws, batch, agent_factory, bus, max_infra_retries, retry_backoff_s))
+        runner = _Runner(ws, batch_id, executor, stop, on_progress, daemon_wait_s, started)
         try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.2)
+            runner.progress()
+            runner.loop()
         except KeyboardInterrupt:
             stop.set()
             with runner.lock:
                 flying = sorted(runner.in_flight)
             with contextlib.suppress(Exception), session(ws.engine) as s:
                 queries.requeue_episodes(s, flying)
+            with contextlib.suppress(Exception):
+                executor.abandon(flying)
             _remove_containers(ws, flying)
             raise
+        finally:
+            executor.close()
     summary = batch_summary(ws, batch_id)
     summary.ran = runner.ran
     summary.requeued = len(requeued)
     summary.containers_removed = removed
     summary.wall_s = time.monotonic() - started
     summary.interrupted = stop.is_set() and not summary.finished
+    summary.executor = executor.name
     return summary
 
 
@@ -469,6 +458,8 @@ def run_planned(
     stop: threading.Event | None = None,
     max_infra_retries: int = 2,
     retry_backoff_s: float = 1.0,
+    executor: Executor | None = None,
+    daemon_wait_s: float = DEFAULT_DAEMON_WAIT_S,
 ) -> BatchSummary:
     """``run_batch`` with the agent the batch row describes (what ``bandpass run`` and ``--resume`` do)."""
     factory, close = batch_agent_factory(ws, get_batch(ws, batch_id))
@@ -483,6 +474,8 @@ def run_planned(
             stop=stop,
             max_infra_retries=max_infra_retries,
             retry_backoff_s=retry_backoff_s,
+            executor=executor,
+            daemon_wait_s=daemon_wait_s,
         )
     finally:
         close()

@@ -440,8 +440,9 @@ def tag_counts(s: Session, model: str) -> dict[str, int]:
 def generation_yield(s: Session) -> list[tuple[str, int, int]]:
     """(prompt_version, finished attempts, accepted) per generator prompt version, sorted by version.
 
-    Generations still ``running`` are not attempts yet: counting them would understate the yield of a
-    batch in progress.
+    Generations still ``running`` are not attempts yet, and ``error``/``cancelled`` ones (API outages, a
+    curator's stop) say nothing about the prompt: counting them would understate its yield. The same rule
+    as ``bandpass report generation``.
     """
     rows = s.exec(
         select(
@@ -450,7 +451,7 @@ def generation_yield(s: Session) -> list[tuple[str, int, int]]:
             # type_=Integer: a SUM over a comparison otherwise inherits Boolean and 2 reads back as True
             func.sum(col(Generation.outcome) == "accepted", type_=Integer),
         )
-        .where(Generation.outcome != "running")
+        .where(col(Generation.outcome).not_in(("running", "error", "cancelled")))
         .group_by(Generation.prompt_version)
         .order_by(Generation.prompt_version)
     ).all()

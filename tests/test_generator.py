@@ -561,3 +561,18 @@ def test_cli_generate_and_report(workspace: Workspace, server: AnthropicServer) 
         [*cmd, "generate", "--n", "1", "--model", model], capture_output=True, text=True, env=env
     )
     assert proc.returncode == 2 and "ANTHROPIC_API_KEY is not set" in proc.stderr
+
+
+def test_streamed_text_is_redacted_even_when_the_key_spans_deltas(
+    workspace: Workspace, server: AnthropicServer, bus_events: tuple[EventBus, list[GenerationEvent]]
+) -> None:
+    bus, events = bus_events
+    model = f"{HAIKU}-echo"
+    # 16-character text deltas: the 32-character key always arrives cut in pieces.
+    server.script(model, [Reply([text(f"Your key is {server.api_key}, and {server.api_key}x again.")])])
+    res = run(workspace, server, model, bus=bus).results[0]
+    streamed = "".join(e.data for e in events if e.kind == "text")
+    assert server.api_key not in streamed and streamed.count("[REDACTED]") >= 2
+    assert streamed.startswith("Your key is ")
+    assert server.api_key not in generation(workspace, res.generation_id).transcript_json
+    assert_key_absent(workspace, server.api_key)

@@ -45,7 +45,14 @@ CHUNKS = [
 
 
 def screen_state(screen: Screen) -> tuple[object, ...]:
-    return (screen.cols, screen.rows, screen.lines(), screen.cursor(), screen.styled_rows(), screen.alternate_screen)
+    return (
+        screen.cols,
+        screen.rows,
+        screen.lines(),
+        screen.cursor(),
+        screen.styled_rows(),
+        screen.alternate_screen,
+    )
 
 
 def random_cast(draw: st.DrawFn) -> Cast:
@@ -138,7 +145,11 @@ def test_arbitrary_bytes_never_crash_the_player(raw: bytes) -> None:
     player.frame_forward()
 
 
-@given(st.lists(st.tuples(st.floats(-5, 50), st.sampled_from(["o", "i", "m", "r", "x", "zz"]), st.text(max_size=20))))
+@given(
+    st.lists(
+        st.tuples(st.floats(-5, 50), st.sampled_from(["o", "i", "m", "r", "x", "zz"]), st.text(max_size=20))
+    )
+)
 @settings(max_examples=150, deadline=None)
 def test_arbitrary_event_lines_never_crash_the_player(events: list[tuple[float, str, str]]) -> None:
     lines = [json.dumps({"version": 2, "width": 10, "height": 3})] + [json.dumps(list(e)) for e in events]
@@ -285,7 +296,13 @@ def test_truncated_cast_replays(tmp_path: Path) -> None:
 def test_terminal_bench_style_merged_markers(tmp_path: Path) -> None:
     """Terminal-Bench writes asciinema 2.x casts and merges its markers afterwards: labels are the keys
     sent, a marker precedes the first event at or after its time, leftovers are appended at the end."""
-    header = {"version": 2, "width": 80, "height": 24, "timestamp": 1, "env": {"SHELL": "/bin/bash", "TERM": "screen"}}
+    header = {
+        "version": 2,
+        "width": 80,
+        "height": 24,
+        "timestamp": 1,
+        "env": {"SHELL": "/bin/bash", "TERM": "screen"},
+    }
     lines = [
         json.dumps(header),
         json.dumps([0.2, "o", "root@c:/app# "]),

@@ -156,7 +156,9 @@ async def test_tag_from_replay_confirms_the_suggestion_and_undoes(workspace: Wor
 
 
 async def test_bare_v3_and_truncated_casts_open(tmp_path: Path) -> None:
-    v3 = write_cast(tmp_path / "v3.cast", [(0.5, "o", "hello v3"), (1.0, "m", "ls\n"), (2.0, "o", "!")], version=3)
+    v3 = write_cast(
+        tmp_path / "v3.cast", [(0.5, "o", "hello v3"), (1.0, "m", "ls\n"), (2.0, "o", "!")], version=3
+    )
     screen = ReplayScreen(None, cast_path=v3)
     async with Host(screen).run_test(size=(120, 40)) as pilot:
         await pilot.press("end")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tagging import Tagger, TagError, current_author, failing_tests, load_queue, similar
+from engine.tagging import TagError, Tagger, current_author, failing_tests, load_queue, similar
 from engine.taxonomy import TaxonomyError, load_taxonomy
 from engine.workspace import Workspace
 from store import queries as q
@@ -22,7 +22,9 @@ def test_default_taxonomy_is_the_design_list() -> None:
     tax = load_taxonomy()
     assert list(tax.classes) == ["invalidity", "harness", "misalignment", "infra"]
     assert "invalidity.oracle_fails" in tax.names() and "infra.orchestrator_failure" in tax.names()
-    assert len(tax.classes["invalidity"].subclasses) == 11 and len(tax.classes["misalignment"].subclasses) == 7
+    assert (
+        len(tax.classes["invalidity"].subclasses) == 11 and len(tax.classes["misalignment"].subclasses) == 7
+    )
     assert tax.is_blocking("invalidity") and tax.is_blocking("misalignment")
     assert not tax.is_blocking("harness") and not tax.is_blocking("infra")
     assert tax.class_at(2).name == "harness" and tax.class_at(9) is None
@@ -41,7 +43,7 @@ def test_workspace_taxonomy_extends_the_default(tmp_path: Path) -> None:
         '[classes.harness.subclasses]\nssh_hang = "the ssh session hung"\n'
         '[classes.policy]\ndescription = "the model itself"\n'
         '[classes.policy.subclasses]\ngave_up = "stopped early"\n'
-        '[classes.invalidity]\nblocking = false\n'  # cannot switch the export gate off
+        "[classes.invalidity]\nblocking = false\n"  # cannot switch the export gate off
     )
     tax = load_taxonomy(tmp_path)
     assert tax.parse("harness.ssh_hang") == ("harness", "ssh_hang")

@@ -160,7 +160,7 @@ class _Ctx:
     redactor: Redactor
     audit_reruns: int
     too_easy: list[str]
-    stop: threading.Event | None
+    cancel: threading.Event
     accept_warnings: bool
     docker_factory: Callable[[], docker.DockerClient] | None
     rng_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -245,7 +245,7 @@ def generate_batch(
         redactor=Redactor([key]),
         audit_reruns=audit_reruns,
         too_easy=too_easy,
-        stop=stop,
+        cancel=stop if stop is not None else threading.Event(),
         accept_warnings=accept_warnings,
         docker_factory=docker_factory,
     )
@@ -259,7 +259,7 @@ def generate_batch(
     on_finished_lock = threading.Lock()
 
     def job(index: int) -> None:
-        if (stop is not None and stop.is_set()) or ctx.spend.exhausted():
+        if ctx.cancel.is_set() or ctx.spend.exhausted():
             return
         axes, diff, sub_seed = plans[index]
         res = generate_one(ctx, axes, diff, random.Random(sub_seed))
@@ -270,8 +270,14 @@ def generate_batch(
 
     try:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bandpass-gen") as pool:
-            for fut in [pool.submit(job, i) for i in range(n)]:
-                fut.result()
+            try:
+                for fut in [pool.submit(job, i) for i in range(n)]:
+                    fut.result()
+            except BaseException:
+                # Ctrl-C (or a crash here): running attempts end "cancelled" at their next turn instead
+                # of the pool waiting for every attempt to run to completion.
+                ctx.cancel.set()
+                raise
     finally:
         client.close()
     # Plan order, not finishing order: result i is the i-th seed drawn, whatever the thread timing.
@@ -279,6 +285,27 @@ def generate_batch(
     result.skipped = n - len(result.results)
     result.spent_usd = ctx.spend.spent
     return result
+
+
+class _TextRedactingBuffer:
+    """Streams text deltas on, but only up to the last whitespace seen: a key split across two deltas
+    (keys hold no whitespace) is then always redacted whole before the TUI sees it."""
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self._emit = emit
+        self._buf = ""
+
+    def feed(self, delta: str) -> None:
+        self._buf += delta
+        cut = max(self._buf.rfind(c) for c in " \n\t")
+        if cut >= 0:
+            ready, self._buf = self._buf[: cut + 1], self._buf[cut + 1 :]
+            self._emit(ready)
+
+    def flush(self) -> None:
+        if self._buf:
+            ready, self._buf = self._buf, ""
+            self._emit(ready)
 
 
 def _system_blocks(text: str) -> list[dict[str, Any]]:
@@ -336,6 +363,8 @@ def generate_one(ctx: _Ctx, axes: SeedAxes, difficulty: str, rng: random.Random)
     def publish(kind: str, data: str | dict[str, Any]) -> None:
         text = data if isinstance(data, str) else json.dumps(data, default=str)
         ctx.bus.publish(GenerationEvent(generation_id=gid, kind=kind, data=red.text(text)))
+
+    text_out = _TextRedactingBuffer(lambda t: publish("text", t))
 
     def save(**fields: Any) -> None:
         with session(ws.engine) as s:
@@ -427,170 +456,195 @@ def generate_one(ctx: _Ctx, axes: SeedAxes, difficulty: str, rng: random.Random)
             "seed_axes": axes.as_dict(),
         },
     )
-    nudges = 0
-    while True:
-        # ---- budgets, checked before spending more ------------------------------------------------
-        b = ctx.budget
-        over = None
-        if ctx.stop is not None and ctx.stop.is_set():
-            return finish("cancelled", ["generator.cancelled", *audit_codes()])
-        if state["turns"] >= b.max_turns:
-            over = "budget.turns"
-        elif usage.tokens_in + usage.output_tokens >= b.max_tokens:
-            over = "budget.tokens"
-        elif state["cost"] >= b.max_usd:
-            over = "budget.usd"
-        elif ctx.spend.exhausted():
-            over = "budget.batch_usd"
-        elif time.monotonic() >= deadline:
-            over = "budget.wall"
-        if over:
-            transcript.append({"type": "budget", "exhausted": over})
-            return finish("budget_exhausted", [over, *audit_codes()])
 
-        # ---- one turn --------------------------------------------------------------------------------
-        def on_retry(entry: dict[str, Any]) -> None:
-            state["retries"] += 1
-            transcript.append({"type": "api_retry", **entry})
-            publish("api_retry", entry)
+    def converse() -> GenerationResult:
+        nudges = 0
+        while True:
+            # ---- budgets, checked before spending more ------------------------------------------------
+            b = ctx.budget
+            over = None
+            if ctx.cancel.is_set():
+                return finish("cancelled", ["generator.cancelled", *audit_codes()])
+            if state["turns"] >= b.max_turns:
+                over = "budget.turns"
+            elif usage.tokens_in + usage.output_tokens >= b.max_tokens:
+                over = "budget.tokens"
+            elif state["cost"] >= b.max_usd:
+                over = "budget.usd"
+            elif ctx.spend.exhausted():
+                over = "budget.batch_usd"
+            elif time.monotonic() >= deadline:
+                over = "budget.wall"
+            if over:
+                transcript.append({"type": "budget", "exhausted": over})
+                return finish("budget_exhausted", [over, *audit_codes()])
 
-        try:
-            reply = ctx.client.turn(
-                system=_system_blocks(system_text),
-                tools=tools,
-                messages=_with_cache_breakpoint(messages),
-                on_text=lambda t: publish("text", t),
-                on_retry=on_retry,
-                deadline=deadline,
-                stop=ctx.stop,
-            )
-        except ApiFailure as exc:
-            transcript.append(
-                {"type": "api_error", "code": exc.code, "detail": exc.detail, "request_id": exc.request_id}
-            )
-            return finish("error", [exc.code])
-        except WaitPastDeadline as exc:
-            transcript.append({"type": "budget", "exhausted": "budget.wall", "detail": str(exc)})
-            return finish("budget_exhausted", ["budget.wall", *audit_codes()])
-        except Cancelled:
-            return finish("cancelled", ["generator.cancelled", *audit_codes()])
+            # ---- one turn --------------------------------------------------------------------------------
+            def on_retry(entry: dict[str, Any]) -> None:
+                state["retries"] += 1
+                transcript.append({"type": "api_retry", **entry})
+                publish("api_retry", entry)
 
-        state["turns"] += 1
-        usage.add(reply.usage)
-        turn_cost = ctx.prices.cost(model, reply.usage)
-        state["cost"] += turn_cost
-        ctx.spend.add(turn_cost)
-        messages.append({"role": "assistant", "content": reply.content})
-        transcript.append(
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": reply.content,
-                "stop_reason": reply.stop_reason,
-                "request_id": reply.request_id,
-                "usage": reply.usage.__dict__,
-                "cost_usd": round(turn_cost, 6),
-            }
-        )
-        publish(
-            "turn",
-            {
-                "turn": state["turns"],
-                "stop_reason": reply.stop_reason,
-                "tokens_in": usage.tokens_in,
-                "tokens_out": usage.output_tokens,
-                "cost_usd": round(state["cost"], 6),
-                "api_retries": state["retries"],
-            },
-        )
-
-        if not reply.tool_calls:
-            if reply.stop_reason != "max_tokens":
-                nudges += 1
-                if nudges > MAX_NUDGES:
-                    save()
-                    return finish("rejected", [*audit_codes(), "generator.no_submit"])
-            nudge = NUDGE_MAX_TOKENS if reply.stop_reason == "max_tokens" else NUDGE_NO_TOOL
-            msg = {"role": "user", "content": [{"type": "text", "text": nudge}]}
-            messages.append(msg)
-            transcript.append({"type": "message", **msg})
-            save()
-            continue
-
-        # ---- tools ----------------------------------------------------------------------------------
-        results: list[dict[str, Any]] = []
-        accepted: Accepted | None = None
-        final: FinalRejection | None = None
-        infra: str | None = None
-        for call in reply.tool_calls:
-            publish("tool_use", {"id": call.id, "name": call.name, "input": call.input})
-            is_error = False
-            audits_before = wb.audits
-            if accepted is not None or final is not None or infra is not None:
-                text, is_error = "not run: the generation already ended with an earlier call", True
-            elif call.parse_error:
-                text, is_error = f"{call.parse_error}. Send the call again with a valid JSON object.", True
-            elif call.name not in schemas:
-                text = f"unknown tool {call.name!r}; the tools are: {', '.join(schemas)}"
-                is_error = True
-            else:
-                try:
-                    args = validate_input(schemas[call.name], call.input)
-                    out = wb.execute(call.name, args)
-                    if isinstance(out, Accepted):
-                        accepted = out
-                        text = (
-                            f"accepted: task {out.name!r} is now in the workspace "
-                            f"(version {out.version_hash[:12]})"
-                        )
-                    else:
-                        text = out
-                except ToolError as exc:
-                    text, is_error = str(exc), True
-                except FinalRejection as exc:
-                    final = exc
-                    text, is_error = f"rejected: {exc.detail} ({exc.code})", True
-                except (DockerUnavailable, docker.errors.DockerException) as exc:
-                    infra = "infra.daemon_unavailable"
-                    text, is_error = f"Docker is unavailable: {exc}", True
-                except Exception as exc:  # a bug in a tool must not lose the generation's record
-                    log.exception("generation %s: tool %s failed", gid, call.name)
-                    text, is_error = f"internal error in {call.name}: {type(exc).__name__}: {exc}", True
-            if wb.audits > audits_before and wb.last_audit is not None:
-                rep = wb.last_audit[1]
+            try:
+                reply = ctx.client.turn(
+                    system=_system_blocks(system_text),
+                    tools=tools,
+                    messages=_with_cache_breakpoint(messages),
+                    on_text=text_out.feed,
+                    on_retry=on_retry,
+                    deadline=deadline,
+                    stop=ctx.cancel,
+                )
+            except ApiFailure as exc:
+                text_out.flush()
                 transcript.append(
                     {
-                        "type": "audit",
-                        "version_hash": rep.version_hash,
-                        "verdict": rep.verdict,
-                        "reasons": rep.reasons,
-                        "findings": rep.checks.get("findings", []),
-                        "duration_s": rep.duration_s,
+                        "type": "api_error",
+                        "code": exc.code,
+                        "detail": exc.detail,
+                        "request_id": exc.request_id,
                     }
                 )
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": text}
-            if is_error:
-                block["is_error"] = True
-            results.append(block)
-            publish(
-                "tool_result",
+                return finish("error", [exc.code])
+            except WaitPastDeadline as exc:
+                text_out.flush()
+                transcript.append({"type": "budget", "exhausted": "budget.wall", "detail": str(exc)})
+                return finish("budget_exhausted", ["budget.wall", *audit_codes()])
+            except Cancelled:
+                text_out.flush()
+                return finish("cancelled", ["generator.cancelled", *audit_codes()])
+            text_out.flush()
+            state["turns"] += 1
+            usage.add(reply.usage)
+            turn_cost = ctx.prices.cost(model, reply.usage)
+            state["cost"] += turn_cost
+            ctx.spend.add(turn_cost)
+            # The API refuses an empty assistant message; an empty reply still has to keep its turn.
+            content = reply.content or [{"type": "text", "text": "(empty reply)"}]
+            messages.append({"role": "assistant", "content": content})
+            transcript.append(
                 {
-                    "id": call.id,
-                    "name": call.name,
-                    "is_error": is_error,
-                    "content": text[:_EVENT_RESULT_CHARS],
+                    "type": "message",
+                    "role": "assistant",
+                    "content": reply.content,
+                    "stop_reason": reply.stop_reason,
+                    "request_id": reply.request_id,
+                    "usage": reply.usage.__dict__,
+                    "cost_usd": round(turn_cost, 6),
+                }
+            )
+            publish(
+                "turn",
+                {
+                    "turn": state["turns"],
+                    "stop_reason": reply.stop_reason,
+                    "tokens_in": usage.tokens_in,
+                    "tokens_out": usage.output_tokens,
+                    "cost_usd": round(state["cost"], 6),
+                    "api_retries": state["retries"],
                 },
             )
-        msg = {"role": "user", "content": results}
-        messages.append(msg)
-        transcript.append({"type": "message", **msg})
-        if accepted is not None:
-            return finish("accepted", [], accepted)
-        if final is not None:
-            return finish("rejected", [final.code])
-        if infra is not None:
-            return finish("error", [infra])
-        save()
+
+            if reply.stop_reason == "refusal":
+                save()
+                return finish("rejected", ["generator.refusal"])
+            if not reply.tool_calls:
+                if reply.stop_reason != "max_tokens":
+                    nudges += 1
+                    if nudges > MAX_NUDGES:
+                        save()
+                        return finish("rejected", [*audit_codes(), "generator.no_submit"])
+                nudge = NUDGE_MAX_TOKENS if reply.stop_reason == "max_tokens" else NUDGE_NO_TOOL
+                msg = {"role": "user", "content": [{"type": "text", "text": nudge}]}
+                messages.append(msg)
+                transcript.append({"type": "message", **msg})
+                save()
+                continue
+
+            # ---- tools ----------------------------------------------------------------------------------
+            results: list[dict[str, Any]] = []
+            accepted: Accepted | None = None
+            final: FinalRejection | None = None
+            infra: str | None = None
+            for call in reply.tool_calls:
+                publish("tool_use", {"id": call.id, "name": call.name, "input": call.input})
+                is_error = False
+                audits_before = wb.audits
+                if accepted is not None or final is not None or infra is not None:
+                    text, is_error = "not run: the generation already ended with an earlier call", True
+                elif call.parse_error:
+                    text, is_error = (
+                        f"{call.parse_error}. Send the call again with a valid JSON object.",
+                        True,
+                    )
+                elif call.name not in schemas:
+                    text = f"unknown tool {call.name!r}; the tools are: {', '.join(schemas)}"
+                    is_error = True
+                else:
+                    try:
+                        args = validate_input(schemas[call.name], call.input)
+                        out = wb.execute(call.name, args)
+                        if isinstance(out, Accepted):
+                            accepted = out
+                            text = (
+                                f"accepted: task {out.name!r} is now in the workspace "
+                                f"(version {out.version_hash[:12]})"
+                            )
+                        else:
+                            text = out
+                    except ToolError as exc:
+                        text, is_error = str(exc), True
+                    except FinalRejection as exc:
+                        final = exc
+                        text, is_error = f"rejected: {exc.detail} ({exc.code})", True
+                    except (DockerUnavailable, docker.errors.DockerException) as exc:
+                        infra = "infra.daemon_unavailable"
+                        text, is_error = f"Docker is unavailable: {exc}", True
+                    except Exception as exc:  # a bug in a tool must not lose the generation's record
+                        log.exception("generation %s: tool %s failed", gid, call.name)
+                        text, is_error = f"internal error in {call.name}: {type(exc).__name__}: {exc}", True
+                if wb.audits > audits_before and wb.last_audit is not None:
+                    rep = wb.last_audit[1]
+                    transcript.append(
+                        {
+                            "type": "audit",
+                            "version_hash": rep.version_hash,
+                            "verdict": rep.verdict,
+                            "reasons": rep.reasons,
+                            "findings": rep.checks.get("findings", []),
+                            "duration_s": rep.duration_s,
+                        }
+                    )
+                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": text}
+                if is_error:
+                    block["is_error"] = True
+                results.append(block)
+                publish(
+                    "tool_result",
+                    {
+                        "id": call.id,
+                        "name": call.name,
+                        "is_error": is_error,
+                        "content": text[:_EVENT_RESULT_CHARS],
+                    },
+                )
+            msg = {"role": "user", "content": results}
+            messages.append(msg)
+            transcript.append({"type": "message", **msg})
+            if accepted is not None:
+                return finish("accepted", [], accepted)
+            if final is not None:
+                return finish("rejected", [final.code])
+            if infra is not None:
+                return finish("error", [infra])
+            save()
+
+    try:
+        return converse()
+    except Exception as exc:  # a bug of ours must still end the row with an outcome, not leave it running
+        log.exception("generation %s failed", gid)
+        transcript.append({"type": "error", "detail": f"{type(exc).__name__}: {exc}"})
+        return finish("error", ["generator.internal_error"])
 
 
 def _render(ctx: _Ctx, axes: SeedAxes, difficulty: str, rng: random.Random) -> tuple[str, str]:

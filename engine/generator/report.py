@@ -93,6 +93,11 @@ def generation_report(ws: Workspace, *, model: str | None = None) -> list[YieldR
     return [rows[k] for k in sorted(rows)]
 
 
+def _usd(x: float) -> str:
+    """Cents once it matters, four decimals while a test batch costs fractions of a cent."""
+    return f"{x:.2f}" if x >= 10 else f"{x:.4f}"
+
+
 def render_generation_report(rows: list[YieldRow]) -> Any:
     """A rich Table (imported lazily: the engine must not need rich to compute the numbers)."""
     from rich.table import Table
@@ -113,7 +118,7 @@ def render_generation_report(rows: list[YieldRow]) -> Any:
         t.add_column(col, **kw)
     for r in rows:
         y = f"{r.yield_:.0%}" if r.yield_ is not None else "-"
-        cpa = f"{r.cost_per_accepted:.2f}" if r.cost_per_accepted is not None else "-"
+        cpa = _usd(r.cost_per_accepted) if r.cost_per_accepted is not None else "-"
         reasons = ", ".join(f"{c} ×{n}" for c, n in r.top_reasons()) or "-"
         t.add_row(
             r.prompt_version,
@@ -122,7 +127,7 @@ def render_generation_report(rows: list[YieldRow]) -> Any:
             str(r.accepted),
             y,
             cpa,
-            f"{r.cost_usd:.2f}",
+            _usd(r.cost_usd),
             str(r.infra_errors),
             str(r.api_retries),
             reasons,

@@ -97,6 +97,9 @@ def generate_cmd(
         typer.Option("--target-model", help="Policy model: its tasks above the band are shown as too easy."),
     ] = None,
     reruns: Annotated[int, typer.Option("--reruns", help="Oracle reruns in each audit.", min=1)] = 2,
+    max_output_tokens: Annotated[
+        int, typer.Option("--max-output-tokens", help="max_tokens of each API call.", min=256)
+    ] = 8192,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the axes draw (reproducible).")] = None,
     accept_warnings: Annotated[
         bool, typer.Option("--accept-warnings", help="Accept tasks whose audit verdict is 'warning'.")
@@ -138,6 +141,7 @@ def generate_cmd(
             audit_reruns=reruns,
             stop=stop,
             accept_warnings=accept_warnings,
+            max_tokens_per_turn=max_output_tokens,
         )
     except GeneratorError as exc:
         raise fail(str(exc), code=2) from None

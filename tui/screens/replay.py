@@ -25,7 +25,7 @@ from textual.widgets import Footer, Header, Static
 
 from engine.asciicast import CastError, read_cast
 from engine.outcomes import suggested_tag
-from engine.replay import KeyframeIndex, Player, ReplaySource, ReplaySourceError, load_source
+from engine.replay import KeyframeIndex, Player, ReplaySource, ReplaySourceError, load_source, settle_gc
 from engine.tagging import TagError, Tagger
 from engine.taxonomy import TaxonomyError
 from engine.workspace import Workspace
@@ -144,7 +144,7 @@ class ReplayScreen(Screen[None]):
                     f"{path.name}: last line was cut (crashed writer); replaying what precedes it"
                 )
             self.run_worker(
-                lambda idx=player.index: idx.build(cancel=self._cancel),
+                lambda idx=player.index: self._build_index(idx),
                 thread=True,
                 group="keyframes",
                 exit_on_error=False,
@@ -158,6 +158,11 @@ class ReplayScreen(Screen[None]):
         self._last = time.perf_counter()
         self._timer = self.set_interval(1 / FPS, self._tick)
         self._refresh_all()
+
+    def _build_index(self, index: KeyframeIndex) -> None:
+        """Runs in a thread worker: index the whole cast, then keep full GC passes off the snapshots."""
+        if index.build(cancel=self._cancel):
+            settle_gc()
 
     def on_unmount(self) -> None:
         self._cancel.set()

@@ -86,21 +86,17 @@ class TagQueueScreen(Screen[None]):
         return [cur.episode_id] if cur else []
 
     def action_refresh(self, keep: int | None = None) -> None:
+        """Reloads the queue. ``keep``: an episode just acted on stays listed (and under the cursor) even
+        if it no longer matches the filter, until the next reload: a row vanishing under the cursor
+        makes "what did I just do" unanswerable."""
         table = self.query_one(DataTable)
         cur = self.current
-        keep = keep if keep is not None else (cur.episode_id if cur else None)
+        cursor_on = keep if keep is not None else (cur.episode_id if cur else None)
         self._all = load_queue(self.ws)
-        known = {i.episode_id for i in self._all}
-        self.selected &= known
-        self.items = [i for i in self._all if self.filter == "all" or i.state == self.filter]
-        # Keep just-tagged/skipped rows of the pending view visible until the cursor leaves them: a row
-        # vanishing under the cursor makes "what did I just do" unanswerable.
-        if keep is not None and self.filter != "all" and keep not in {i.episode_id for i in self.items}:
-            kept = next((i for i in self._all if i.episode_id == keep), None)
-            if kept is not None:
-                order = [i.episode_id for i in self._all]
-                self.items.append(kept)
-                self.items.sort(key=lambda i: order.index(i.episode_id))
+        self.selected &= {i.episode_id for i in self._all}
+        self.items = [
+            i for i in self._all if self.filter == "all" or i.state == self.filter or i.episode_id == keep
+        ]
         table.clear()
         for i in self.items:
             shown = ", ".join(i.tags) if i.tags else (f"{i.suggestion}?" if i.suggestion else "")
@@ -115,8 +111,8 @@ class TagQueueScreen(Screen[None]):
                 shown,
                 key=str(i.episode_id),
             )
-        if keep is not None:
-            row = next((n for n, i in enumerate(self.items) if i.episode_id == keep), None)
+        if cursor_on is not None:
+            row = next((n for n, i in enumerate(self.items) if i.episode_id == cursor_on), None)
             if row is not None:
                 table.move_cursor(row=row)
         self._refresh_detail()
@@ -239,7 +235,7 @@ class TagQueueScreen(Screen[None]):
                 return
             self.notify(f"tagged {what}: {choice.code} (u: undo)", timeout=3)
             self.selected.clear()
-            self.action_refresh()
+            self.action_refresh(keep=cur.episode_id if cur else None)
             if self.filter == "pending":
                 self._move_to_pending(+1)
 
@@ -273,7 +269,8 @@ class TagQueueScreen(Screen[None]):
         else:
             self.tagger.skip(ids)
         self.selected.clear()
-        self.action_refresh()
+        cur = self.current
+        self.action_refresh(keep=cur.episode_id if cur else None)
         if self.filter == "pending":
             self._move_to_pending(+1)
 

@@ -5,9 +5,10 @@ time the curator opens it, and a batch (or an audit) may have started before tha
 subscribes when the app starts, keeps an emulated screen per episode and stream (policy, verifier), and
 the Runs screen attaches panes to those screens whenever it is shown, history included.
 
-Everything here runs on the publishing (worker) thread except what listeners do. Screens are fed in the
-publishing thread (``engine.emulator.Screen`` is thread-safe), so output bytes never cross into the UI
-thread; only a "please repaint" does, at most once per frame per pane (``TerminalView.request_paint``).
+Everything here runs on the publishing (worker) thread except what listeners do. Screens are fed on the
+shared feed-pump thread (``tui.widgets.feed_pump``), so output bytes never cross into the UI thread and
+the publisher only appends to a list; only a "please repaint" reaches the UI, at most once per frame
+per pane (``TerminalView.request_paint``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from engine.emulator import Screen
@@ -29,6 +31,7 @@ from engine.events import (
     StepFinished,
     StepStarted,
 )
+from tui.widgets.feed_pump import pump
 
 #: The size the episode runner gives every terminal (engine.episode.COLS/ROWS).
 try:
@@ -56,6 +59,19 @@ class LiveEpisode:
     views: dict[str, Any] = field(default_factory=dict)
     verifier_seen: bool = False
     bytes_in: int = 0
+    _callbacks: dict[str, Callable[[], None]] = field(default_factory=dict, repr=False)
+
+    def paint_callback(self, stream: str) -> Callable[[], None]:
+        """One stable callable per stream (the pump de-duplicates callbacks by identity)."""
+        cb = self._callbacks.get(stream)
+        if cb is None:
+            cb = self._callbacks[stream] = partial(self._paint, stream)
+        return cb
+
+    def _paint(self, stream: str) -> None:
+        view = self.views.get(stream)
+        if view is not None:
+            view.request_paint()
 
     def screen(self, stream: str) -> Screen:
         scr = self.screens.get(stream)
@@ -143,11 +159,8 @@ class LiveEpisodes:
         if isinstance(ev, PtyOutput):
             ep = self._episode(ev.episode_id)
             stream = ev.stream if ev.stream in STREAMS else "agent"
-            ep.screen(stream).feed(ev.data)
             ep.bytes_in += len(ev.data)
-            view = ep.views.get(stream)
-            if view is not None:
-                view.request_paint()
+            pump.submit(ep.screen(stream), ev.data, ep.paint_callback(stream))
             if stream == "verifier" and not ep.verifier_seen:
                 ep.verifier_seen = True
                 self._tell("verifier", ep)

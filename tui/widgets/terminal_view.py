@@ -38,6 +38,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 
 from engine.emulator import Screen
+from tui.widgets.feed_pump import pump
 from tui.widgets.threadsafe import UiCaller
 
 #: C0 and C1 controls (and DEL) must never reach the real terminal through a cell's text.
@@ -213,9 +214,18 @@ class TerminalView(Widget, can_focus=True):
         return self._emulator
 
     def feed(self, text: str) -> None:
-        """Feeds terminal output. Safe from any thread; the repaint follows within one frame."""
-        self._emulator.feed(text)
-        self.request_paint()
+        """Feeds terminal output; the repaint follows within one frame. Safe from any thread.
+
+        On the UI thread (replay playback) the text is parsed before this returns. From any other thread
+        it is handed to the shared :data:`~tui.widgets.feed_pump.pump` thread, so publishers never hold
+        the GIL for parsing while the UI waits (see ``feed_pump``'s measurements).
+        """
+        caller = self._caller
+        if caller is not None and threading.get_ident() == caller.thread:
+            self._emulator.feed(text)
+            self.request_paint()
+        else:
+            pump.submit(self._emulator, text, self.request_paint)
 
     def set_screen(self, screen: Screen) -> None:
         """Shows another screen (replay swaps restored keyframes in). Call on the UI thread."""

@@ -40,8 +40,12 @@ class Column:
     sort_key: Callable[[str], Any] | None = None
 
 
+#: Cell texts that mean "no value": sorted after every value, whichever the direction.
+BLANKS = frozenset({"", "—", "-"})
+
+
 def numeric_key(text: str) -> tuple[int, float]:
-    """Sorts numbers by value and puts non-numbers ("—", "") after them in either direction's start."""
+    """Sorts numbers by value, any non-number after them."""
     try:
         return (0, float(text))
     except ValueError:
@@ -144,7 +148,13 @@ class VirtualTable(ScrollView, can_focus=True):
             col = self.columns[self.sort_column]
             i = self.sort_column
             key = col.sort_key or str.lower
-            rows = sorted(rows, key=lambda r: key(r[1][i]), reverse=self.sort_reverse)
+            blank = [r for r in rows if r[1][i] in BLANKS]  # unknowns stay last in either direction
+            rows = sorted(
+                (r for r in rows if r[1][i] not in BLANKS),
+                key=lambda r: key(r[1][i]),
+                reverse=self.sort_reverse,
+            )
+            rows.extend(blank)
         self._shown = rows
         self._cache.clear()
         self.virtual_size = Size(self._width, len(rows) + 1)

@@ -1,0 +1,174 @@
+"""Live panes: key-press-to-repaint latency while 8 TerminalViews each receive 100 KB/s.
+
+Runs the app headless (``App.run_test``), with a 4x2 grid of ``TerminalView`` (160x40 emulated screens,
+as the episode runner uses) and a probe widget bound to a key. Each press is timed from just before the
+key is posted to the moment the probe's ``render`` runs with the new value (i.e. Textual has processed
+the key, refreshed, and is compositing the frame). Two phases in the same process: a baseline with the
+8 panes idle, then with 8 plain threads (like the engine's terminal readers) each feeding its pane
+~100 KB/s of coloured ``ls``-like output in 4 KiB chunks.
+
+    .venv/bin/python bench/bench_panes.py [--presses 80] [--rate 100] [--fps 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from textual.app import App, ComposeResult  # noqa: E402
+from textual.binding import Binding  # noqa: E402
+from textual.containers import Grid  # noqa: E402
+from textual.widgets import Static  # noqa: E402
+
+from tui.widgets.terminal_view import TerminalView  # noqa: E402
+
+PANES = 8
+CHUNK = 4096
+
+
+class Probe(Static):
+    """Records when it renders a given value: the end of a key-press-to-repaint measurement."""
+
+    def __init__(self) -> None:
+        super().__init__("0", id="probe")
+        self.value = 0
+        self.rendered: dict[int, float] = {}
+
+    def bump(self) -> None:
+        self.value += 1
+        self.update(str(self.value))
+
+    def render(self):  # noqa: ANN201
+        self.rendered.setdefault(self.value, time.perf_counter())
+        return super().render()
+
+
+class BenchApp(App[None]):
+    CSS = """
+    Grid { grid-size: 4 2; height: 1fr; }
+    #probe { height: 1; }
+    """
+    BINDINGS = [Binding("k", "bump", "bump")]
+
+    def __init__(self, fps: float) -> None:
+        super().__init__()
+        self.fps = fps
+
+    def compose(self) -> ComposeResult:
+        yield Probe()
+        with Grid():
+            for _ in range(PANES):
+                yield TerminalView(cols=160, rows=40, max_fps=self.fps)
+
+    def action_bump(self) -> None:
+        self.query_one(Probe).bump()
+
+
+def stream_chunks(seed: int, n: int = 64) -> list[str]:
+    """Pre-generated coloured listing output, so generating it costs nothing during the run."""
+    rng = random.Random(seed)
+    colours = ("\x1b[34m", "\x1b[32m", "\x1b[1;36m", "\x1b[38;5;208m", "\x1b[38;2;200;120;40m", "")
+    out = []
+    for _ in range(n):
+        buf: list[str] = []
+        size = 0
+        while size < CHUNK:
+            name = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz_.") for _ in range(rng.randint(4, 24)))
+            size_s = f"{rng.randint(0, 10**7):>9}"
+            line = f"-rw-r--r-- 1 root root {size_s} Jan  1 12:00 {rng.choice(colours)}{name}\x1b[0m\r\n"
+            buf.append(line)
+            size += len(line)
+        out.append("".join(buf))
+    return out
+
+
+def feeder(view: TerminalView, rate_kb: float, stop: threading.Event, seed: int, fed: list[int]) -> None:
+    chunks = stream_chunks(seed)
+    interval = CHUNK / (rate_kb * 1024)
+    nxt = time.perf_counter()
+    i = 0
+    while not stop.is_set():
+        view.feed(chunks[i % len(chunks)])
+        fed[0] += len(chunks[i % len(chunks)])
+        i += 1
+        nxt += interval
+        delay = nxt - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            nxt = time.perf_counter()  # fell behind: don't burst to catch up
+
+
+async def measure(app: BenchApp, pilot, presses: int) -> list[float]:  # noqa: ANN001
+    probe = app.query_one(Probe)
+    out = []
+    for _ in range(presses):
+        target = probe.value + 1
+        t0 = time.perf_counter()
+        await pilot.press("k")
+        while target not in probe.rendered:
+            await asyncio.sleep(0.0005)
+        out.append((probe.rendered[target] - t0) * 1000)
+        await asyncio.sleep(0.03 + random.random() * 0.02)  # presses arrive at a human-ish pace, unaligned
+    return out
+
+
+def summary(name: str, xs: list[float]) -> str:
+    xs = sorted(xs)
+    p95 = xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))]
+    return f"{name:<26} median {statistics.median(xs):7.1f} ms   p95 {p95:7.1f} ms   max {xs[-1]:7.1f} ms"
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--presses", type=int, default=80)
+    ap.add_argument("--rate", type=float, default=100.0, help="KB/s per pane")
+    ap.add_argument("--fps", type=float, default=60.0, help="TerminalView.max_fps")
+    ap.add_argument("--seconds-warmup", type=float, default=1.0)
+    args = ap.parse_args()
+
+    app = BenchApp(args.fps)
+    async with app.run_test(size=(200, 60)) as pilot:
+        views = list(app.query(TerminalView))
+        await pilot.pause(0.5)
+        base = await measure(app, pilot, args.presses)
+
+        stop = threading.Event()
+        fed = [[0] for _ in views]
+        threads = [
+            threading.Thread(target=feeder, args=(v, args.rate, stop, i, fed[i]), daemon=True)
+            for i, v in enumerate(views)
+        ]
+        paints0 = [v.paint_count for v in views]
+        t_start = time.perf_counter()
+        for t in threads:
+            t.start()
+        await asyncio.sleep(args.seconds_warmup)
+        busy = await measure(app, pilot, args.presses)
+        elapsed = time.perf_counter() - t_start
+        stop.set()
+        for t in threads:
+            t.join()
+        paints = [v.paint_count - p for v, p in zip(views, paints0, strict=True)]
+
+    total_kb = sum(f[0] for f in fed) / 1024
+    print(f"panes: {PANES} x TerminalView(160x40) in a 200x60 headless app, max_fps={args.fps:g}")
+    print(
+        f"feed: target {args.rate:g} KB/s per pane; achieved {total_kb / elapsed / PANES:.1f} KB/s per pane "
+        f"({total_kb / elapsed:.0f} KB/s total) over {elapsed:.1f} s"
+    )
+    print(f"repaints per pane: {statistics.mean(paints) / elapsed:.1f} /s (cap {args.fps:g})")
+    print(summary("baseline (0 panes busy)", base))
+    print(summary(f"{PANES} panes x {args.rate:g} KB/s", busy))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

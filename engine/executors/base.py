@@ -1,0 +1,109 @@
+"""The executor interface: where a claimed episode runs, behind one small API.
+
+``engine.rollouts.run_batch`` owns the queue (claiming rows, stop/Ctrl-C, progress, the per-batch lock);
+an executor owns only *running* a claimed episode and getting its outcome into the store. Keeping the
+queue on the head means every executor inherits the same guarantees (no attempt run twice, ``--resume``
+finishes exactly the unfinished rows) and an executor is small enough to add for another cluster engine.
+
+``local`` runs episodes in a bounded thread pool against the local (or ``DOCKER_HOST``) Docker engine;
+``ray`` runs them as Ray tasks on an existing cluster, each node on its own engine, and the head writes
+what they send back.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from engine.agents.base import Agent
+    from engine.events import EventBus
+    from engine.workspace import Workspace
+    from store.models import Batch
+
+
+class ExecutorError(RuntimeError):
+    """An executor cannot start or keep running (no cluster, missing extra); one line for the CLI."""
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """A claimed episode row: everything an executor needs to know which attempt to run."""
+
+    episode_id: int
+    version_id: int
+    attempt: int
+    batch_id: str
+
+
+@dataclass
+class RunContext:
+    """What is the same for every episode of one ``run_batch`` call."""
+
+    ws: Workspace
+    batch: Batch
+    agent_factory: Callable[[], Agent]
+    bus: EventBus
+    max_infra_retries: int = 2
+    retry_backoff_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What the head learns when an episode is finished and its row is ``done`` in the store."""
+
+    episode_id: int
+    outcome: str
+    reward: float | None = None
+
+
+class Executor(ABC):
+    """Runs claimed episodes; ``submit`` returns a future that resolves once the row is written.
+
+    Contract: when a future resolves with a ``JobResult`` the episode's row is ``done`` in the head's
+    store. When it raises, the row is untouched (still ``running``) and the caller records the failure
+    as ``infra_error:orchestrator_failure``. ``slots`` bounds how many futures may be pending at once.
+    """
+
+    name: ClassVar[str] = ""
+
+    @property
+    @abstractmethod
+    def slots(self) -> int:
+        """How many episodes may be in flight at once (the caller never submits more)."""
+
+    @abstractmethod
+    def open(self, ctx: RunContext) -> None:
+        """Prepares for one batch run (thread pool, cluster connection); called once before ``submit``."""
+
+    @abstractmethod
+    def submit(self, job: EpisodeJob) -> Future[JobResult]:
+        """Starts one episode; never blocks for its duration."""
+
+    def wait_ready(self, stop: threading.Event, timeout_s: float) -> bool:
+        """Blocks until the executor can usefully take another episode; False when it gave up.
+
+        The local executor closes this gate while its Docker engine is away, so a stopped ``dockerd``
+        costs the episodes in flight, not the whole queue. Default: always ready.
+        """
+        return True
+
+    def abandon(self, episode_ids: Sequence[int]) -> None:  # noqa: B027 - optional hook
+        """Best effort after an abort: stop remote work for these episodes and remove their containers."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Releases pools and connections; in-flight work was already drained or abandoned."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["EpisodeJob", "Executor", "ExecutorError", "JobResult", "RunContext"]
