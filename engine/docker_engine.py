@@ -156,7 +156,7 @@ def doctor(client: docker.DockerClient | None = None, *, base_tag: str | None = 
         checks.append(Check("base image", False, _short_reason(exc)))
 
     try:
-        leftovers = client.containers.list(all=True, filters={"label": "bandpass=1"})
+        leftovers = client.api.containers(all=True, filters={"label": "bandpass=1"})
         n = len(leftovers)
         detail = "none" if n == 0 else f"{n} left over from earlier runs — `bandpass gc` removes them"
         checks.append(Check("leftover containers", True, detail, warning=n > 0))

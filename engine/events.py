@@ -74,7 +74,8 @@ class BuildLog(Event):
 
 @dataclass(frozen=True)
 class GenerationEvent(Event):
-    """Meta-agent progress: ``kind`` is text, tool_use, tool_result, turn, finished."""
+    """Meta-agent progress: ``kind`` is started, text (a streamed delta), tool_use, tool_result, api_retry,
+    turn or finished; all but text carry a JSON object in ``data``."""
 
     generation_id: int | None = None
     kind: str = ""

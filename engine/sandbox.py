@@ -543,9 +543,10 @@ def gc(client: docker.DockerClient, match: dict[str, str] | None = None) -> int:
     """
     labels = [f"{LABEL}=1", *(f"{k}={v}" for k, v in (match or {}).items())]
     n = 0
-    for c in client.containers.list(all=True, filters={"label": labels}):
+    # The low-level list does not inspect each container, so one removed meanwhile cannot fail the sweep.
+    for c in client.api.containers(all=True, filters={"label": labels}):
         with contextlib.suppress(docker.errors.NotFound):
-            c.remove(force=True)
+            client.api.remove_container(c["Id"], force=True)
             n += 1
     return n
 

@@ -11,16 +11,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Integer, func
+from sqlalchemy import Integer, func, update
 from sqlmodel import Session, col, select
 
 from store.models import (
     Audit,
+    Batch,
     Episode,
     Export,
     FailureTag,
     Generation,
     ImageBuild,
+    ReviewState,
     Step,
     Task,
     TaskVersion,
@@ -497,10 +499,6 @@ def delete_steps(s: Session, episode_id: int) -> None:
 # by ``status = 'queued'``, so two runners (threads or processes) can never take the same row, and a
 # crash leaves at worst rows marked ``running`` that ``requeue_stale`` hands back on resume.
 
-from sqlalchemy import update  # noqa: E402
-
-from store.models import Batch  # noqa: E402
-
 
 def create_batch(
     s: Session, batch_id: str, *, agent: str, kind: str, base_url: str, k: int, params: dict[str, Any]
@@ -611,8 +609,6 @@ def latest_unfinished_batch_id(s: Session) -> str | None:
 
 # --- replay and tagging -------------------------------------------------------------------------------
 # Reads and writes for engine/tagging.py (the tagging queue, bulk tags, undo) and the Replay screen.
-
-from store.models import ReviewState  # noqa: E402 - kept with its section so parallel edits don't collide
 
 
 def get_tag(s: Session, tag_id: int) -> FailureTag | None:
@@ -748,9 +744,7 @@ def set_review_state(s: Session, episode_id: int, state: str | None, *, author: 
 def audits_for_version(s: Session, version_id: int) -> list[Audit]:
     """Every audit of a version, newest first: the detail pane shows the history, not just the verdict."""
     return list(
-        s.exec(
-            select(Audit).where(Audit.task_version_id == version_id).order_by(col(Audit.id).desc())
-        ).all()
+        s.exec(select(Audit).where(Audit.task_version_id == version_id).order_by(col(Audit.id).desc())).all()
     )
 
 

@@ -82,7 +82,7 @@ def cast_and_times(draw: st.DrawFn) -> tuple[Cast, list[float]]:
     return cast, times
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cast_and_times(), st.integers(20, 400))
 def test_seek_equals_playing_to_t(data: tuple[Cast, list[float]], every: int) -> None:
     """Tiny keyframe spacing puts many keyframes (and split escape sequences) between the seek targets."""
@@ -97,7 +97,7 @@ def test_seek_equals_playing_to_t(data: tuple[Cast, list[float]], every: int) ->
         assert screen_state(index.screen_at(t)) == screen_state(replay_from_start(cast, t)), t
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cast_and_times())
 def test_playing_through_ticks_equals_replay(data: tuple[Cast, list[float]]) -> None:
     cast, _ = data

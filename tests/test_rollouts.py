@@ -50,7 +50,12 @@ def _import(ws: Workspace, *dirs: Path) -> dict[str, int]:
 
 
 def _containers(client: docker.DockerClient, ws: Workspace) -> list[docker.models.containers.Container]:
-    return client.containers.list(all=True, filters={"label": [f"bandpass.workspace={ws.root}"]})
+    for _ in range(20):  # list() inspects each container; one removed in between answers 404: list again
+        try:
+            return client.containers.list(all=True, filters={"label": [f"bandpass.workspace={ws.root}"]})
+        except docker.errors.NotFound:
+            time.sleep(0.05)
+    raise AssertionError("containers kept vanishing while listing")
 
 
 @pytest.fixture

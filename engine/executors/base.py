@@ -12,12 +12,13 @@ what they send back.
 
 from __future__ import annotations
 
+import queue
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from engine.agents.base import Agent
@@ -106,4 +107,42 @@ class Executor(ABC):
         self.close()
 
 
-__all__ = ["EpisodeJob", "Executor", "ExecutorError", "JobResult", "RunContext"]
+class DaemonPool:
+    """A fixed pool of *daemon* threads returning futures.
+
+    Not ``ThreadPoolExecutor``: its workers are joined at interpreter exit, so a second Ctrl-C (which
+    requeues the episodes in flight and exits) would hang until every episode finished on its own.
+    """
+
+    def __init__(self, size: int, name: str) -> None:
+        self._q: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(size)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _work(self) -> None:
+        while (item := self._q.get()) is not None:
+            fut, fn, args = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+                fut.set_exception(exc)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        self._q.put((fut, fn, args))
+        return fut
+
+    def shutdown(self) -> None:
+        """Lets idle workers exit; busy ones finish their item first (nobody waits for them)."""
+        for _ in self._threads:
+            self._q.put(None)
+
+
+__all__ = ["DaemonPool", "EpisodeJob", "Executor", "ExecutorError", "JobResult", "RunContext"]

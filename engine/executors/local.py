@@ -17,11 +17,11 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from engine import outcomes
-from engine.executors.base import EpisodeJob, Executor, ExecutorError, JobResult, RunContext
+from engine.executors.base import DaemonPool, EpisodeJob, Executor, ExecutorError, JobResult, RunContext
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class LocalExecutor(Executor):
         self._slots = max(1, concurrency or default_concurrency())
         self.probe_interval_s = probe_interval_s
         self._ctx: RunContext | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: DaemonPool | None = None
         self._lock = threading.Lock()
         self._tls = threading.local()
         self._generation = 0  # bumped when the engine comes back: every thread reconnects
@@ -53,7 +53,7 @@ class LocalExecutor(Executor):
 
     def open(self, ctx: RunContext) -> None:
         self._ctx = ctx
-        self._pool = ThreadPoolExecutor(self._slots, thread_name_prefix=f"rollout-{ctx.batch.id}")
+        self._pool = DaemonPool(self._slots, f"rollout-{ctx.batch.id}")
 
     def submit(self, job: EpisodeJob) -> Future[JobResult]:
         if self._pool is None:
@@ -161,7 +161,7 @@ class LocalExecutor(Executor):
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown()
             self._pool = None
 
 

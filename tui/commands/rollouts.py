@@ -47,7 +47,14 @@ def _line(sm: BatchSummary) -> str:
     )
 
 
-def _run_with_progress(ws: Workspace, batch_id: str, concurrency: int, retries: int, quiet: bool) -> Any:
+def _run_with_progress(
+    ws: Workspace,
+    batch_id: str,
+    concurrency: int,
+    retries: int,
+    quiet: bool,
+    executor: Any = None,  # --- executors: an engine.executors.Executor (None: local) ---
+) -> Any:
     """Runs the batch under a Rich progress bar; first Ctrl-C drains, second aborts."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -90,6 +97,7 @@ def _run_with_progress(ws: Workspace, batch_id: str, concurrency: int, retries: 
                 on_progress=on_progress,
                 stop=stop,
                 max_infra_retries=retries,
+                executor=executor,
             )
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -143,9 +151,22 @@ def run_cmd(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the final summary as one JSON object.")
     ] = False,
+    # --- executors (engine/executors): where episodes run; allowed with --resume ---
+    executor_name: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            help="local (this Docker engine, default) or ray (tasks on a Ray cluster, one engine per node).",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", help="With --executor ray: the cluster (default auto / RAY_ADDRESS)."),
+    ] = None,
 ) -> None:
     """Roll out k attempts per task version for a model (or built-in agent), queued so --resume works."""
     from engine.docker_engine import DockerUnavailable, get_client
+    from engine.executors import ExecutorError, make_executor
     from engine.rollouts import (
         BatchError,
         default_concurrency,
@@ -154,6 +175,15 @@ def run_cmd(
         plan_batch,
     )
 
+    if ray_address and executor_name != "ray":
+        raise fail("--ray-address goes with --executor ray")
+    try:
+        executor = make_executor(
+            executor_name, concurrency=concurrency, **({"address": ray_address} if ray_address else {})
+        )
+    except ExecutorError as exc:
+        raise fail(str(exc)) from None
+    local = executor_name == "local"
     ws = open_workspace()
     try:
         if batch and not resume:
@@ -183,20 +213,24 @@ def run_cmd(
             params = {"max_steps": max_steps, "request_timeout": request_timeout} if kind == "model" else {}
             versions = _version_ids(ws, tasks)
             try:
-                get_client()
+                if local:  # a Ray cluster's nodes have their own engines: nothing to check here
+                    get_client()
             except DockerUnavailable as exc:
                 raise fail(f"{exc} (see bandpass doctor); nothing was queued") from None
             batch_id = plan_batch(ws, name, versions, k, kind=kind, base_url=base_url or "", params=params)
             if not as_json:
                 typer.echo(f"batch {batch_id}: {len(versions)} task version(s) × k={k} for {name}", err=True)
         try:
-            get_client()
+            if local:
+                get_client()
         except DockerUnavailable as exc:
             raise fail(
                 f"{exc} (see bandpass doctor); resume later with bandpass run --resume {batch_id}"
             ) from None
-        sm = _run_with_progress(ws, batch_id, concurrency or default_concurrency(), infra_retries, as_json)
-    except BatchError as exc:
+        sm = _run_with_progress(
+            ws, batch_id, concurrency or default_concurrency(), infra_retries, as_json, executor
+        )
+    except (BatchError, ExecutorError) as exc:
         raise fail(str(exc)) from None
 
     if as_json:

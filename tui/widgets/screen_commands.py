@@ -22,7 +22,8 @@ class ScreenBindingsProvider(Provider):
             if not isinstance(b, Binding) or not b.description or b.action in seen:
                 continue
             seen.add(b.action)
-            out.append((b.description, b.action, b.key_display or b.key.split(",")[0]))
+            first = Binding(b.key.split(",")[0], b.action, b.description, key_display=b.key_display)
+            out.append((b.description, b.action, self.app.get_key_display(first)))
         return out
 
     def _run(self, action: str) -> None:

@@ -26,7 +26,7 @@ import contextlib
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style as RichStyle
@@ -107,6 +107,10 @@ def _cell_style(cell: Any) -> RichStyle:
     )
 
 
+CURSOR = "cursor"
+_NOTHING = object()
+
+
 class _RowReader:
     """Reads one emulator row as styled runs.
 
@@ -126,30 +130,53 @@ class _RowReader:
     def lock(self) -> Any:
         return self.screen._lock if self.fast else contextlib.nullcontext()
 
-    def runs(self, y: int) -> list[tuple[str, Any]]:
-        """``[(text, style_key), ...]`` for row ``y``; style keys are hashable and convertible."""
+    def runs(self, y: int, start: int, end: int, mark: int = -1) -> list[tuple[str, Any]]:
+        """``[(text, style_key), ...]`` for columns ``[start, end)`` of row ``y``.
+
+        Style keys are hashable and convertible; the cell at column ``mark`` (the cursor) comes as its
+        own run with key ``(CURSOR, key)``. A wide character cut by either edge becomes a blank, so the
+        run list always spans exactly ``end - start`` cells.
+        """
         native = getattr(self.screen, "styled_runs", None)
         if native is not None:
-            return native(y)  # type: ignore[no-any-return]
-        if not self.fast:
+            return native(y, start, end, mark)  # type: ignore[no-any-return]
+        if self.fast:
+            with self.screen._lock:
+                grid = self.screen._board.blitter.main_page.grid
+                if y >= len(grid):
+                    return []
+                full = grid[y]
+                cells = full[start:end]
+                cut_tail = end < len(full) and full[end][1] == ""
+        else:
             rows = self.screen.styled_rows()
-            return [(c.char, c) for c in rows[y]] if y < len(rows) else []
-        with self.screen._lock:
-            page = self.screen._board.blitter.main_page
-            if y >= len(page.grid):
+            if y >= len(rows):
                 return []
-            row = list(page.grid[y])
+            full2 = [(c, c.char) for c in rows[y]]
+            cells = full2[start:end]
+            cut_tail = end < len(full2) and full2[end][1] == ""
+        if not cells:
+            return []
+        if cells[0][1] == "":  # right half of a wide char whose left half is off-screen
+            cells[0] = (cells[0][0], " ")
+        if cut_tail:  # left half of a wide char whose right half is off-screen
+            cells[-1] = (cells[-1][0], " ")
         out: list[tuple[str, Any]] = []
         chars: list[str] = []
-        current: Any = None
-        for style, ch in row:
-            if style is not current and style != current:
+        current: Any = _NOTHING
+        mark -= start
+        for x, (style, ch) in enumerate(cells):
+            if x == mark:
                 if chars:
                     out.append(("".join(chars), current))
-                chars = [ch]
-                current = style
-            else:
+                out.append((ch or " ", (CURSOR, style)))
+                chars, current = [], _NOTHING
+            elif style is current:  # identity only: equal-but-distinct styles just split a run
                 chars.append(ch)
+            else:
+                if chars:
+                    out.append(("".join(chars), current))
+                chars, current = [ch], style
         if chars:
             out.append(("".join(chars), current))
         return out
@@ -167,6 +194,12 @@ class TerminalView(Widget, can_focus=True):
     DEFAULT_CSS = (Path(__file__).with_suffix(".tcss")).read_text(encoding="utf-8")
     COMPONENT_CLASSES = {"terminal-view--cursor"}
     ALLOW_MAXIMIZE = True
+    #: Paints per second shared by all panes that are busy at once (see ``_frame_interval``).
+    FRAME_BUDGET = 120.0
+    #: However many panes are busy, each repaints at least this often.
+    MIN_FPS = 8.0
+    #: id(view) -> time of its last paint, across all views: how many are busy right now.
+    _busy: ClassVar[dict[int, float]] = {}
 
     def __init__(
         self,
@@ -255,7 +288,7 @@ class TerminalView(Widget, can_focus=True):
             return
         if self._timer is not None:
             return
-        delay = self._last_flush + 1.0 / max(self.max_fps, 1.0) - time.perf_counter()
+        delay = self._last_flush + self._frame_interval() - time.perf_counter()
         if delay <= 0:
             self._flush()
         else:
@@ -270,7 +303,11 @@ class TerminalView(Widget, can_focus=True):
 
     def on_resize(self, _: Resize) -> None:
         self._origin = (-1, -1)  # recompute, repaint all
+        self._rows.clear()
         self.request_paint()
+
+    def on_unmount(self) -> None:
+        TerminalView._busy.pop(id(self), None)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -287,6 +324,21 @@ class TerminalView(Widget, can_focus=True):
             self._styles.clear()
             self._rows.clear()
             self.refresh()
+
+    def _frame_interval(self) -> float:
+        """Seconds between paints: ``1/max_fps``, stretched when many panes are busy at once.
+
+        All busy panes share :attr:`FRAME_BUDGET` paints a second (the focused pane is exempt), so eight
+        scrolling thumbnails cost the UI thread what two full-rate panes would, and a key press is not
+        queued behind a wall of repaints. Each pane still repaints at least :attr:`MIN_FPS` times a second.
+        """
+        fps = max(self.max_fps, 1.0)
+        if not self.has_focus:
+            now = time.perf_counter()
+            busy = sum(1 for t in TerminalView._busy.values() if now - t < 0.5)
+            if busy > 1:
+                fps = min(fps, max(self.FRAME_BUDGET / busy, self.MIN_FPS))
+        return 1.0 / fps
 
     def _flush(self) -> None:
         """Repaints the rows that changed since the last flush. Runs on the UI thread."""
@@ -309,6 +361,7 @@ class TerminalView(Widget, can_focus=True):
         origin = self._viewport(cx, cy)
         if origin != self._origin:
             self._origin = origin
+            self._rows.clear()
             self.refresh()
         elif dirty:
             self.refresh(*self._line_regions(dirty, origin[1]))
@@ -316,6 +369,7 @@ class TerminalView(Widget, can_focus=True):
             return
         self.paint_count += 1
         self.last_paint_at = self._last_flush
+        TerminalView._busy[id(self)] = self._last_flush
 
     def _line_regions(self, rows: set[int], top: int) -> list[Region]:
         """Widget-relative regions covering the visible ``rows``, consecutive rows merged."""
@@ -349,36 +403,38 @@ class TerminalView(Widget, can_focus=True):
     def _style(self, key: Any) -> RichStyle:
         style = self._styles.get(key)
         if style is None:
-            cell = _cell_style(key) if hasattr(key, "char") else _convert_style(key)
-            style = self._base + cell
+            if isinstance(key, tuple) and key[:1] == (CURSOR,):
+                style = self._style(key[1]) + self._cursor_style
+            elif key is _NOTHING:
+                style = self._base
+            else:
+                style = self._base + (_cell_style(key) if hasattr(key, "char") else _convert_style(key))
             self._styles[key] = style
         return style
 
     def _row_strip(self, y: int) -> Strip:
+        """Row ``y`` as exactly the visible cells (viewport-cropped, cursor inline), cached until dirty."""
         strip = self._rows.get(y)
         if strip is None:
+            width = self.size.width
+            left = max(self._origin[0], 0)
+            end = min(left + width, self._emulator.cols)
+            cx, cy = self._cursor
             segments = [
                 Segment(text.translate(_CONTROLS), self._style(key))
-                for text, key in self._reader.runs(y)
+                for text, key in self._reader.runs(y, left, end, cx if cy == y else -1)
                 if text
             ]
-            strip = Strip(segments).simplify()
+            used = end - left
+            if used < width:
+                segments.append(Segment(" " * (width - used), self._base))
+            strip = Strip(segments, width)
             self._rows[y] = strip
         return strip
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        left, top = self._origin if self._origin != (-1, -1) else (0, 0)
+        top = max(self._origin[1], 0)
         row = top + y
         if row >= self._emulator.rows:
-            return Strip.blank(width, self._base)
-        strip = self._row_strip(row)
-        cx, cy = self._cursor
-        if cy == row and cx >= 0:
-            before, cell, after = strip.divide([cx, cx + 1, strip.cell_length or cx + 1])[:3]
-            if cell.cell_length == 0:
-                cell = Strip([Segment(" ", self._base)])
-            cursor = self._cursor_style
-            cell = Strip([Segment(seg.text, (seg.style or self._base) + cursor) for seg in cell])
-            strip = Strip.join([before, cell, after])
-        return strip.crop_extend(left, left + width, self._base)
+            return Strip.blank(self.size.width, self._base)
+        return self._row_strip(row)
