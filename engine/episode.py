@@ -9,9 +9,11 @@ container is removed and the episode row ends ``done`` with one outcome.
 from __future__ import annotations
 
 import contextlib
+import errno
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import docker
 
@@ -32,6 +34,54 @@ from store.db import session
 from store.models import Task, TaskVersion
 
 COLS, ROWS = 160, 40
+
+
+# --- fault tolerance: recordings disk full ---------------------------------------------------------------
+# A cast write that fails for lack of space must end the try as one clear infra error. Raised where it
+# happens it would surface in the pty reader thread (seen as a dead terminal: container_died) or in the
+# agent (agent_crashed), both wrong. So the writer stops recording and remembers why; the try checks it.
+DISK_FULL_CODE = "disk_full"  # not retryable: the next try would hit the same full disk
+
+
+def _disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+class _GuardedCastWriter(CastWriter):
+    """A CastWriter that turns ENOSPC/EDQUOT into ``disk_error`` instead of raising in whichever thread
+    was writing; later events are dropped (the recording ends where the disk did)."""
+
+    disk_error = ""
+
+    def _write_line(self, line: str) -> None:
+        if self.disk_error:
+            return
+        try:
+            super()._write_line(line)
+        except OSError as exc:
+            if not _disk_full(exc):
+                raise
+            self.disk_error = f"recordings disk full: {self.path}: {exc.strerror}"
+            f, self._f = self._f, None
+            with contextlib.suppress(OSError):
+                if f is not None:
+                    f.close()  # flushing the rest fails again; the descriptor is closed regardless
+
+
+def _disk_full_result(res: EpisodeResult, detail: str, *casts: tuple[str, Path]) -> EpisodeResult:
+    """Ends the try as ``infra_error``; cast paths are kept only for files that got any bytes."""
+    res.outcome, res.detail, res.reward = outcomes.infra_error(DISK_FULL_CODE), detail, None
+    for attr, path in casts:
+        try:
+            empty = path.stat().st_size == 0
+        except OSError:
+            empty = True
+        if empty:
+            setattr(res, attr, "")
+    return res
+
+
+# --- end fault tolerance ------------------------------------------------------------------------------
 
 
 @dataclass
@@ -196,7 +246,12 @@ def _one_try(
         return res
 
     rec_dir = ws.recordings_dir / f"episode-{episode_id}"
-    rec_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        rec_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # fault tolerance: a full or broken recordings disk is infra, one line
+        detail = f"recordings disk full: {rec_dir}: {exc.strerror}" if _disk_full(exc) else str(exc)
+        res.outcome, res.detail = outcomes.infra_error(DISK_FULL_CODE), detail
+        return res
     suffix = f".try{try_no}" if try_no else ""
     agent_path, verifier_path = rec_dir / f"agent{suffix}.cast", rec_dir / f"verifier{suffix}.cast"
     res.agent_cast, res.verifier_cast = ws.rel(agent_path), ws.rel(verifier_path)
@@ -240,9 +295,15 @@ def _one_try(
             res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
             return res
         title = f"{spec.name} · {agent.name} · episode {episode_id}"
-        with CastWriter(agent_path, COLS, ROWS, title=title, env={"TERM": "xterm-256color"}) as agent_cast:
+        with _GuardedCastWriter(
+            agent_path, COLS, ROWS, title=title, env={"TERM": "xterm-256color"}
+        ) as agent_cast:
             agent_result = _run_agent(client, sandbox, spec, agent, agent_cast, bus, episode_id, persist_step)
         res.steps = step_count
+        if agent_cast.disk_error:  # fault tolerance: the recording is the sample; without it, no sample
+            return _disk_full_result(
+                res, agent_cast.disk_error, ("agent_cast", agent_path), ("verifier_cast", verifier_path)
+            )
         if agent_result.infra_code:
             res.outcome, res.detail = outcomes.infra_error(agent_result.infra_code), agent_result.detail
             return res
@@ -253,7 +314,7 @@ def _one_try(
                 "the container stopped during the agent's turn",
             )
             return res
-        with CastWriter(
+        with _GuardedCastWriter(
             verifier_path, COLS, ROWS, title=f"{title} · verifier", env={"TERM": "xterm-256color"}
         ) as vc:
             verdict = run_verifier(
@@ -265,6 +326,8 @@ def _one_try(
                 res.rerun_rewards.append(again.reward)
         res.verifier_output = verdict.output
         res.reward = verdict.reward
+        if vc.disk_error:  # fault tolerance: as above, for the verifier's recording
+            return _disk_full_result(res, vc.disk_error, ("verifier_cast", verifier_path))
         if agent_result.error_code:
             res.outcome, res.detail = outcomes.agent_error(agent_result.error_code), agent_result.detail
         elif verdict.infra_code:
@@ -273,6 +336,13 @@ def _one_try(
             res.outcome, res.detail = outcomes.from_reward(verdict.reward or 0.0), verdict.detail
         return res
     except (DockerUnavailable, docker.errors.DockerException, SandboxError, OSError) as exc:
+        if _disk_full(exc):  # fault tolerance: e.g. the cast file could not even be created
+            return _disk_full_result(
+                res,
+                f"recordings disk full: {exc}",
+                ("agent_cast", agent_path),
+                ("verifier_cast", verifier_path),
+            )
         res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
         return res
     finally:

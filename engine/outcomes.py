@@ -24,6 +24,7 @@ INFRA_CODES = (
     "policy_model_not_found",
     "policy_rejected",
     "daemon_unavailable",
+    "disk_full",
     "orchestrator_failure",
 )
 
@@ -76,6 +77,7 @@ SUGGESTED_TAG = {
     "policy_model_not_found": "infra.orchestrator_failure",
     "policy_rejected": "infra.orchestrator_failure",
     "daemon_unavailable": "infra.orchestrator_failure",
+    "disk_full": "infra.orchestrator_failure",
 }
 
 

@@ -10,6 +10,10 @@ Runners coordinate through a lock file per batch: each live runner holds it *sha
 ``running`` rows (and removing their leftover containers) is done only by a runner that could take it
 *exclusively*, i.e. when no other runner is alive to own those rows. The kernel drops the lock of a killed
 process, so no stale-lock cleanup is ever needed.
+
+Claiming stays here whatever runs the episodes: ``engine.executors`` decides only *where* a claimed row
+runs (``local``: a thread pool on this Docker engine; ``ray``: tasks on a Ray cluster, the head writing
+what they return), so every executor keeps the no-duplicates and ``--resume`` guarantees above.
 """
 
 from __future__ import annotations

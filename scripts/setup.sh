@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv and installs Bandpass with its dev extras. Re-running is cheap: the install is skipped
-# while pyproject.toml is unchanged since the last successful install.
+# Creates .venv and installs Bandpass with its dev and cluster (Ray) extras: CI tests the Ray executor for
+# real. Re-running is cheap: the install is skipped while pyproject.toml and the extras are unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -9,10 +9,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.bandpass-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+EXTRAS="dev,cluster"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $EXTRAS"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -c "import engine, store, tui" 2>/dev/null; then
-  echo "[setup] installing bandpass[dev] into .venv" >&2
+  echo "[setup] installing bandpass[$EXTRAS] into .venv" >&2
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
   echo "$want" > "$stamp"
 fi

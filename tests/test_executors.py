@@ -116,7 +116,12 @@ def test_unknown_executor_is_one_line() -> None:
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Any]:
     """A local Ray instance for this module; always shut down, so no raylet/GCS outlives the tests."""
-    ray = pytest.importorskip("ray", reason="the cluster extra (ray>=2.9) is not installed")
+    if os.environ.get("BANDPASS_TEST_NO_RAY") == "1":
+        pytest.skip("BANDPASS_TEST_NO_RAY=1")
+    try:
+        import ray
+    except ImportError:  # like Docker, never skipped silently: CI must install the extra
+        pytest.fail("Ray is not installed: pip install -e '.[dev,cluster]' (or BANDPASS_TEST_NO_RAY=1)")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     t0 = time.monotonic()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
@@ -194,7 +199,9 @@ def test_cli_runs_a_batch_on_a_ray_cluster(ray_cluster: Any, workspace: Workspac
     assert (sm["executor"], sm["done"], sm["outcomes"]) == ("ray", 2, {"passed": 2})
     with session(ws.engine) as s:
         eps = queries.episodes(s)
-    assert sorted((e.task_version_id, e.attempt) for e in eps) == [(v, a) for v in vids.values() for a in (0, 1)]
+    assert sorted((e.task_version_id, e.attempt) for e in eps) == [
+        (v, a) for v in vids.values() for a in (0, 1)
+    ]
 
     bad = subprocess.run(
         [*cmd, "--ray-address", address], cwd=REPO, env=env, capture_output=True, text=True, timeout=60

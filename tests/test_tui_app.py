@@ -85,7 +85,9 @@ async def test_tasks_load_search_filter_sort_detail(ws: Workspace) -> None:
         assert table.row_count == 12
         assert screen.model == "m1"
         row = dict(zip([c.key for c in table.columns], table.shown_rows()[4], strict=True))
-        assert row["task"] == "task-04" and row["n"] == "4" and row["pass"] == "0.83"  # n=4, c=2: 1 - C(2,2)/C(4,2)
+        assert (
+            row["task"] == "task-04" and row["n"] == "4" and row["pass"] == "0.83"
+        )  # n=4, c=2: 1 - C(2,2)/C(4,2)
 
         await pilot.press("slash", *"task-1", "enter")
         await pilot.pause(0.1)
@@ -194,7 +196,9 @@ def fake_batch(bus: EventBus, episode_ids: list[int], done: threading.Event) -> 
     for eid in episode_ids:
         bus.publish(EpisodeStarted(episode_id=eid, task_name=f"task-{eid:02d}", agent="oracle"))
     for eid in episode_ids:
-        bus.publish(PtyOutput(episode_id=eid, stream="agent", data=f"# echo hello {eid}\r\nhello {eid}\r\n# "))
+        bus.publish(
+            PtyOutput(episode_id=eid, stream="agent", data=f"# echo hello {eid}\r\nhello {eid}\r\n# ")
+        )
         bus.publish(
             StepFinished(
                 episode_id=eid,
@@ -221,7 +225,9 @@ async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pyte
         t = threading.Thread(target=fake_batch, args=(kw["bus"], [101, 102, 103], done))
         t.start()
         t.join()
-        s = rollouts.BatchSummary(batch_id, "oracle", 1, total=3, done=3, outcomes={"passed": 2, "infra_error:oom": 1})
+        s = rollouts.BatchSummary(
+            batch_id, "oracle", 1, total=3, done=3, outcomes={"passed": 2, "infra_error:oom": 1}
+        )
         kw["on_progress"](s)
         return s
 
@@ -301,12 +307,14 @@ async def test_settings_validate_refuse_save(ws: Workspace) -> None:
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
         editor = screen.query_one("#settings-text")
-        editor.load_text('[band]\nlo = 0.9\nhi = 0.1\n')
+        editor.load_text("[band]\nlo = 0.9\nhi = 0.1\n")
         await pilot.pause(0.1)
         assert "lo <= hi" in str(screen.query_one("#settings-problems").render())
         await pilot.press("ctrl+s")
         assert not ws.config_path.exists()
-        editor.load_text('[models.q9]\nbase_url = "http://127.0.0.1:9/v1"\n\n[images.aliases]\n"a:1" = "b:2"\n')
+        editor.load_text(
+            '[models.q9]\nbase_url = "http://127.0.0.1:9/v1"\n\n[images.aliases]\n"a:1" = "b:2"\n'
+        )
         await pilot.pause(0.1)
         assert screen.query_one("#settings-models").row_count == 1
         await pilot.press("ctrl+s")
@@ -330,7 +338,9 @@ async def test_generate_streams_events_and_reports_missing_entry(
         screen = app.screen
         t = threading.Thread(
             target=lambda: [
-                bus.publish(GenerationEvent(generation_id=1, kind="tool_use", data="write_file instruction.md")),
+                bus.publish(
+                    GenerationEvent(generation_id=1, kind="tool_use", data="write_file instruction.md")
+                ),
                 bus.publish(GenerationEvent(generation_id=1, kind="finished", data="accepted")),
             ]
         )
@@ -354,5 +364,7 @@ async def test_generate_streams_events_and_reports_missing_entry(
 
         monkeypatch.setattr(gen_mod, "find_generate", lambda: fake_generate)
         await pilot.press("n")
-        await wait_for(pilot, lambda: calls and any("1 accepted" in str(n.message) for n in app._notifications))
+        await wait_for(
+            pilot, lambda: calls and any("1 accepted" in str(n.message) for n in app._notifications)
+        )
         assert calls == [{"n": 5}]

@@ -154,7 +154,7 @@ def load_detail(ws: Workspace, version_id: int) -> str:
             if p.is_file() and len(files) < 60:
                 files.append(f"  {escape(str(p.relative_to(root)))}  [dim]{p.stat().st_size} B[/dim]")
     else:
-        files.append(f"  [red]missing[/red] {escape(str(root))}")
+        files.append(f"  [red]missing[/red] {escape(path)} [dim](in the workspace)[/dim]")
     parts = [
         f"[b]{escape(name)}[/b]  [dim]{h[:12]}[/dim]",
         "",
@@ -354,7 +354,12 @@ class TasksScreen(Screen[None]):
             text = load_detail(self.workspace, version_id)
         except Exception as exc:  # noqa: BLE001
             text = f"[red]could not read this task:[/red] {escape(str(exc))}"
-        self.app.call_from_thread(self.query_one("#task-detail-body", Static).update, text)
+        self.app.call_from_thread(self._show_detail, version_id, text)
+
+    def _show_detail(self, version_id: int, text: str) -> None:
+        """Drops a stale result: a slower read for a row the cursor has already left must not win."""
+        if self.query_one(VirtualTable).cursor_key == version_id:
+            self.query_one("#task-detail-body", Static).update(text)
 
     @on(VirtualTable.RowSelected)
     def _selected(self, event: VirtualTable.RowSelected) -> None:

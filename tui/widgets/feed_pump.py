@@ -11,7 +11,9 @@ slowed down by a pane.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +25,10 @@ class FeedPump:
 
     #: Longest text parsed in one go per screen, so one flooding pane cannot starve the others.
     SLICE = 256 * 1024
+    #: Text parsed between voluntary GIL releases (about a millisecond of parsing).
+    STEP = 4096
+    #: Interpreter switch interval while the pump runs (Python's default is 5 ms).
+    SWITCH_INTERVAL_S = 0.001
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -39,6 +45,12 @@ class FeedPump:
             if callback is not None and callback not in entry[2]:
                 entry[2].append(callback)
             if self._thread is None or not self._thread.is_alive():
+                # A CPU-bound thread keeps the GIL for a whole switch interval whenever the UI thread
+                # wants it back, and handling one key takes many such hand-overs: at the default 5 ms
+                # that alone is tens of ms per key press. 1 ms keeps the UI snappy at a small
+                # throughput cost. Process-wide, set once, never raised.
+                if sys.getswitchinterval() > self.SWITCH_INTERVAL_S:
+                    sys.setswitchinterval(self.SWITCH_INTERVAL_S)
                 self._thread = threading.Thread(target=self._run, name="bandpass-feed-pump", daemon=True)
                 self._thread.start()
             self._cond.notify()
@@ -70,7 +82,9 @@ class FeedPump:
                         entry[2].extend(c for c in callbacks if c not in entry[2])
                     text = text[: self.SLICE]
                 try:
-                    screen.feed(text)
+                    for i in range(0, max(len(text), 1), self.STEP):
+                        screen.feed(text[i : i + self.STEP])
+                        time.sleep(0)  # hand the GIL to the UI thread if it is waiting
                 except Exception:  # noqa: BLE001 - one broken stream must not stop every pane
                     continue
                 for cb in callbacks:
