@@ -133,16 +133,37 @@ class TaskRow:
 
 
 def task_rows(s: Session) -> list[TaskRow]:
-    """The latest version of every task with its audit verdict and episode/tag counts, in few queries."""
-    latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id)
-    versions = s.exec(select(TaskVersion).where(col(TaskVersion.id).in_(latest_ids))).all()
-    counts = dict(s.exec(select(TaskVersion.task_id, func.count()).group_by(TaskVersion.task_id)).all())
-    tasks = {t.id: t for t in s.exec(select(Task)).all()}
-    vids = [v.id for v in versions]
+    """The latest version of every task with its audit verdict and episode/tag counts.
 
-    audits: dict[int, Audit] = {}
-    for a in s.exec(select(Audit).where(col(Audit.task_version_id).in_(vids)).order_by(col(Audit.id))):
-        audits[a.task_version_id] = a
+    Five aggregate queries over plain columns, whatever the number of tasks: no ORM objects and no
+    10,000-id ``IN`` lists (latest versions are a subquery), so the Tasks screen stays fast at scale.
+    """
+    latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id).scalar_subquery()
+    versions = s.exec(
+        select(
+            TaskVersion.id,
+            TaskVersion.task_id,
+            Task.name,
+            TaskVersion.hash,
+            TaskVersion.category,
+            TaskVersion.difficulty,
+            TaskVersion.origin,
+            TaskVersion.path,
+            TaskVersion.image_aliases_json,
+        )
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+        .where(col(TaskVersion.id).in_(latest_ids))
+    ).all()
+    counts = dict(s.exec(select(TaskVersion.task_id, func.count()).group_by(TaskVersion.task_id)).all())
+    latest_audit_ids = select(func.max(Audit.id)).group_by(Audit.task_version_id).scalar_subquery()
+    audits = {
+        vid: (verdict, reasons)
+        for vid, verdict, reasons in s.exec(
+            select(Audit.task_version_id, Audit.verdict, Audit.reasons_json).where(
+                col(Audit.id).in_(latest_audit_ids)
+            )
+        )
+    }
     ep_stats: dict[int, tuple[int, int, int]] = {}
     for vid, total, passed, infra in s.exec(
         select(
@@ -151,7 +172,7 @@ def task_rows(s: Session) -> list[TaskRow]:
             func.sum(col(Episode.outcome) == "passed", type_=Integer),
             func.sum(col(Episode.outcome).startswith("infra_error"), type_=Integer),
         )
-        .where(col(Episode.task_version_id).in_(vids), Episode.status == "done")
+        .where(Episode.status == "done")
         .group_by(Episode.task_version_id)
     ):
         ep_stats[vid] = (int(total), int(passed or 0), int(infra or 0))
@@ -159,36 +180,35 @@ def task_rows(s: Session) -> list[TaskRow]:
     for vid, total, blocking in s.exec(
         select(Episode.task_version_id, func.count(), func.sum(col(FailureTag.blocking), type_=Integer))
         .join(FailureTag, col(FailureTag.episode_id) == col(Episode.id))
-        .where(col(Episode.task_version_id).in_(vids), col(FailureTag.cleared).is_(False))
+        .where(col(FailureTag.cleared).is_(False))
         .group_by(Episode.task_version_id)
     ):
         tag_stats[vid] = (int(total), int(blocking or 0))
 
     rows = []
-    for v in versions:
-        t = tasks[v.task_id]
-        a = audits.get(v.id)  # type: ignore[arg-type]
-        total, passed, infra = ep_stats.get(v.id, (0, 0, 0))  # type: ignore[arg-type]
-        tags, blocking = tag_stats.get(v.id, (0, 0))  # type: ignore[arg-type]
+    for vid, task_id, name, vhash, category, difficulty, origin, path, aliases in versions:
+        verdict, reasons = audits.get(vid, ("", "[]"))
+        total, passed, infra = ep_stats.get(vid, (0, 0, 0))
+        tags, blocking = tag_stats.get(vid, (0, 0))
         rows.append(
             TaskRow(
-                task_id=t.id,  # type: ignore[arg-type]
-                name=t.name,
-                version_id=v.id,  # type: ignore[arg-type]
-                version_hash=v.hash,
-                versions=counts.get(t.id, 1),
-                category=v.category,
-                difficulty=v.difficulty,
-                origin=v.origin,
-                path=v.path,
-                audit=a.verdict if a else "",
-                audit_reasons=json.loads(a.reasons_json) if a else [],
+                task_id=task_id,
+                name=name,
+                version_id=vid,
+                version_hash=vhash,
+                versions=counts.get(task_id, 1),
+                category=category,
+                difficulty=difficulty,
+                origin=origin,
+                path=path,
+                audit=verdict,
+                audit_reasons=json.loads(reasons),
                 episodes=total,
                 passed=passed,
                 infra_errors=infra,
                 tags=tags,
                 blocking_tags=blocking,
-                image_aliases=json.loads(v.image_aliases_json or "[]"),
+                image_aliases=json.loads(aliases or "[]"),
             )
         )
     rows.sort(key=lambda r: r.name)
@@ -371,17 +391,29 @@ def calibration_sources(s: Session, model: str) -> list[CalibrationSource]:
 
     Ordered by task id, i.e. first-import order, which the near-duplicate gate relies on.
     """
-    latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id)
-    versions = s.exec(select(TaskVersion).where(col(TaskVersion.id).in_(latest_ids))).all()
-    tasks = {t.id: t for t in s.exec(select(Task)).all()}
-    vids = [v.id for v in versions]
-    audits: dict[int, str] = {}
-    for a in s.exec(select(Audit).where(col(Audit.task_version_id).in_(vids)).order_by(col(Audit.id))):
-        audits[a.task_version_id] = a.verdict
+    latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id).scalar_subquery()
+    versions = s.exec(
+        select(
+            TaskVersion.task_id,
+            Task.name,
+            TaskVersion.id,
+            TaskVersion.hash,
+            TaskVersion.path,
+            TaskVersion.instruction,
+            TaskVersion.category,
+            TaskVersion.difficulty,
+        )
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+        .where(col(TaskVersion.id).in_(latest_ids))
+    ).all()
+    latest_audit_ids = select(func.max(Audit.id)).group_by(Audit.task_version_id).scalar_subquery()
+    audits: dict[int, str] = dict(
+        s.exec(select(Audit.task_version_id, Audit.verdict).where(col(Audit.id).in_(latest_audit_ids))).all()
+    )
     outcomes: dict[int, list[tuple[str, float | None]]] = {}
     for vid, outcome, reward in s.exec(
         select(Episode.task_version_id, Episode.outcome, Episode.reward)
-        .where(col(Episode.task_version_id).in_(vids), Episode.status == "done", Episode.agent == model)
+        .where(Episode.status == "done", Episode.agent == model)
         .order_by(col(Episode.id))
     ):
         outcomes.setdefault(vid, []).append((outcome, reward))
@@ -389,29 +421,25 @@ def calibration_sources(s: Session, model: str) -> list[CalibrationSource]:
         s.exec(
             select(Episode.task_version_id, func.count())
             .join(FailureTag, col(FailureTag.episode_id) == col(Episode.id))
-            .where(
-                col(Episode.task_version_id).in_(vids),
-                col(FailureTag.cleared).is_(False),
-                col(FailureTag.blocking).is_(True),
-            )
+            .where(col(FailureTag.cleared).is_(False), col(FailureTag.blocking).is_(True))
             .group_by(Episode.task_version_id)
         ).all()
     )
     out = [
         CalibrationSource(
-            task_id=v.task_id,
-            name=tasks[v.task_id].name,
-            version_id=v.id,  # type: ignore[arg-type]
-            version_hash=v.hash,
-            path=v.path,
-            instruction=v.instruction,
-            category=v.category,
-            difficulty=v.difficulty,
-            outcomes=outcomes.get(v.id, []),  # type: ignore[arg-type]
-            audit=audits.get(v.id, ""),  # type: ignore[arg-type]
-            blocking_tags=int(blocking.get(v.id, 0)),  # type: ignore[arg-type]
+            task_id=task_id,
+            name=name,
+            version_id=vid,
+            version_hash=vhash,
+            path=path,
+            instruction=instruction,
+            category=category,
+            difficulty=difficulty,
+            outcomes=outcomes.get(vid, []),
+            audit=audits.get(vid, ""),
+            blocking_tags=int(blocking.get(vid, 0)),
         )
-        for v in versions
+        for task_id, name, vid, vhash, path, instruction, category, difficulty in versions
     ]
     out.sort(key=lambda c: c.task_id)
     return out

@@ -1,6 +1,6 @@
 """The Textual application: the curator's cockpit over one workspace.
 
-Each area (Tasks, Runs, Generate, Settings, Calibration, and Replay when present) is a Textual *mode*:
+Each area (Tasks, Runs, Generate, Settings, Calibration, and the tag queue when present) is a Textual *mode*:
 each keeps its own screen stack, so switching to Tasks while a batch runs leaves the Runs panes alive
 and still receiving output. The app holds only what all screens share: the workspace, the event bus the
 engine publishes on, and the task scope the Tasks filter last produced (what a new batch runs over).
@@ -31,14 +31,11 @@ from tui.screens.tasks import TasksScreen
 from tui.widgets.live_episodes import LiveEpisodes
 
 
-def _replay_factory(ws: Workspace) -> Callable[[], Screen] | None:
-    """The Replay screen is another engineer's module; the mode exists only when it is importable."""
+def _optional_screen(module: str, name: str, ws: Workspace) -> Callable[[], Screen] | None:
+    """A screen another engineer owns, registered only when its module imports (no hard dependency)."""
     try:
-        mod = importlib.import_module("tui.screens.replay")
-    except ImportError:
-        return None
-    cls = getattr(mod, "ReplayScreen", None)
-    if cls is None:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
         return None
     return partial(cls, ws)
 
@@ -52,7 +49,8 @@ class BandpassApp(App[None]):
         Binding("3", "switch_mode('generate')", "Generate"),
         Binding("4", "switch_mode('settings')", "Settings"),
         Binding("5", "switch_mode('calibration')", "Calibration"),
-        Binding("6", "show_replay", "Replay"),
+        Binding("6", "show_replay", "Replay episode"),
+        Binding("7", "show_tags", "Tag queue"),
         Binding("ctrl+t", "change_theme", "Theme"),
         Binding("q", "quit", "Quit"),
     ]
@@ -80,9 +78,9 @@ class BandpassApp(App[None]):
         self.add_mode("generate", partial(GenerateScreen, workspace))
         self.add_mode("settings", partial(SettingsScreen, workspace))
         self.add_mode("calibration", partial(CalibrationScreen, workspace))
-        replay = _replay_factory(workspace)
-        if replay is not None:
-            self.add_mode("replay", replay)
+        tags = _optional_screen("tui.screens.tag_queue", "TagQueueScreen", workspace)
+        if tags is not None:
+            self.add_mode("tags", tags)
 
     def on_mount(self) -> None:
         self.switch_mode("tasks")
@@ -91,10 +89,20 @@ class BandpassApp(App[None]):
         self.live.stop()
 
     def action_show_replay(self) -> None:
-        if "replay" in self._modes:
-            self.switch_mode("replay")
+        """Replays the episode the current screen points at (Runs: the focused pane; Tasks: the
+        highlighted task's latest finished episode). Replay is pushed, not a mode: it needs an episode,
+        and its own digit keys seek, so Escape is the way back."""
+        opener = getattr(self.screen, "action_open_replay", None)
+        if opener is None:
+            self.notify("Open Runs or Tasks and pick an episode to replay.", severity="warning")
+            return
+        opener()
+
+    def action_show_tags(self) -> None:
+        if "tags" in self._modes:
+            self.switch_mode("tags")
         else:
-            self.notify("The Replay screen is not installed in this build.", severity="warning")
+            self.notify("The tag queue is not installed in this build.", severity="warning")
 
     def open_replay(self, episode_id: int) -> None:
         """Opens an episode in the Replay screen (hook: the replay module decides how it takes one)."""

@@ -67,6 +67,7 @@ class RunsScreen(Screen[None]):
         Binding("f", "full_size", "Full size"),
         Binding("c", "clear_finished", "Clear finished"),
         Binding("l", "toggle_steps", "Steps panel"),
+        Binding("o", "open_replay", "Replay episode"),
         Binding("escape", "minimize", "Grid", show=False),
     ]
 
@@ -215,6 +216,18 @@ class RunsScreen(Screen[None]):
     def action_minimize(self) -> None:
         if self.maximized is not None:
             self.minimize()
+
+    def action_open_replay(self) -> None:
+        """Opens the focused pane's episode in Replay (once finished: its recording is complete)."""
+        focused = self.focused
+        pane = focused.parent if focused is not None else None
+        if not isinstance(pane, EpisodePane):
+            self.notify("Focus an episode pane first (click or tab).", severity="warning")
+            return
+        if pane.live.status != "done":
+            self.notify("This episode is still running; replay it when it has finished.", severity="warning")
+            return
+        self.app.open_replay(pane.live.episode_id)  # type: ignore[attr-defined]
 
     def action_clear_finished(self) -> None:
         gone = set(self.app.live.forget_finished())  # type: ignore[attr-defined]

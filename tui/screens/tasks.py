@@ -369,6 +369,19 @@ class TasksScreen(Screen[None]):
 
     # --- actions on the highlighted task --- #
 
+    def action_open_replay(self) -> None:
+        """Replays the highlighted task's latest finished episode."""
+        vid = self.query_one(VirtualTable).cursor_key
+        if vid is None:
+            self.notify("No task highlighted.", severity="warning")
+            return
+        with session(self.workspace.engine) as s:
+            done = [e.id for e in queries.episodes(s, version_id=vid, status="done")]
+        if not done:
+            self.notify("This task has no finished episode yet.", severity="warning")
+            return
+        self.app.open_replay(done[-1])  # type: ignore[attr-defined]
+
     def action_audit(self) -> None:
         vid = self.query_one(VirtualTable).cursor_key
         if vid is None:
