@@ -29,6 +29,7 @@ from tui.screens.runs import RunsScreen, format_step
 from tui.screens.settings import SettingsScreen
 from tui.screens.tasks import TasksScreen
 from tui.widgets.episode_pane import EpisodePane
+from tui.widgets.feed_pump import pump
 from tui.widgets.virtual_table import VirtualTable
 
 SIZE = (160, 45)
@@ -243,6 +244,7 @@ async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pyte
         await pilot.press("n")
         await wait_for(pilot, lambda: done.is_set() and len(runs.query(EpisodePane)) == 3)
         assert planned == {"name": "oracle", "version_ids": vids, "k": 1, "kind": "builtin"}
+        assert pump.drain()  # output is parsed on the shared pump thread
         await pilot.pause(0.2)
         panes = list(runs.query(EpisodePane))
         assert "hello 101" in "".join(panes[0].agent_view.render_line(y).text for y in range(10))
@@ -271,6 +273,7 @@ async def test_runs_shows_episodes_started_before_it_opened(ws: Workspace) -> No
         done = threading.Event()
         threading.Thread(target=fake_batch, args=(bus, [7], done)).start()
         await wait_for(pilot, done.is_set)
+        assert pump.drain()
         await pilot.press("2")
         await pilot.pause(0.2)
         (pane,) = app.screen.query(EpisodePane)

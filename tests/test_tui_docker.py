@@ -15,6 +15,7 @@ from engine.workspace import Workspace
 from tui.app import BandpassApp
 from tui.screens.runs import RunsScreen
 from tui.widgets.episode_pane import EpisodePane
+from tui.widgets.feed_pump import pump
 
 pytestmark = pytest.mark.docker
 
@@ -48,6 +49,7 @@ async def test_oracle_episode_output_appears_in_live_pane(tmp_path: Path) -> Non
             await pilot.pause(0.2)
         assert pane is not None, "no live pane appeared"
         assert pane.live.status == "done", "episode did not finish in time"
+        assert pump.drain()
         await pilot.pause(0.5)
         assert pane.live.outcome == "passed", pane.live.outcome
         # the solution's keystrokes and its output reached the policy pane, through the real widget

@@ -6,9 +6,10 @@ the store (outcome, reason, tokens, cost per attempt) and the accepted-yield per
 number a prompt change is judged by. Accepted tasks appear in Tasks: the app's ``tasks_changed`` counter
 makes the Tasks screen reload when it is shown next.
 
-The generator lives in ``engine.generator``; this screen calls its ``generate`` entry point in a worker
-thread with whatever of (n, difficulty, prompt_version, bus, stop) it accepts. If the entry point is not
-there (the module is being written), Start says so instead of failing.
+The generator lives in ``engine.generator``; this screen calls ``generate_batch`` in a worker thread with
+whatever of (n, difficulty, prompt_version, bus, stop) it accepts, and sets ``stop`` to cancel. If the
+generator cannot be imported, Start says so instead of failing; its errors (no API key, unknown price,
+bad prompt version) arrive as notifications.
 """
 
 from __future__ import annotations
@@ -45,21 +46,30 @@ _KIND_STYLE = {
 
 
 def find_generate() -> Callable[..., Any] | None:
-    """The generator's entry point, wherever the generator engineer put it (hook, see module doc)."""
-    for mod_name in (
-        "engine.generator",
-        "engine.generator.run",
-        "engine.generator.meta",
-        "engine.generator.agent",
-    ):
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError:
-            continue
-        fn = getattr(mod, "generate", None)
+    """The generator's entry point: ``engine.generator.generate_batch`` (a plain ``generate`` is accepted
+    too, so the screen survives a rename). None when the generator cannot be imported."""
+    try:
+        mod = importlib.import_module("engine.generator")
+    except Exception:  # noqa: BLE001 - a broken generator must not take the screen down
+        return None
+    for name in ("generate_batch", "generate"):
+        fn = getattr(mod, name, None)
         if callable(fn):
             return fn  # type: ignore[no-any-return]
     return None
+
+
+def describe_result(result: Any) -> str:
+    """One line for the finish notification (a BatchResult, or whatever a stand-in returns)."""
+    accepted = getattr(result, "accepted", None)
+    results = getattr(result, "results", None)
+    if isinstance(accepted, list) and isinstance(results, list):
+        spent = getattr(result, "spent_usd", 0.0) or 0.0
+        skipped = getattr(result, "skipped", 0)
+        return f"{len(accepted)} of {len(results)} accepted · ${spent:.2f} spent" + (
+            f" · {skipped} not started" if skipped else ""
+        )
+    return "done" if result is None else str(result)
 
 
 def format_event(ev: GenerationEvent) -> str:
@@ -100,6 +110,11 @@ class GenerateScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         versions = self._prompt_versions()
+        try:
+            from engine.generator import DEFAULT_PROMPT as default
+        except Exception:  # noqa: BLE001
+            default = ""
+        initial = default if default in versions else (versions[-1] if versions else None)
         yield Header()
         with Horizontal(id="gen-bar"):
             yield Input("5", type="integer", placeholder="tasks", id="gen-n", tooltip="tasks to generate")
@@ -112,7 +127,7 @@ class GenerateScreen(Screen[None]):
             yield Select(
                 [(v, v) for v in versions],
                 prompt="prompt version",
-                value=versions[-1] if versions else Select.NULL,
+                value=initial if initial is not None else Select.NULL,
                 id="gen-prompt",
             )
             yield Button("Start", id="gen-start", variant="primary")
@@ -234,9 +249,7 @@ class GenerateScreen(Screen[None]):
     def _run(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
         try:
             result = fn(self.workspace, **kwargs)
-            self.app.call_from_thread(
-                self.notify, f"{result}" if result is not None else "done", title="Generation finished"
-            )
+            self.app.call_from_thread(self.notify, describe_result(result), title="Generation finished")
         except Exception as exc:  # noqa: BLE001
             self.app.call_from_thread(
                 self.notify,
