@@ -84,6 +84,7 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
     import time
 
     from engine import calibrate
+    from engine.agents.builtin import BUILTIN
 
     started = time.perf_counter()
     try:
@@ -97,7 +98,9 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
         seen = queries.episode_agents(s)
     models = sorted(set(seen) | set(configured))
     if model is None or model not in models:
-        model = configured[0] if configured else (seen[0] if seen else None)
+        # A policy model is what pass@k is for; built-in audit agents (oracle, nop, cheats) come last.
+        policies = [a for a in seen if a not in BUILTIN]
+        model = configured[0] if configured else next(iter(policies or seen), None)
     ests: dict[int, Any] = {}
     if model is not None:
         ests = {e.version_id: e for e in calibrate.estimates(ws, model, (1, k))}
