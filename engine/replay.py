@@ -487,7 +487,8 @@ def _step_view(row: object) -> StepView:
         plan=str(action.get("plan", "")),
         keystrokes=keys,
         task_complete=bool(action.get("task_complete", False)),
-        notes=[str(n) for n in action.get("notes", []) or []],
+        notes=[str(n) for n in action.get("notes", []) or []]
+        + [f"{k}: {action[k]}" for k in ("parse_error", "error") if action.get(k)],
         observation=str(getattr(row, "observation", "")),
         raw_reply=str(getattr(row, "raw_reply", "")),
         prompt_tokens=int(getattr(row, "prompt_tokens", 0)),

@@ -43,6 +43,8 @@ class StepPanel(VerticalScroll):
         yield Static("", id="step-plan", classes="step-body")
         yield Static("Keystrokes", classes="step-heading")
         yield Static("", id="step-keys", classes="step-body")
+        yield Static("Model reply (raw)", classes="step-heading")
+        yield Static("", id="step-raw", classes="step-body")
         yield Static("Observation given", classes="step-heading")
         yield Static("", id="step-observation", classes="step-body")
         yield Static("", id="step-notes", classes="step-body")
@@ -63,13 +65,22 @@ class StepPanel(VerticalScroll):
 
         if step is None:
             put("step-title", f"marker: {marker_label}" if marker_label else "before the first step")
-            for w in ("step-analysis", "step-plan", "step-keys", "step-observation", "step-notes"):
+            for w in (
+                "step-analysis",
+                "step-plan",
+                "step-keys",
+                "step-raw",
+                "step-observation",
+                "step-notes",
+            ):
                 put(w, "")
             return
         put("step-title", step_title(step) + (" · task_complete" if step.task_complete else ""))
         put("step-analysis", Text(step.analysis or "—"))
         put("step-plan", Text(step.plan or "—"))
         put("step-keys", Text("\n".join(repr(k) for k in step.keystrokes) or "(no keystrokes)"))
+        raw = step.raw_reply  # the evidence for a parse error: what the model actually said
+        put("step-raw", Text(raw[:OBSERVATION_TAIL] + (" …" if len(raw) > OBSERVATION_TAIL else "") or "—"))
         obs = step.observation
         if len(obs) > OBSERVATION_TAIL:
             obs = f"… {len(obs) - OBSERVATION_TAIL:,} characters above …\n" + obs[-OBSERVATION_TAIL:]
