@@ -73,7 +73,7 @@ def test_audits_are_stored_and_shown_on_task_rows(audited: dict[str, dict]) -> N
 
 def test_leaked_solution_in_the_environment_is_found(workspace: Workspace, tmp_path: Path) -> None:
     d = make_task(tmp_path, "leaky", dockerfile="FROM debian:bookworm-slim\nCOPY cheat.sh /opt/cheat.sh\n")
-    solve = "#!/bin/bash\n# the answer, written out in full so it can be fingerprinted\necho 42 > /app/answer.txt\n"
+    solve = "#!/bin/bash\n# the answer, long enough to be fingerprinted\necho 42 > /app/answer.txt\n"
     (d / "solution" / "solve.sh").write_text(solve)
     (d / "environment" / "cheat.sh").write_text(solve)
     assert import_paths(workspace, [d]).ok
