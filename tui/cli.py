@@ -89,6 +89,7 @@ def main() -> None:
         typer.echo(f"bandpass: error: {exc}", err=True)
         sys.exit(1)
 
+
 if __name__ == "__main__":  # ``python -m tui.cli``: run the importable module so commands register on it
     from tui.cli import main as _main
 
