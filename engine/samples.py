@@ -26,7 +26,7 @@ from typing import Any
 from engine.workspace import Workspace
 from store import queries
 from store.db import session
-from store.models import Episode, Step
+from store.models import STEP_FIELDS, Episode, Step
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +34,7 @@ FORMAT = "bandpass-sample/1"
 #: Episodes loaded from a sample carry this batch id prefix: it marks them as samples in every view and
 #: makes loading idempotent (one lookup per sample, no extra column).
 BATCH_PREFIX = "sample:"
-_STEP_FIELDS = (
-    "index",
-    "prompt_tokens",
-    "completion_tokens",
-    "latency_s",
-    "action_json",
-    "raw_reply",
-    "observation",
-    "cuts_json",
-    "marker_time",
-    "created_at",
-)
+_STEP_FIELDS = (*STEP_FIELDS, "created_at")
 
 
 class SampleError(ValueError):

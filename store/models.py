@@ -140,6 +140,20 @@ class Step(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+#: A step's evidence: every column but its identity. What samples and remote workers carry across.
+STEP_FIELDS: tuple[str, ...] = (
+    "index",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "action_json",
+    "raw_reply",
+    "observation",
+    "cuts_json",
+    "marker_time",
+)
+
+
 class FailureTag(SQLModel, table=True):
     __tablename__ = "failure_tag"
 

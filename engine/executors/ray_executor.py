@@ -42,6 +42,7 @@ from typing import Any
 
 from engine.events import EpisodeFinished, Event, EventBus
 from engine.executors.base import DaemonPool, EpisodeJob, Executor, ExecutorError, JobResult, RunContext
+from store.models import STEP_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +61,6 @@ _VERSION_FIELDS = (
     "metadata_json",
     "origin",
     "image_aliases_json",
-)
-_STEP_FIELDS = (
-    "index",
-    "prompt_tokens",
-    "completion_tokens",
-    "latency_s",
-    "action_json",
-    "raw_reply",
-    "observation",
-    "cuts_json",
-    "marker_time",
 )
 
 
@@ -169,7 +159,7 @@ def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
                     "retries",
                 )
             },
-            "steps": [{k: getattr(st, k) for k in _STEP_FIELDS} for st in steps],
+            "steps": [{k: getattr(st, k) for k in STEP_FIELDS} for st in steps],
             "builds": [{"tag": b.tag, "ok": b.ok, "log": b.log, "duration_s": b.duration_s} for b in builds],
             "image_aliases_json": tv.image_aliases_json if tv else "[]",
         }

@@ -37,7 +37,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from engine.emulator import Screen
+from engine.emulator import ANSI_NAMES, Screen
 from tui.widgets.feed_pump import pump
 from tui.widgets.threadsafe import UiCaller
 
@@ -53,31 +53,11 @@ def _rich_colour(c: Any) -> str | None:
     mode = getattr(c, "mode", "default")
     if mode == "indexed":
         n = int(c.value)
-        return _ANSI[n] if n < 16 else f"color({n})" if n < 256 else None
+        return ANSI_NAMES[n] if n < 16 else f"color({n})" if n < 256 else None
     if mode == "rgb":
         r, g, b = c.value
         return f"#{r:02x}{g:02x}{b:02x}"
     return None
-
-
-_ANSI = (
-    "black",
-    "red",
-    "green",
-    "yellow",
-    "blue",
-    "magenta",
-    "cyan",
-    "white",
-    "bright_black",
-    "bright_red",
-    "bright_green",
-    "bright_yellow",
-    "bright_blue",
-    "bright_magenta",
-    "bright_cyan",
-    "bright_white",
-)
 
 
 def _convert_style(style: Any) -> RichStyle:
