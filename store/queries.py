@@ -227,6 +227,11 @@ def record_image_build(
     return b
 
 
+def image_builds(s: Session, version_id: int) -> list[ImageBuild]:
+    q = select(ImageBuild).where(ImageBuild.task_version_id == version_id)
+    return list(s.exec(q.order_by(col(ImageBuild.id))))
+
+
 def record_audit(
     s: Session, version_id: int, *, verdict: str, reasons: Sequence[str], details: dict[str, Any]
 ) -> Audit:

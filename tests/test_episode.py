@@ -173,7 +173,7 @@ def test_build_failure_keeps_the_log(workspace: Workspace, tmp_path: Path) -> No
     assert res.outcome == "infra_error:image_build_failed" and res.retries == 0
     assert "boom-7" in res.detail
     with session(workspace.engine) as s:
-        builds = s.exec(queries.select(queries.ImageBuild)).all()
+        builds = queries.image_builds(s, vid)
     assert builds and not builds[0].ok and "boom-7" in builds[0].log
 
 

@@ -134,16 +134,15 @@ def _agent_factory(spec: dict[str, Any], ws: Any) -> Any:
 
 def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
     """Everything the head must write, as plain data: the row's fields, steps, builds, cast bytes."""
-    from sqlmodel import select
-
+    from store import queries
     from store.db import session
-    from store.models import Episode, ImageBuild, Step, TaskVersion
+    from store.models import Episode, TaskVersion
 
     with session(ws.engine) as s:
         ep = s.get(Episode, episode_id)
         assert ep is not None
-        steps = s.exec(select(Step).where(Step.episode_id == episode_id).order_by(Step.index)).all()
-        builds = s.exec(select(ImageBuild).where(ImageBuild.task_version_id == version_id)).all()
+        steps = queries.steps(s, episode_id)
+        builds = queries.image_builds(s, version_id)
         tv = s.get(TaskVersion, version_id)
         out: dict[str, Any] = {
             "row": {
