@@ -245,10 +245,13 @@ async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pyte
         await wait_for(pilot, lambda: done.is_set() and len(runs.query(EpisodePane)) == 3)
         assert planned == {"name": "oracle", "version_ids": vids, "k": 1, "kind": "builtin"}
         assert pump.drain()  # output is parsed on the shared pump thread
-        await pilot.pause(0.2)
         panes = list(runs.query(EpisodePane))
-        assert "hello 101" in "".join(panes[0].agent_view.render_line(y).text for y in range(10))
-        assert panes[0].verifier_view.display and "PASS" in panes[0].verifier_view.render_line(0).text
+        # repaints are throttled (shared budget across panes), so wait for them rather than sleep
+        await wait_for(
+            pilot, lambda: "hello 101" in "".join(panes[0].agent_view.render_line(y).text for y in range(10))
+        )
+        verifier = panes[0].verifier_view
+        await wait_for(pilot, lambda: verifier.display and "PASS" in verifier.render_line(0).text)
         assert panes[0].has_class("-passed") and panes[1].has_class("-infra")
         counters = str(runs.query_one("#runs-counters").render())
         assert "3/3 done" in counters and "infra 1" in counters
@@ -275,9 +278,10 @@ async def test_runs_shows_episodes_started_before_it_opened(ws: Workspace) -> No
         await wait_for(pilot, done.is_set)
         assert pump.drain()
         await pilot.press("2")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: len(app.screen.query(EpisodePane)) == 1)
         (pane,) = app.screen.query(EpisodePane)
-        assert "hello 7" in "".join(pane.agent_view.render_line(y).text for y in range(12))
+        view = pane.agent_view
+        await wait_for(pilot, lambda: "hello 7" in "".join(view.render_line(y).text for y in range(12)))
 
 
 async def test_batch_error_is_a_notification(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,6 +22,14 @@ pytestmark = pytest.mark.docker
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "access-log-report"
 
 
+async def wait_for(pilot: Any, cond: Any, timeout: float = 10.0) -> None:
+    """Repaints are throttled under load: wait for what a person would see instead of sleeping."""
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "condition not met in time"
+        await pilot.pause(0.05)
+
+
 def _text(view: Any) -> str:
     return "\n".join(view.emulator.lines())
 
@@ -55,8 +63,9 @@ async def test_oracle_episode_output_appears_in_live_pane(tmp_path: Path) -> Non
         # the solution's keystrokes and its output reached the policy pane, through the real widget
         agent = _text(pane.agent_view)
         assert "__BANDPASS_SOLUTION__" in agent and "report.csv" in agent
-        rendered = "".join(pane.agent_view.render_line(y).text for y in range(pane.agent_view.size.height))
-        assert rendered.strip(), "the pane painted something"
+        view = pane.agent_view
+        painted = lambda: "".join(view.render_line(y).text for y in range(view.size.height)).strip()  # noqa: E731
+        await wait_for(pilot, painted)
         assert pane.verifier_view.display and "test.sh" in _text(pane.verifier_view)
         assert pane.has_class("-passed")
         await pilot.pause(0.3)
