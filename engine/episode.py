@@ -17,7 +17,7 @@ from pathlib import Path
 
 import docker
 
-from engine import outcomes
+from engine import outcomes, sandbox_pool
 from engine.agents.base import Agent, AgentContext, AgentResult, StepRecord
 from engine.asciicast import CastWriter
 from engine.docker_engine import DockerUnavailable, get_client
@@ -275,22 +275,20 @@ def _one_try(
                 marker_time=step.marker_time,
             )
 
-    sandbox = Sandbox(
-        client,
-        SandboxSpec(
-            image=build.tag,
-            cpus=spec.cpus,
-            memory_mb=spec.memory_mb,
-            pids_limit=spec.pids_limit or 512,
-            network=spec.network,
-            workdir=spec.workdir,
-            episode=episode_id,
-            labels={"bandpass.workspace": str(ws.root)},
-        ),
+    sandbox: Sandbox | None = None
+    sandbox_spec = SandboxSpec(
+        image=build.tag,
+        cpus=spec.cpus,
+        memory_mb=spec.memory_mb,
+        pids_limit=spec.pids_limit or 512,
+        network=spec.network,
+        workdir=spec.workdir,
+        episode=episode_id,
+        labels={"bandpass.workspace": str(ws.root)},
     )
     try:
-        try:
-            sandbox.start()
+        try:  # a pre-started spare when the warm pool has one (engine/sandbox_pool.py), else a cold start
+            sandbox = sandbox_pool.acquire(client, sandbox_spec)
         except Exception as exc:  # noqa: BLE001
             res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
             return res
@@ -346,8 +344,9 @@ def _one_try(
         res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
         return res
     finally:
-        with contextlib.suppress(Exception):
-            sandbox.remove()
+        if sandbox is not None:  # removed in the background: the outcome no longer depends on it
+            with contextlib.suppress(Exception):
+                sandbox_pool.release(sandbox)
 
 
 def _run_agent(

@@ -287,6 +287,7 @@ def _remove_containers(ws: Workspace, episode_ids: Sequence[int]) -> int:
     if not episode_ids:
         return 0
     try:
+        from engine import sandbox_pool
         from engine.docker_engine import get_client
         from engine.sandbox import gc
 
@@ -298,6 +299,9 @@ def _remove_containers(ws: Workspace, episode_ids: Sequence[int]) -> int:
     for eid in episode_ids:
         with contextlib.suppress(Exception):
             n += gc(client, match={"bandpass.workspace": str(ws.root), "bandpass.episode": str(eid)})
+            n += sandbox_pool.remove_episode_containers(client, str(ws.root), eid)  # pooled: by name
+    with contextlib.suppress(Exception):  # spares a killed runner started and never handed out
+        n += sandbox_pool.remove_orphan_spares(client, str(ws.root))
     return n
 
 
@@ -442,6 +446,9 @@ def run_batch(
             raise
         finally:
             executor.close()
+            from engine import sandbox_pool
+
+            sandbox_pool.drain()  # the batch's spares and queued removals end with it
     summary = batch_summary(ws, batch_id)
     summary.ran = runner.ran
     summary.requeued = len(requeued)

@@ -10,6 +10,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from engine import sandbox_pool
 from engine.agents.base import AgentContext, AgentResult
 from engine.agents.builtin import CHEATS, NopAgent, OracleAgent
 from engine.asciicast import read_cast
@@ -201,6 +202,7 @@ def test_examples_oracle_passes_on_a_sound_example(workspace: Workspace) -> None
 
 def test_this_suite_leaves_no_episode_container(tmp_path_factory: pytest.TempPathFactory) -> None:
     base = str(tmp_path_factory.getbasetemp())
+    sandbox_pool.drain()  # spares and queued removals are this process's to finish (they would at exit)
     client = docker.from_env()
     ours = [
         c.name

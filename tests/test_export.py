@@ -210,7 +210,8 @@ def test_parquet_loads_with_datasets(ws: Workspace, tmp_path: Path, monkeypatch:
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    datasets = pytest.importorskip("datasets")
+    import datasets  # the dev extra installs it
+
     export(ws, ExportParams(model=M, val_fraction=0.25), tmp_path / "out")
     out = tmp_path / "out"
     cache = str(tmp_path / "hf-cache")

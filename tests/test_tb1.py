@@ -223,7 +223,7 @@ def _sh(*args: str, check: bool = True, timeout: float = 120) -> subprocess.Comp
 def test_converted_task_runs_in_docker(tmp_path: Path) -> None:
     """Oracle → reward 1, nothing done → reward 0, on the real image (FROM aliased by hand here)."""
     if not _docker_ready():
-        pytest.skip(f"needs a Docker engine with {BASE_IMAGE}")
+        pytest.fail(f"needs a Docker engine with {BASE_IMAGE} (scripts/test provides both)")
     dst = tmp_path / "hello-world"
     convert_tb1(FIXTURE, dst)
     ctx = tmp_path / "ctx"
