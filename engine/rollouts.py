@@ -289,20 +289,16 @@ def _remove_containers(ws: Workspace, episode_ids: Sequence[int]) -> int:
     try:
         from engine import sandbox_pool
         from engine.docker_engine import get_client
-        from engine.sandbox import gc
 
         client = get_client()
     except Exception as exc:  # noqa: BLE001 - no engine: its containers cannot be running either
         log.warning("could not clean containers of episodes %s: %s", list(episode_ids), exc)
         return 0
-    n = 0
-    for eid in episode_ids:
-        with contextlib.suppress(Exception):
-            n += gc(client, match={"bandpass.workspace": str(ws.root), "bandpass.episode": str(eid)})
-            n += sandbox_pool.remove_episode_containers(client, str(ws.root), eid)  # pooled: by name
-    with contextlib.suppress(Exception):  # spares a killed runner started and never handed out
-        n += sandbox_pool.remove_orphan_spares(client, str(ws.root))
-    return n
+    try:  # by label, or by name for a warm-pool container (engine/sandbox_pool.py); orphan spares too
+        return sandbox_pool.remove_containers(client, str(ws.root), episode_ids)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("could not clean containers of episodes %s: %s", list(episode_ids), exc)
+        return 0
 
 
 class _Runner:
@@ -428,7 +424,10 @@ def run_batch(
         if alone:
             with session(ws.engine) as s:
                 requeued = queries.requeue_stale(s, batch_id)
-            removed = _remove_containers(ws, requeued)
+                # A killed runner may also leave the container of an episode it had already finished:
+                # the warm pool removes containers in the background, after the outcome is recorded.
+                done = [e.id for e in queries.episodes(s, batch_id=batch_id, status="done")]
+            removed = _remove_containers(ws, [*requeued, *done])
         executor.open(RunContext(ws, batch, agent_factory, bus, max_infra_retries, retry_backoff_s))
         runner = _Runner(ws, batch_id, executor, stop, on_progress, daemon_wait_s, started)
         try:

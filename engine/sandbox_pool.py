@@ -9,8 +9,8 @@ exactly one episode, and a new spare is started for the next one.
 Accounting without new labels (labels are fixed at creation, and the spare's episode is not known yet):
 spares are created with ``bandpass.pool=1`` and ``bandpass.pool.owner=<host>:<pid>`` and named
 ``bandpass-pool-<hex>``; on acquisition the container is renamed ``bandpass-e<episode>-<hex>``, so
-``remove_episode_containers`` (used by rollouts' resume and Ctrl-C clean-up) still finds an episode's
-container, and ``remove_orphan_spares`` removes spares a killed process left behind. ``gc`` removes all
+``remove_containers`` (used by rollouts' resume and Ctrl-C clean-up) still finds an episode's
+container (``episode_of``), and removes spares a killed process left behind. ``gc`` removes all
 of them too (they carry ``bandpass=1`` and ``bandpass.workspace``).
 
 Bounds: one spare per (daemon, image, limits, labels) key and at most ``MAX_SPARES`` in the process (the
@@ -26,11 +26,13 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import socket
 import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
 import docker
@@ -118,22 +120,22 @@ class WarmPool:
         self._spawn(self._remove_quietly, sandbox)
 
     def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
-        """Remove every spare and wait for all background work (spare starts, removals) to finish."""
+        """Remove every spare and wait for the background work started so far (spare starts, removals).
+
+        One pass, bounded by ``timeout``: work another thread starts meanwhile (a concurrent batch in the
+        same process) is that thread's, and a later drain or the exit hook finishes it.
+        """
         deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                spares = list(self._spares.values())
-                self._spares.clear()
-                threads = list(self._threads)
-            for t in threads:
-                t.join(max(0.0, deadline - time.monotonic()))
-            for spare in spares:
-                spare.done.wait(max(0.0, deadline - time.monotonic()))
-                if spare.sandbox is not None:
-                    self._remove_quietly(spare.sandbox)
-            with self._lock:
-                if (not self._threads and not self._spares) or time.monotonic() > deadline:
-                    return
+        with self._lock:
+            spares = list(self._spares.values())
+            self._spares.clear()
+            threads = list(self._threads)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        for spare in spares:
+            spare.done.wait(max(0.0, deadline - time.monotonic()))
+            if spare.sandbox is not None:
+                self._remove_quietly(spare.sandbox)
 
     # internals -----------------------------------------------------------------------------------------
 
@@ -246,35 +248,40 @@ def drain(timeout: float = DRAIN_TIMEOUT_S) -> None:
     POOL.drain(timeout)
 
 
-def _remove_where(client: docker.DockerClient, workspace: str, keep: Any) -> int:
-    n = 0
-    filters = {"label": [f"{LABEL}=1", f"{POOL_LABEL}=1", f"bandpass.workspace={workspace}"]}
-    for c in client.api.containers(all=True, filters=filters):
-        names = [str(x).lstrip("/") for x in c.get("Names") or []]
-        if keep(names, c.get("Labels") or {}):
-            continue
-        with contextlib.suppress(docker.errors.NotFound):
-            client.api.remove_container(c["Id"], force=True)
-            n += 1
-    return n
+def episode_of(name: str, labels: dict[str, str]) -> str | None:
+    """The episode a container served: its ``bandpass.episode`` label (cold start) or, for a pooled
+    container, the id in its ``bandpass-e<episode>-`` name; None for a spare not yet handed out."""
+    if labels.get("bandpass.episode"):
+        return labels["bandpass.episode"]
+    m = _EPISODE_NAME.match(name.lstrip("/"))
+    return m.group(1) if m else None
 
 
-def remove_episode_containers(client: docker.DockerClient, workspace: str, episode: str | int) -> int:
-    """Remove pooled containers that served ``episode`` (found by name: they carry no episode label)."""
-    prefix = episode_prefix(episode)
-    return _remove_where(client, workspace, lambda names, _l: not any(x.startswith(prefix) for x in names))
+_EPISODE_NAME = re.compile(r"bandpass-e(\d+)-")
 
 
-def remove_orphan_spares(client: docker.DockerClient, workspace: str) -> int:
-    """Remove never-acquired spares of this workspace that another (possibly killed) process started."""
+def remove_containers(client: docker.DockerClient, workspace: str, episode_ids: Iterable[int | str]) -> int:
+    """Remove this workspace's containers that served ``episode_ids`` (by label or pooled name), and the
+    never-acquired spares another process (for instance a SIGKILLed runner) left behind. One listing,
+    whatever the number of episodes."""
+    wanted = {str(e) for e in episode_ids}
     me = _owner()
-    return _remove_where(
-        client,
-        workspace,
-        lambda names, labels: (
-            labels.get(OWNER_LABEL) == me or not any(x.startswith(SPARE_PREFIX) for x in names)
-        ),
-    )
+    n = 0
+    filters = {"label": [f"{LABEL}=1", f"bandpass.workspace={workspace}"]}
+    for c in client.api.containers(all=True, filters=filters):
+        labels = c.get("Labels") or {}
+        names = [str(x).lstrip("/") for x in c.get("Names") or []]
+        eps = {episode_of(x, labels) for x in names} or {episode_of("", labels)}
+        orphan = (
+            labels.get(POOL_LABEL) == "1"
+            and labels.get(OWNER_LABEL) != me
+            and any(x.startswith(SPARE_PREFIX) for x in names)
+        )
+        if orphan or eps & wanted:
+            with contextlib.suppress(docker.errors.NotFound):
+                client.api.remove_container(c["Id"], force=True)
+                n += 1
+    return n
 
 
 __all__ = [
@@ -285,6 +292,6 @@ __all__ = [
     "drain",
     "enabled",
     "release",
-    "remove_episode_containers",
-    "remove_orphan_spares",
+    "episode_of",
+    "remove_containers",
 ]

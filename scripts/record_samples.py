@@ -27,6 +27,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from engine import sandbox_pool  # noqa: E402
 from engine.agents.base import Agent  # noqa: E402
 from engine.agents.builtin import BUILTIN  # noqa: E402
 from engine.agents.policy import PolicyAgent  # noqa: E402
@@ -188,8 +189,9 @@ def _killer(bus: EventBus, episode_id: int, after_s: float) -> None:
 
     def kill() -> None:
         client = get_client()
-        for c in client.containers.list(filters={"label": [f"bandpass.episode={episode_id}"]}):
-            c.kill()
+        for c in client.containers.list(filters={"label": ["bandpass=1"]}):
+            if sandbox_pool.episode_of(c.name, c.labels) == str(episode_id):  # label, or pooled name
+                c.kill()
 
     def on_step(ev: Any) -> None:
         if ev.episode_id == episode_id and not fired.is_set():

@@ -35,6 +35,7 @@ from typing import Any
 import docker
 import pytest
 
+from engine import sandbox_pool
 from engine.asciicast import read_cast
 from engine.docker_engine import get_client
 from engine.executors import LocalExecutor
@@ -230,7 +231,9 @@ def test_dockerd_stopped_mid_run_then_back(
         with session(ws.engine) as s:
             running = [e.id for e in queries.episodes(s, batch_id=bid) if e.status == "running"]
         with contextlib.suppress(Exception):
-            live = {c.labels.get("bandpass.episode") for c in _ws_containers(client, ws)}
+            live = {
+                sandbox_pool.episode_of(c.name, c.labels) for c in _ws_containers(client, ws)
+            }  # pooled: by name
             if any(str(i) in live for i in running):
                 break
         time.sleep(0.05)

@@ -21,6 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from engine import sandbox_pool
 from engine.docker_engine import get_client
 from engine.importer import import_paths
 from engine.rollouts import (
@@ -224,7 +225,9 @@ def test_sigkilled_runner_resumes_without_duplicates(workspace: Workspace, tmp_p
             with session(ws.engine) as s:
                 eps = queries.episodes(s)
             running = [e.id for e in eps if e.status == "running"]
-            live = {c.labels.get("bandpass.episode") for c in _containers(client, ws)}
+            live = {
+                sandbox_pool.episode_of(c.name, c.labels) for c in _containers(client, ws)
+            }  # pooled: by name
             if any(e.status == "done" for e in eps) and any(str(i) in live for i in running):
                 break
             time.sleep(0.05)

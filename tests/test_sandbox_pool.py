@@ -133,7 +133,7 @@ def test_pool_off_creates_no_spare_and_removes_synchronously(
 
 
 @pytest.mark.docker
-def test_orphan_spares_and_acquired_containers_are_found_for_clean_up(
+def test_resume_clean_up_finds_pooled_containers_and_orphan_spares(
     client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(sandbox_pool.ENV, raising=False)
@@ -152,10 +152,11 @@ def test_orphan_spares_and_acquired_containers_are_found_for_clean_up(
         labels={**labels, sandbox_pool.OWNER_LABEL: "elsewhere:1"},
     )
     try:
-        assert sandbox_pool.remove_episode_containers(client, root, 98) == 0
-        assert sandbox_pool.remove_orphan_spares(client, root) == 1
+        assert sandbox_pool.episode_of(acquired.name, acquired.labels) == "99"
+        assert sandbox_pool.episode_of(orphan.name, orphan.labels) is None
+        assert sandbox_pool.remove_containers(client, root, [98]) == 1  # only the other process's spare
         assert [c["Id"] for c in _ws_containers(client, root)] == [acquired.id]
-        assert sandbox_pool.remove_episode_containers(client, root, 99) == 1
+        assert sandbox_pool.remove_containers(client, root, [99]) == 1  # found by its pooled name
         assert _ws_containers(client, root) == []
     finally:
         assert orphan.id

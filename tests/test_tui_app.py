@@ -251,7 +251,7 @@ async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pyte
             pilot, lambda: "hello 101" in "".join(panes[0].agent_view.render_line(y).text for y in range(10))
         )
         verifier = panes[0].verifier_view
-        await wait_for(pilot, lambda: verifier.display and "PASS" in verifier.render_line(0).text)
+        await wait_for(pilot, lambda: verifier.display and "PASS" in "\n".join(verifier.emulator.lines()))
         assert panes[0].has_class("-passed") and panes[1].has_class("-infra")
         counters = str(runs.query_one("#runs-counters").render())
         assert "3/3 done" in counters and "infra 1" in counters

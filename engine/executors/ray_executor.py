@@ -173,7 +173,11 @@ def run_remote_episode(spec: dict[str, Any], task_tar: bytes) -> Iterator[dict[s
     ``run_episode`` runs in a thread so this generator can keep streaming its events while it works.
     """
     from engine.episode import run_episode
+    from engine.sandbox_pool import ENV as WARM_POOL_ENV
 
+    # Each remote episode gets a scratch workspace of its own, so a warm-pool spare (keyed by workspace)
+    # could never serve the next one: it would only cost a container per episode. Off in Ray workers.
+    os.environ[WARM_POOL_ENV] = "0"
     events: queue.SimpleQueue[Event] = queue.SimpleQueue()
     bus = EventBus()
     bus.subscribe(Event, events.put)
