@@ -245,13 +245,15 @@ async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pyte
         await wait_for(pilot, lambda: done.is_set() and len(runs.query(EpisodePane)) == 3)
         assert planned == {"name": "oracle", "version_ids": vids, "k": 1, "kind": "builtin"}
         assert pump.drain()  # output is parsed on the shared pump thread
-        panes = list(runs.query(EpisodePane))
-        # repaints are throttled (shared budget across panes), so wait for them rather than sleep
-        await wait_for(
-            pilot, lambda: "hello 101" in "".join(panes[0].agent_view.render_line(y).text for y in range(10))
-        )
-        verifier = panes[0].verifier_view
+        panes = sorted(runs.query(EpisodePane), key=lambda p: p.live.episode_id)
+        assert [p.live.episode_id for p in panes] == [101, 102, 103]
+        # the panes hold what the episode printed (the widget's own emulator, fed by the pump thread) ...
+        agent, verifier = panes[0].agent_view, panes[0].verifier_view
+        await wait_for(pilot, lambda: "hello 101" in "\n".join(agent.emulator.lines()))
         await wait_for(pilot, lambda: verifier.display and "PASS" in "\n".join(verifier.emulator.lines()))
+        # ... and paint it (repaints are throttled across panes: wait for them rather than sleep)
+        painted = lambda: any(agent.render_line(y).text.strip() for y in range(agent.size.height))  # noqa: E731
+        await wait_for(pilot, painted)
         assert panes[0].has_class("-passed") and panes[1].has_class("-infra")
         counters = str(runs.query_one("#runs-counters").render())
         assert "3/3 done" in counters and "infra 1" in counters

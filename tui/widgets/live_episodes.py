@@ -64,8 +64,8 @@ class LiveEpisode:
     def paint_callback(self, stream: str) -> Callable[[], None]:
         """One stable callable per stream (the pump de-duplicates callbacks by identity)."""
         cb = self._callbacks.get(stream)
-        if cb is None:
-            cb = self._callbacks[stream] = partial(self._paint, stream)
+        if cb is None:  # setdefault is atomic: racing threads end up with the same callable
+            cb = self._callbacks.setdefault(stream, partial(self._paint, stream))
         return cb
 
     def _paint(self, stream: str) -> None:
@@ -76,7 +76,9 @@ class LiveEpisode:
     def screen(self, stream: str) -> Screen:
         scr = self.screens.get(stream)
         if scr is None:
-            scr = self.screens[stream] = Screen(COLS, ROWS)
+            # The bus thread (feeding) and the UI thread (building a pane) both ask; setdefault is atomic,
+            # so both get the one Screen the pump feeds (a plain check-then-set lost output to a twin).
+            scr = self.screens.setdefault(stream, Screen(COLS, ROWS))
         return scr
 
 
