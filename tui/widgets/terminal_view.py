@@ -175,9 +175,9 @@ class TerminalView(Widget, can_focus=True):
     COMPONENT_CLASSES = {"terminal-view--cursor"}
     ALLOW_MAXIMIZE = True
     #: Paints per second shared by all panes that are busy at once (see ``_frame_interval``).
-    FRAME_BUDGET = 120.0
+    FRAME_BUDGET = 40.0
     #: However many panes are busy, each repaints at least this often.
-    MIN_FPS = 8.0
+    MIN_FPS = 4.0
     #: id(view) -> time of its last paint, across all views: how many are busy right now.
     _busy: ClassVar[dict[int, float]] = {}
 
