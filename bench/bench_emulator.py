@@ -1,4 +1,4 @@
-"""Emulator ingest throughput: the chosen backend (engine.emulator.Screen, bittty) against pyte.
+"""Emulator ingest throughput: the chosen backend (engine.sandbox.emulator.Screen, bittty) against pyte.
 
 Run: .venv/bin/python bench/bench_emulator.py [--mb 2]
 Both emulators get the same generated streams, in 4 KiB chunks (a pty read's size), in the same run, so
@@ -19,7 +19,7 @@ from pathlib import Path
 import pyte
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.emulator import Screen  # noqa: E402
+from engine.sandbox.emulator import Screen  # noqa: E402
 
 COLS, ROWS = 120, 40
 CHUNK = 4096

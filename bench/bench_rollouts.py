@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.importer import import_paths  # noqa: E402
-from engine.rollouts import plan_batch, run_planned  # noqa: E402
-from engine.workspace import Workspace  # noqa: E402
+from engine.core.workspace import Workspace  # noqa: E402
+from engine.run.rollouts import plan_batch, run_planned  # noqa: E402
+from engine.tasks.importer import import_paths  # noqa: E402
 from store import queries  # noqa: E402
 from store.db import session  # noqa: E402
 from tests.taskfactory import make_task  # noqa: E402

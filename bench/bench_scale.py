@@ -4,7 +4,8 @@ Run: .venv/bin/python bench/bench_scale.py [--tasks 10000] [--episodes 100000] [
 Fills a fresh workspace through ``store.queries.bulk_insert`` (one executemany per table), then times,
 best of ``--repeat``, each against a baseline measured in the same run on the same file:
 
-* band computation: ``engine.calibrate.estimates`` + ``band_status`` for every task, against reading the
+* band computation: ``engine.calibration.calibrate.estimates`` + ``band_status`` for every task, against
+reading the
   same (version, outcome) rows with sqlite3 directly and counting passes in a dict;
 * ``store.queries.task_rows``, against a plain sqlite3 read of the same 10,000 task/version rows;
 * the Tasks screen's data load (``tui.screens.tasks.load_tasks``: rows + estimates + bands), against the
@@ -32,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine import calibrate  # noqa: E402
-from engine.workspace import Workspace  # noqa: E402
+from engine.calibration import calibrate  # noqa: E402
+from engine.core.workspace import Workspace  # noqa: E402
 from store import queries  # noqa: E402
 from store.db import session  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Seek latency in a long recording: keyframe seek (engine.replay) against replaying from the start.
+"""Seek latency in a long recording: keyframe seek (engine.review.replay) against replaying from the start.
 
 Run: .venv/bin/python bench/bench_seek.py [--mb 20] [--minutes 60] [--seeks 200] [--baseline 5]
 Generates a one-hour, ~20 MB agent session (shell output, coloured test runs, full-screen editor
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.asciicast import read_cast  # noqa: E402
-from engine.replay import KeyframeIndex, Player, replay_from_start, settle_gc  # noqa: E402
+from engine.review.replay import KeyframeIndex, Player, replay_from_start, settle_gc  # noqa: E402
+from engine.sandbox.asciicast import read_cast  # noqa: E402
 
 COLS, ROWS = 120, 40
 
@@ -155,7 +155,7 @@ def main() -> None:
             random_s.append(time.perf_counter() - t0)
         print(f"random seek ({args.seeks}, keyframes): {ms(random_s)}")
         # The outliers above are CPython's full (gen 2) collections walking every keyframe's cells; the
-        # Replay screen freezes the index once it is built (engine.replay.settle_gc), measured here.
+        # Replay screen freezes the index once it is built (engine.review.replay.settle_gc), measured here.
         settle_gc()
         r = random.Random(1)
         frozen_s = []

@@ -27,18 +27,18 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine import sandbox_pool  # noqa: E402
-from engine.agents.base import Agent  # noqa: E402
-from engine.agents.builtin import BUILTIN  # noqa: E402
-from engine.agents.policy import PolicyAgent  # noqa: E402
-from engine.config import PolicyModelConfig  # noqa: E402
-from engine.docker_engine import get_client  # noqa: E402
-from engine.episode import run_episode  # noqa: E402
-from engine.events import EventBus, StepStarted  # noqa: E402
-from engine.importer import import_paths  # noqa: E402
-from engine.policy.client import PolicyClient  # noqa: E402
-from engine.samples import export_sample  # noqa: E402
-from engine.workspace import Workspace  # noqa: E402
+from engine.audit.samples import export_sample  # noqa: E402
+from engine.core.config import PolicyModelConfig  # noqa: E402
+from engine.core.events import EventBus, StepStarted  # noqa: E402
+from engine.core.workspace import Workspace  # noqa: E402
+from engine.run.agents.base import Agent  # noqa: E402
+from engine.run.agents.builtin import BUILTIN  # noqa: E402
+from engine.run.agents.policy import PolicyAgent  # noqa: E402
+from engine.run.episode import run_episode  # noqa: E402
+from engine.run.policy.client import PolicyClient  # noqa: E402
+from engine.sandbox import pool as sandbox_pool  # noqa: E402
+from engine.sandbox.docker_engine import get_client  # noqa: E402
+from engine.tasks.importer import import_paths  # noqa: E402
 from store import queries  # noqa: E402
 from store.db import session  # noqa: E402
 from tests.servers.openai_server import GARBAGE, OpenAIServer, _action, running_server  # noqa: E402

@@ -369,7 +369,8 @@ def tags_for_episode(s: Session, episode_id: int, *, include_cleared: bool = Fal
 
 
 # --- calibration and export ---------------------------------------------------------------------------
-# Reads for engine/calibrate.py, engine/report.py and engine/export.py. Calibration always works on the
+# Reads for engine/calibration/calibrate.py, engine/calibration/report.py and engine/calibration/export.py.
+# Calibration always works on the
 # *latest* version of each task: an edited task starts its accounting afresh (DESIGN: results never mix
 # versions), and exporting a superseded version would ship files the curator has already replaced.
 
@@ -622,7 +623,7 @@ def requeue_episodes(s: Session, episode_ids: Sequence[int]) -> list[int]:
 def requeue_stale(s: Session, batch_id: str) -> list[int]:
     """Every ``running`` episode of the batch back to ``queued``; returns their ids.
 
-    Only safe when no live runner owns them: ``engine.rollouts`` calls it while holding the batch's
+    Only safe when no live runner owns them: ``engine.run.rollouts`` calls it while holding the batch's
     exclusive lock, which a live runner would be holding shared.
     """
     ids = s.exec(select(Episode.id).where(Episode.batch_id == batch_id, Episode.status == "running")).all()
@@ -641,7 +642,7 @@ def latest_unfinished_batch_id(s: Session) -> str | None:
 
 
 # --- replay and tagging -------------------------------------------------------------------------------
-# Reads and writes for engine/tagging.py (the tagging queue, bulk tags, undo) and the Replay screen.
+# Reads and writes for engine/review/tagging.py (the tagging queue, bulk tags, undo) and the Replay screen.
 
 
 def get_tag(s: Session, tag_id: int) -> FailureTag | None:

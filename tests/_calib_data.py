@@ -8,8 +8,8 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.taskdir import version_hash
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
+from engine.tasks.taskdir import version_hash
 from store import queries as q
 from store.db import session
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
 from store import queries as q
 from store.db import session
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.asciicast import Cast, CastError, CastWriter, read_cast
+from engine.sandbox.asciicast import Cast, CastError, CastWriter, read_cast
 
 ASCIINEMA = str(Path(sys.executable).with_name("asciinema"))
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.audit import audit_version
-from engine.importer import import_paths
-from engine.workspace import Workspace
+from engine.audit.task_audit import audit_version
+from engine.core.workspace import Workspace
+from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.conftest import EXAMPLES

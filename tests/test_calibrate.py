@@ -7,7 +7,7 @@ import math
 import pytest
 from sqlmodel import Session
 
-from engine.calibrate import (
+from engine.calibration.calibrate import (
     GateParams,
     band_status,
     estimates,
@@ -17,7 +17,7 @@ from engine.calibrate import (
     pass_at_k,
     wilson_interval,
 )
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
 from store import queries as q
 from store.db import session
 from tests._calib_data import add_episodes, add_task, instruction_for, outcomes

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from engine.emulator import Cell, Screen
+from engine.sandbox.emulator import Cell, Screen
 
 
 def fed(data: str, cols: int = 20, rows: int = 5) -> Screen:

@@ -10,15 +10,15 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine import sandbox_pool
-from engine.agents.base import AgentContext, AgentResult
-from engine.agents.builtin import CHEATS, NopAgent, OracleAgent
-from engine.asciicast import read_cast
-from engine.emulator import Screen
-from engine.episode import run_episode
-from engine.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput, StepStarted
-from engine.importer import import_paths
-from engine.workspace import Workspace
+from engine.core.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput, StepStarted
+from engine.core.workspace import Workspace
+from engine.run.agents.base import AgentContext, AgentResult
+from engine.run.agents.builtin import CHEATS, NopAgent, OracleAgent
+from engine.run.episode import run_episode
+from engine.sandbox import pool as sandbox_pool
+from engine.sandbox.asciicast import read_cast
+from engine.sandbox.emulator import Screen
+from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.conftest import EXAMPLES

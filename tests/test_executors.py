@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from engine.asciicast import read_cast
-from engine.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput
-from engine.executors import EpisodeJob, Executor, ExecutorError, JobResult, RunContext, make_executor
-from engine.importer import import_paths
-from engine.rollouts import plan_batch, run_batch, run_planned
-from engine.workspace import Workspace
+from engine.core.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput
+from engine.core.workspace import Workspace
+from engine.run.executors import EpisodeJob, Executor, ExecutorError, JobResult, RunContext, make_executor
+from engine.run.rollouts import plan_batch, run_batch, run_planned
+from engine.sandbox.asciicast import read_cast
+from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.conftest import REPO
@@ -134,7 +134,7 @@ def ray_cluster() -> Iterator[Any]:
 def test_ray_executor_runs_a_batch_and_the_head_writes_it(
     ray_cluster: Any, workspace: Workspace, tmp_path: Path
 ) -> None:
-    from engine.executors.ray_executor import RayExecutor
+    from engine.run.executors.ray_executor import RayExecutor
 
     ws = workspace
     vids = _import(ws, make_task(tmp_path / "src", "ray-answer"))

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 import tui.commands.calibrate  # noqa: F401 - registers `report` and `export` on tui.cli.app
-from engine.export import ExportError, ExportParams, export, stratified_split
-from engine.workspace import Workspace
+from engine.calibration.export import ExportError, ExportParams, export, stratified_split
+from engine.core.workspace import Workspace
 from store import queries as q
 from store.db import session
 from tests._calib_data import add_episodes, add_task, instruction_for, outcomes
@@ -183,7 +183,7 @@ def test_split_is_stratified_and_seeded(ws: Workspace, tmp_path: Path) -> None:
 
 
 def test_stratified_split_edge_cases() -> None:
-    from engine.calibrate import TaskEstimate
+    from engine.calibration.calibrate import TaskEstimate
 
     def est(name: str, cat: str) -> TaskEstimate:
         return TaskEstimate(name, 0, 0, "h", "p", "i", cat, "", M)
@@ -235,7 +235,7 @@ def test_parquet_loads_with_datasets(ws: Workspace, tmp_path: Path, monkeypatch:
 
 
 def test_harbor_round_trip_keeps_version_hashes(ws: Workspace, tmp_path: Path) -> None:
-    from engine.importer import import_paths
+    from engine.tasks.importer import import_paths
 
     res = export(ws, ExportParams(model=M, formats=("harbor",)), tmp_path / "out")
     fresh = Workspace.open(tmp_path / "fresh")

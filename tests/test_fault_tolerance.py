@@ -35,13 +35,13 @@ from typing import Any
 import docker
 import pytest
 
-from engine import sandbox_pool
-from engine.asciicast import read_cast
-from engine.docker_engine import get_client
-from engine.executors import LocalExecutor
-from engine.importer import import_paths
-from engine.rollouts import BatchSummary, plan_batch, run_planned
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
+from engine.run.executors import LocalExecutor
+from engine.run.rollouts import BatchSummary, plan_batch, run_planned
+from engine.sandbox import pool as sandbox_pool
+from engine.sandbox.asciicast import read_cast
+from engine.sandbox.docker_engine import get_client
+from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.conftest import REPO
@@ -275,7 +275,7 @@ READER = """
 import sys, time
 from pathlib import Path
 from sqlalchemy.exc import OperationalError
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
 from store import queries
 from store.db import session
 ws = Workspace.open(sys.argv[1]); stop = Path(sys.argv[2]); deadline = time.monotonic() + 120; n = errors = 0
@@ -421,7 +421,7 @@ def test_recordings_disk_full_is_a_clear_infra_error(
 
 WRITER = """
 import sys
-from engine.asciicast import CastWriter
+from engine.sandbox.asciicast import CastWriter
 w = CastWriter(sys.argv[1], 80, 24, title="killed")
 for i in range(5):
     w.output(f"line {i}\\r\\n")

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from engine.events import EventBus, GenerationEvent
+from engine.core.events import EventBus, GenerationEvent
+from engine.core.workspace import Workspace
 from engine.generator import Budget, RetryPolicy, generate_batch, generation_report, scratch_path
 from engine.generator.pricing import PriceTable, Usage
-from engine.importer import import_paths
-from engine.workspace import Workspace
+from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from store.models import Generation

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from engine.core.workspace import Workspace
 from engine.generator import GeneratorError, PromptError, RetryPolicy, available_versions, generate_batch
 from engine.generator.pricing import PriceTable, PriceUnknown, Usage
 from engine.generator.prompts import load_prompt, render
 from engine.generator.redact import MASK, Redactor
 from engine.generator.seeds import AXES, load_axes, sample_axes, sample_difficulty
 from engine.generator.tools import ToolError, validate_input
-from engine.workspace import Workspace
 from store import queries
 from store.db import session
 from tests.servers.anthropic_server import Reply, running_server, text, tool

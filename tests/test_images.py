@@ -20,10 +20,10 @@ import docker
 import docker.errors
 import pytest
 
-from engine import images
-from engine.docker_engine import DockerUnavailable, get_client
-from engine.events import BuildLog, EventBus
-from engine.images import (
+from engine.core.events import BuildLog, EventBus
+from engine.sandbox.docker_engine import DockerUnavailable, get_client
+from engine.tasks import images
+from engine.tasks.images import (
     BASE_TAG,
     DEFAULT_IMAGE_ALIASES,
     build_base_image,

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.agents.base import AgentContext, AgentResult, StepRecord
-from engine.agents.policy import PolicyAgent
-from engine.config import PolicyModelConfig
-from engine.policy.client import PolicyClient
-from engine.taskdir import TaskSpec
-from engine.terminal import WaitResult
+from engine.core.config import PolicyModelConfig
+from engine.run.agents.base import AgentContext, AgentResult, StepRecord
+from engine.run.agents.policy import PolicyAgent
+from engine.run.policy.client import PolicyClient
+from engine.sandbox.terminal import WaitResult
+from engine.tasks.taskdir import TaskSpec
 from tests.servers.openai_server import OpenAIServer, running_server
 
 

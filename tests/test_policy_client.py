@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from engine.config import Config, PolicyModelConfig
-from engine.policy.client import (
+from engine.core.config import Config, PolicyModelConfig
+from engine.run.policy.client import (
     PolicyClient,
     PolicyContextOverflow,
     PolicyInfraError,

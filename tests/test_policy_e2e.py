@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.agents.policy import PolicyAgent
-from engine.asciicast import read_cast
-from engine.config import PolicyModelConfig
-from engine.episode import run_episode
-from engine.importer import import_paths
-from engine.policy.client import PolicyClient
-from engine.workspace import Workspace
+from engine.core.config import PolicyModelConfig
+from engine.core.workspace import Workspace
+from engine.run.agents.policy import PolicyAgent
+from engine.run.episode import run_episode
+from engine.run.policy.client import PolicyClient
+from engine.sandbox.asciicast import read_cast
+from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.servers.openai_server import OpenAIServer, running_server

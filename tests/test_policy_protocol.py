@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.policy.context import (
+from engine.run.policy.context import (
     ContextOverflow,
     PromptTemplates,
     build_observation,
@@ -14,7 +14,7 @@ from engine.policy.context import (
     estimate_tokens,
     trim_history,
 )
-from engine.policy.protocol import MAX_DURATION, MIN_DURATION, ActionParseError, parse_action
+from engine.run.policy.protocol import MAX_DURATION, MIN_DURATION, ActionParseError, parse_action
 
 
 def _obj(**kw: object) -> str:

@@ -12,16 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.asciicast import Cast, CastError, CastEvent, read_cast
-from engine.emulator import Screen
-from engine.replay import (
+from engine.core.workspace import Workspace
+from engine.review.replay import (
     KeyframeIndex,
     Player,
     load_source,
     replay_from_start,
     step_of_label,
 )
-from engine.workspace import Workspace
+from engine.sandbox.asciicast import Cast, CastError, CastEvent, read_cast
+from engine.sandbox.emulator import Screen
 from tests._replay_data import agent_events, make_episode, write_cast
 
 CHUNKS = [

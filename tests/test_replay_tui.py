@@ -8,8 +8,8 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Static
 
-from engine.replay import replay_from_start
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
+from engine.review.replay import replay_from_start
 from store import queries as q
 from store.db import session
 from tests._replay_data import make_episode, write_cast

@@ -12,9 +12,9 @@ from textual.widgets import DataTable, Select, Static
 from typer.testing import CliRunner, Result
 
 import tui.commands.calibrate  # noqa: F401 - registers `report` and `export` on tui.cli.app
-from engine.calibrate import GateParams
-from engine.report import build_report, render_report
-from engine.workspace import Workspace
+from engine.calibration.calibrate import GateParams
+from engine.calibration.report import build_report, render_report
+from engine.core.workspace import Workspace
 from store import queries as q
 from store.db import session
 from store.models import Generation

@@ -21,16 +21,16 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine import sandbox_pool
-from engine.docker_engine import get_client
-from engine.importer import import_paths
-from engine.rollouts import (
+from engine.core.workspace import Workspace
+from engine.run.rollouts import (
     BatchError,
     latest_unfinished_batch,
     plan_batch,
     run_planned,
 )
-from engine.workspace import Workspace
+from engine.sandbox import pool as sandbox_pool
+from engine.sandbox.docker_engine import get_client
+from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.conftest import REPO

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import outcomes
-from engine.asciicast import read_cast
-from engine.importer import import_paths
-from engine.samples import BATCH_PREFIX, export_sample, load_samples, read_sample, sample_dirs
-from engine.workspace import Workspace
+from engine.audit.samples import BATCH_PREFIX, export_sample, load_samples, read_sample, sample_dirs
+from engine.core.workspace import Workspace
+from engine.review import outcomes
+from engine.sandbox.asciicast import read_cast
+from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.conftest import EXAMPLES, REPO

@@ -16,9 +16,7 @@ import docker.errors
 import pytest
 import requests
 
-from engine.docker_engine import Check, DockerUnavailable, doctor, get_client
-from engine.images import BASE_TAG
-from engine.sandbox import (
+from engine.sandbox.container import (
     EXEC_TIMEOUT_EXIT,
     Sandbox,
     SandboxError,
@@ -26,6 +24,8 @@ from engine.sandbox import (
     classify_docker_error,
     gc,
 )
+from engine.sandbox.docker_engine import Check, DockerUnavailable, doctor, get_client
+from engine.tasks.images import BASE_TAG
 
 RUN_LABEL = {"bandpass.test": uuid.uuid4().hex[:12]}
 
@@ -285,7 +285,7 @@ def test_zz_module_leaves_no_containers(client, sb: Sandbox) -> None:
 
 def test_ensure_engine_does_not_start_a_daemon_for_a_remote_host(monkeypatch) -> None:
     """With DOCKER_HOST set, starting a local dockerd would not help: the error must come straight back."""
-    from engine.docker_engine import ensure_engine
+    from engine.sandbox.docker_engine import ensure_engine
 
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
     t0 = time.monotonic()

@@ -1,4 +1,4 @@
-"""The warm pool (engine/sandbox_pool.py) in real Docker: spares are pre-started, never reused, locked down
+"""The warm pool (engine/sandbox/pool.py) in real Docker: spares are pre-started, never reused, locked down
 like any episode container, bounded, switchable off, and gone after ``drain``."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine import sandbox_pool
-from engine.agents.builtin import NopAgent
-from engine.docker_engine import get_client
-from engine.episode import run_episode
-from engine.importer import import_paths
-from engine.sandbox import Sandbox, SandboxSpec, gc
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
+from engine.run.agents.builtin import NopAgent
+from engine.run.episode import run_episode
+from engine.sandbox import pool as sandbox_pool
+from engine.sandbox.container import Sandbox, SandboxSpec, gc
+from engine.sandbox.docker_engine import get_client
+from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.taskfactory import make_task

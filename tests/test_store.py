@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel, create_engine
 
 import store.models  # noqa: F401 - registers the tables on SQLModel.metadata
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
 from store import queries as q
 from store.db import SCHEMA_VERSION, StoreError, migrate, open_engine, schema_version, session
 

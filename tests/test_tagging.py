@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.tagging import TagError, Tagger, current_author, failing_tests, load_queue, similar
-from engine.taxonomy import TaxonomyError, load_taxonomy
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
+from engine.review.tagging import TagError, Tagger, current_author, failing_tests, load_queue, similar
+from engine.review.taxonomy import TaxonomyError, load_taxonomy
 from store import queries as q
 from store.db import session
 from tests._replay_data import make_episode
@@ -31,7 +31,7 @@ def test_default_taxonomy_is_the_design_list() -> None:
 
 
 def test_every_outcome_suggestion_is_in_the_taxonomy() -> None:
-    from engine.outcomes import SUGGESTED_TAG
+    from engine.review.outcomes import SUGGESTED_TAG
 
     tax = load_taxonomy()
     for code in SUGGESTED_TAG.values():

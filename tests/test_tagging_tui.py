@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.app import App
 from textual.widgets import DataTable
 
-from engine.tagging import Tagger, load_queue
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
+from engine.review.tagging import Tagger, load_queue
 from store import queries as q
 from store.db import session
 from tests._replay_data import make_episode

@@ -1,4 +1,4 @@
-"""Loading, validating, hashing and discovering Harbor task directories (engine.taskdir)."""
+"""Loading, validating, hashing and discovering Harbor task directories (engine.tasks.taskdir)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.taskdir import (
+from engine.tasks.taskdir import (
     TaskInvalid,
     TaskProblem,
     find_task_dirs,

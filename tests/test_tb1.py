@@ -1,4 +1,4 @@
-"""Terminal-Bench 1 → Harbor conversion (engine.tb1)."""
+"""Terminal-Bench 1 → Harbor conversion (engine.tasks.tb1)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.taskdir import TaskInvalid, load_task, validate_task
-from engine.tb1 import convert_tb1
+from engine.tasks.taskdir import TaskInvalid, load_task, validate_task
+from engine.tasks.tb1 import convert_tb1
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "tb1" / "hello-world"
 BASE_IMAGE = "bandpass/base:bookworm"

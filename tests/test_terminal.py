@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from engine.asciicast import CastWriter, read_cast
-from engine.emulator import Screen
-from engine.events import EventBus, PtyInput, PtyOutput
-from engine.keys import translate_keys
-from engine.terminal import TerminalSession, _MarkerScanner, _TailBuffer
+from engine.core.events import EventBus, PtyInput, PtyOutput
+from engine.sandbox.asciicast import CastWriter, read_cast
+from engine.sandbox.emulator import Screen
+from engine.sandbox.keys import translate_keys
+from engine.sandbox.terminal import TerminalSession, _MarkerScanner, _TailBuffer
 
 IMAGE = "bandpass/base:bookworm"
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from engine import rollouts
-from engine.events import (
+from engine.core.events import (
     EpisodeFinished,
     EpisodeStarted,
     EventBus,
@@ -20,7 +19,8 @@ from engine.events import (
     PtyOutput,
     StepFinished,
 )
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
+from engine.run import rollouts
 from store import queries as q
 from store.db import session
 from tui.app import BandpassApp

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from engine.events import EventBus
-from engine.importer import import_one
-from engine.workspace import Workspace
+from engine.core.events import EventBus
+from engine.core.workspace import Workspace
+from engine.tasks.importer import import_one
 from tui.app import BandpassApp
 from tui.screens.runs import RunsScreen
 from tui.widgets.episode_pane import EpisodePane

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from engine.events import EpisodeFinished, EpisodeStarted, EventBus, PtyOutput, StepFinished
-from engine.workspace import Workspace
+from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus, PtyOutput, StepFinished
+from engine.core.workspace import Workspace
 from tests.test_tui_app import seed
 from tui.app import BandpassApp
 from tui.widgets.feed_pump import pump
@@ -110,7 +110,7 @@ def test_snapshot_settings(ws: Workspace, snap_compare: Any, monkeypatch: pytest
 
 
 def test_snapshot_generate(ws: Workspace, snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.events import GenerationEvent
+    from engine.core.events import GenerationEvent
     from tui.screens.generate import GenerateScreen
 
     monkeypatch.setattr(GenerateScreen, "_prompt_versions", lambda self: ["v1", "v2"])  # not the live set

@@ -8,7 +8,7 @@ import threading
 from rich.color import Color
 from textual.app import App, ComposeResult
 
-from engine.emulator import Screen
+from engine.sandbox.emulator import Screen
 from tui.widgets.terminal_view import TerminalView
 
 

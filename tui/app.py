@@ -20,9 +20,9 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from engine.events import EventBus
-from engine.events import bus as default_bus
-from engine.workspace import Workspace
+from engine.core.events import EventBus
+from engine.core.events import bus as default_bus
+from engine.core.workspace import Workspace
 from tui.screens.calibration import CalibrationScreen
 from tui.screens.generate import GenerateScreen
 from tui.screens.runs import RunsScreen

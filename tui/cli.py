@@ -42,14 +42,14 @@ def _root(
 ) -> None:
     state.workspace = workspace
     if ctx.invoked_subcommand is None:
-        from engine.workspace import Workspace
+        from engine.core.workspace import Workspace
         from tui.app import BandpassApp
 
         BandpassApp(Workspace.open(workspace)).run()
 
 
-def open_workspace():  # noqa: ANN201 - returns engine.workspace.Workspace, imported lazily for start-up speed
-    from engine.workspace import Workspace
+def open_workspace():  # noqa: ANN201 - returns engine.core.workspace.Workspace, imported lazily for start-up speed
+    from engine.core.workspace import Workspace
 
     return Workspace.open(state.workspace)
 

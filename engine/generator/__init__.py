@@ -2,7 +2,8 @@
 
 Public API (the CLI and the TUI's Generate screen use only these):
 
-- :func:`generate_batch` runs N attempts and publishes :class:`~engine.events.GenerationEvent` on the bus.
+- :func:`generate_batch` runs N attempts and publishes :class:`~engine.core.events.GenerationEvent` on the
+bus.
 - :class:`Budget`, :class:`BatchResult`, :class:`GenerationResult`, :class:`GeneratorError`.
 - :func:`available_versions` lists prompt versions; :func:`generation_report` computes the yield report.
 - :func:`audit_dir` audits a task folder that is not in the workspace.

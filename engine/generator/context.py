@@ -11,9 +11,9 @@ import json
 import random
 from pathlib import Path
 
-from engine.calibrate import band_status, estimates
-from engine.taskdir import task_files
-from engine.workspace import Workspace
+from engine.calibration.calibrate import band_status, estimates
+from engine.core.workspace import Workspace
+from engine.tasks.taskdir import task_files
 from store import queries
 from store.db import session
 

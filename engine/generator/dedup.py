@@ -1,6 +1,7 @@
 """Near-duplicate instructions against the workspace's tasks (taxonomy: ``invalidity.duplicate_task``).
 
-Uses the calibration engineer's measure (word 3-shingle Jaccard, ``engine.calibrate``) and threshold, so
+Uses the calibration engineer's measure (word 3-shingle Jaccard, ``engine.calibration.calibrate``) and
+threshold, so
 a generated task that would pass here is not later dropped by the export's duplicate gate, and vice versa.
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.calibrate import DUPLICATE_THRESHOLD, shingles
+from engine.calibration.calibrate import DUPLICATE_THRESHOLD, shingles
 
 DUPLICATE_CODE = "invalidity.duplicate_task"
 

@@ -14,7 +14,7 @@ retries and the redacted transcript. It ends in exactly one outcome:
   the yield report keeps it out of the yield's denominator.
 - ``cancelled``: the curator stopped the batch.
 
-Every step is also a :class:`~engine.events.GenerationEvent` on the bus: ``started``, ``text`` (streamed
+Every step is also a :class:`~engine.core.events.GenerationEvent` on the bus: ``started``, ``text`` (streamed
 tokens), ``tool_use``, ``tool_result``, ``api_retry``, ``turn`` and ``finished``; ``data`` is the text
 delta for ``text`` and a JSON object for the others.
 """
@@ -35,9 +35,9 @@ from typing import Any
 
 import docker
 
-from engine.docker_engine import DockerUnavailable
-from engine.events import EventBus, GenerationEvent
-from engine.events import bus as default_bus
+from engine.core.events import EventBus, GenerationEvent
+from engine.core.events import bus as default_bus
+from engine.core.workspace import Workspace
 from engine.generator import context as ctxmod
 from engine.generator.api import ApiFailure, Cancelled, MetaClient, RetryPolicy, WaitPastDeadline
 from engine.generator.pricing import PriceTable, Usage
@@ -45,7 +45,7 @@ from engine.generator.prompts import PromptVersion, load_prompt
 from engine.generator.redact import Redactor
 from engine.generator.seeds import DIFFICULTIES, SeedAxes, load_axes, sample_axes, sample_difficulty
 from engine.generator.tools import Accepted, FinalRejection, ToolError, Workbench, validate_input
-from engine.workspace import Workspace
+from engine.sandbox.docker_engine import DockerUnavailable
 from store import queries
 from store.db import session
 

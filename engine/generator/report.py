@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
 from store import queries
 from store.db import session
 

@@ -1,6 +1,7 @@
 """Auditing a task folder *before* it is accepted: a throwaway staging workspace per generation.
 
-``engine.audit.audit_version`` audits an imported version, with its episodes, casts and image builds in
+``engine.audit.task_audit.audit_version`` audits an imported version, with its episodes, casts and image
+builds in
 a workspace's database. A generated task must not enter the curator's workspace until it is accepted,
 so each generation imports its scratch folder into a private staging workspace and audits there. The
 staging workspace copies the real one's ``bandpass.toml`` (image aliases), and because the task folder is
@@ -16,13 +17,13 @@ from pathlib import Path
 
 import docker
 
-from engine.audit import AuditReport, audit_version
-from engine.episode import ensure_image
-from engine.events import EventBus
-from engine.images import BuildResult
-from engine.importer import import_one
-from engine.taskdir import TaskInvalid, TaskSpec, load_task, version_hash
-from engine.workspace import CONFIG_NAME, Workspace
+from engine.audit.task_audit import AuditReport, audit_version
+from engine.core.events import EventBus
+from engine.core.workspace import CONFIG_NAME, Workspace
+from engine.run.episode import ensure_image
+from engine.tasks.images import BuildResult
+from engine.tasks.importer import import_one
+from engine.tasks.taskdir import TaskInvalid, TaskSpec, load_task, version_hash
 from store import queries
 from store.db import session
 

@@ -16,14 +16,14 @@ from typing import Any
 
 import docker
 
-from engine.audit import AuditReport
-from engine.events import EventBus
+from engine.audit.task_audit import AuditReport
+from engine.core.events import EventBus
+from engine.core.workspace import Workspace
 from engine.generator.dedup import DUPLICATE_CODE, most_similar
 from engine.generator.stage import Staged, StageError, StageWorkspace
-from engine.images import BuildResult
-from engine.sandbox import Sandbox, SandboxError, SandboxSpec
-from engine.taskdir import IGNORED_NAMES, TaskInvalid, load_task, version_hash
-from engine.workspace import Workspace
+from engine.sandbox.container import Sandbox, SandboxError, SandboxSpec
+from engine.tasks.images import BuildResult
+from engine.tasks.taskdir import IGNORED_NAMES, TaskInvalid, load_task, version_hash
 from store import queries
 from store.db import session
 
@@ -124,7 +124,7 @@ class Workbench:
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
-            from engine.docker_engine import get_client
+            from engine.sandbox.docker_engine import get_client
 
             self._client = (self.client_factory or get_client)()
         return self._client
@@ -318,7 +318,7 @@ class Workbench:
         return self._accept(report)
 
     def _accept(self, report: AuditReport) -> Accepted:
-        from engine.importer import import_one
+        from engine.tasks.importer import import_one
 
         with ACCEPT_LOCK:
             name, instruction = self._instruction()

@@ -16,8 +16,8 @@ import typer
 from tui.cli import app, fail, open_workspace
 
 if TYPE_CHECKING:
-    from engine.calibrate import GateParams
-    from engine.workspace import Workspace
+    from engine.calibration.calibrate import GateParams
+    from engine.core.workspace import Workspace
 
 report_app = typer.Typer(
     name="report",
@@ -55,7 +55,7 @@ def _gate_params(
     min_samples: int | None,
     allow_warning: bool,
 ) -> GateParams:
-    from engine.calibrate import GateParams, parse_band
+    from engine.calibration.calibrate import GateParams, parse_band
 
     cfg = ws.config.band
     try:
@@ -99,7 +99,7 @@ def _calibration(
 ) -> None:
     from rich.console import Console
 
-    from engine.report import build_report, render_report
+    from engine.calibration.report import build_report, render_report
 
     ws = open_workspace()
     model = _require_model(ws, model)
@@ -169,7 +169,7 @@ def export_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Export the tasks that pass every gate (audit, tags, band, duplicates, infra) for a trainer."""
-    from engine.export import ExportError, ExportParams, export
+    from engine.calibration.export import ExportError, ExportParams, export
 
     ws = open_workspace()
     model = _require_model(ws, model)

@@ -40,9 +40,9 @@ def demo_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="With --no-tui: the summary as JSON.")] = False,
 ) -> None:
     """Open the demo: example tasks plus real sample episodes (pass, fail, harness and infra errors)."""
-    from engine.importer import import_paths
-    from engine.samples import load_samples
-    from engine.workspace import DB_NAME, Workspace
+    from engine.audit.samples import load_samples
+    from engine.core.workspace import DB_NAME, Workspace
+    from engine.tasks.importer import import_paths
     from store import queries
     from store.db import session
 

@@ -20,7 +20,7 @@ def doctor_cmd(
     ] = False,
 ) -> None:
     """Check the Docker engine, its storage driver, the base image and leftover containers."""
-    from engine.docker_engine import doctor, ensure_engine
+    from engine.sandbox.docker_engine import doctor, ensure_engine
 
     if fix:
         ensure_engine()
@@ -40,8 +40,8 @@ def images_base_cmd(
     ] = None,
 ) -> None:
     """Build the offline base image (debootstrap minbase + docker import); cached by tag."""
-    from engine.docker_engine import get_client
-    from engine.images import BASE_TAG, build_base_image
+    from engine.sandbox.docker_engine import get_client
+    from engine.tasks.images import BASE_TAG, build_base_image
 
     tag = tag or BASE_TAG
     built = build_base_image(
@@ -53,8 +53,8 @@ def images_base_cmd(
 @app.command("gc")
 def gc_cmd() -> None:
     """Remove every container Bandpass left behind (labelled bandpass=1)."""
-    from engine.docker_engine import get_client
-    from engine.sandbox import gc
+    from engine.sandbox.container import gc
+    from engine.sandbox.docker_engine import get_client
 
     typer.echo(f"removed {gc(get_client())} container(s)")
 
@@ -85,7 +85,7 @@ def audit_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per task version.")] = False,
 ) -> None:
     """Prove verifiers honest: build, oracle passes (r times), nop fails, cheats fail, static checks."""
-    from engine.audit import audit_version
+    from engine.audit.task_audit import audit_version
 
     ws = open_workspace()
     bad = 0
@@ -112,8 +112,8 @@ def episode_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Run one episode of a built-in agent and print its outcome (recordings land in the workspace)."""
-    from engine.agents.builtin import builtin_agent
-    from engine.episode import run_episode
+    from engine.run.agents.builtin import builtin_agent
+    from engine.run.episode import run_episode
 
     ws = open_workspace()
     ((version_id, _),) = _versions([task])

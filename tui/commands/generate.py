@@ -22,7 +22,7 @@ def _progress_printer(verbose: bool):  # noqa: ANN202 - an event callback
     """One line per meaningful event (tool calls, audits, finish); ``--verbose`` also streams text."""
     lock = threading.Lock()
 
-    def on_event(ev) -> None:  # noqa: ANN001 - engine.events.GenerationEvent
+    def on_event(ev) -> None:  # noqa: ANN001 - engine.core.events.GenerationEvent
         tag = f"[g{ev.generation_id}]"
         line = None
         if ev.kind == "text":
@@ -111,7 +111,7 @@ def generate_cmd(
     ] = False,
 ) -> None:
     """Have Claude write and self-audit new tasks; accepted ones enter the workspace (origin generated)."""
-    from engine.events import EventBus, GenerationEvent
+    from engine.core.events import EventBus, GenerationEvent
     from engine.generator import Budget, GeneratorError, available_versions, generate_batch, load_prompt
 
     if list_prompts:

@@ -28,11 +28,11 @@ BaseUrlOpt = Annotated[
 ]
 
 
-def _config():  # noqa: ANN202 - engine.config.Config, imported lazily for start-up speed
+def _config():  # noqa: ANN202 - engine.core.config.Config, imported lazily for start-up speed
     """The workspace's ``bandpass.toml`` without opening (or creating) the database: checking an
     endpoint must not need a workspace at all."""
-    from engine.config import load_config
-    from engine.workspace import CONFIG_NAME, resolve_root
+    from engine.core.config import load_config
+    from engine.core.workspace import CONFIG_NAME, resolve_root
 
     return load_config(resolve_root(state.workspace) / CONFIG_NAME)
 
@@ -46,7 +46,7 @@ def check_cmd(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request.")] = 30.0,
 ) -> None:
     """Verify an endpoint: list its models and ask for one token; say what is wrong when it fails."""
-    from engine.policy.client import PolicyClient, PolicyInfraError, resolve_model
+    from engine.run.policy.client import PolicyClient, PolicyInfraError, resolve_model
 
     try:
         cfg = resolve_model(_config(), model, base_url)
@@ -75,7 +75,7 @@ def serve_cmd(
     ] = 1800.0,
 ) -> None:
     """Start ``vllm serve`` for MODEL and wait until it is healthy (needs the ``gpu`` extra)."""
-    from engine.config import PolicyModelConfig
+    from engine.core.config import PolicyModelConfig
 
     exe = shutil.which("vllm")
     if exe is None:

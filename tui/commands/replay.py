@@ -1,6 +1,7 @@
 """``bandpass replay``, ``tag``, ``untag``, ``tags`` and ``queue``: the CLI face of replay and tagging.
 
-Same engine objects as the Replay and Tag queue screens (``engine.replay.Player``, ``engine.tagging``),
+Same engine objects as the Replay and Tag queue screens (``engine.review.replay.Player``,
+``engine.review.tagging``),
 so a script and the TUI can never disagree about what a cast shows at t or whether a tag is valid.
 """
 
@@ -32,8 +33,8 @@ def replay_cmd(
     ] = None,
 ) -> None:
     """Replay an episode's recordings (agent and verifier, step-synced) or a bare .cast file."""
-    from engine.asciicast import CastError, read_cast
-    from engine.replay import KeyframeIndex, ReplaySourceError, load_source
+    from engine.review.replay import KeyframeIndex, ReplaySourceError, load_source
+    from engine.sandbox.asciicast import CastError, read_cast
 
     if not 0.25 <= speed <= 16:
         raise fail(f"--speed must be between 0.25 and 16, got {speed}")
@@ -79,8 +80,8 @@ def tag_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the tag as JSON.")] = False,
 ) -> None:
     """Tag an episode with a failure class; invalidity and misalignment block the task's export."""
-    from engine.tagging import TagError, Tagger
-    from engine.taxonomy import TaxonomyError
+    from engine.review.tagging import TagError, Tagger
+    from engine.review.taxonomy import TaxonomyError
 
     ws = open_workspace()
     try:
@@ -97,8 +98,8 @@ def tag_cmd(
 @app.command("untag")
 def untag_cmd(tag_id: Annotated[int, typer.Argument(help="Tag id (see bandpass tags).")]) -> None:
     """Clear a tag. It stays in the record as cleared; a cleared blocking tag readmits its task."""
-    from engine.tagging import TagError, Tagger
-    from engine.taxonomy import TaxonomyError
+    from engine.review.tagging import TagError, Tagger
+    from engine.review.taxonomy import TaxonomyError
 
     ws = open_workspace()
     try:
@@ -147,7 +148,7 @@ def queue_cmd(
     ] = None,
 ) -> None:
     """The tagging queue: finished episodes that did not pass, with their state and suggested tag."""
-    from engine.tagging import load_queue
+    from engine.review.tagging import load_queue
 
     if state is not None and state not in QUEUE_STATES:
         raise fail(f"--state must be one of {', '.join(QUEUE_STATES)}, got {state!r}")

@@ -16,8 +16,8 @@ import typer
 from tui.cli import app, fail, open_workspace
 
 if TYPE_CHECKING:
-    from engine.rollouts import BatchSummary
-    from engine.workspace import Workspace
+    from engine.core.workspace import Workspace
+    from engine.run.rollouts import BatchSummary
 
 
 def _version_ids(ws: Workspace, refs: list[str] | None) -> list[int]:
@@ -53,13 +53,13 @@ def _run_with_progress(
     concurrency: int,
     retries: int,
     quiet: bool,
-    executor: Any = None,  # --- executors: an engine.executors.Executor (None: local) ---
+    executor: Any = None,  # --- executors: an engine.run.executors.Executor (None: local) ---
 ) -> Any:
     """Runs the batch under a Rich progress bar; first Ctrl-C drains, second aborts."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from engine.rollouts import run_planned
+    from engine.run.rollouts import run_planned
 
     stop = threading.Event()
     console = Console(stderr=True)
@@ -165,15 +165,15 @@ def run_cmd(
     ] = None,
 ) -> None:
     """Roll out k attempts per task version for a model (or built-in agent), queued so --resume works."""
-    from engine.docker_engine import DockerUnavailable, get_client
-    from engine.executors import ExecutorError, make_executor
-    from engine.rollouts import (
+    from engine.run.executors import ExecutorError, make_executor
+    from engine.run.rollouts import (
         BatchError,
         default_concurrency,
         get_batch,
         latest_unfinished_batch,
         plan_batch,
     )
+    from engine.sandbox.docker_engine import DockerUnavailable, get_client
 
     if ray_address and executor_name != "ray":
         raise fail("--ray-address goes with --executor ray")
@@ -201,8 +201,8 @@ def run_cmd(
             name = model or agent or ""
             kind = "model" if model else "builtin"
             if kind == "model":
-                from engine.agents.builtin import BUILTIN
-                from engine.policy.client import resolve_model
+                from engine.run.agents.builtin import BUILTIN
+                from engine.run.policy.client import resolve_model
 
                 if name in BUILTIN:
                     raise fail(f"--model {name}: that is a built-in agent name; use --agent {name}")
@@ -265,7 +265,7 @@ def batches_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per batch.")] = False,
 ) -> None:
     """List rollout batches, newest first, with their progress."""
-    from engine.rollouts import batch_summary
+    from engine.run.rollouts import batch_summary
     from store import queries
     from store.db import session
 

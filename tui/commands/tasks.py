@@ -17,7 +17,7 @@ def import_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per task directory.")] = False,
 ) -> None:
     """Import Harbor (and Terminal-Bench 1) task directories; idempotent by content hash."""
-    from engine.importer import import_paths
+    from engine.tasks.importer import import_paths
 
     ws = open_workspace()
     report = import_paths(ws, paths)

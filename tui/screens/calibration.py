@@ -1,6 +1,7 @@
 """Calibration screen: the calibration report for one policy model, chosen from a Select.
 
-Shows the same data as ``bandpass report --model M`` (one ``engine.report`` object feeds both), so the
+Shows the same data as ``bandpass report --model M`` (one ``engine.calibration.report`` object feeds both),
+so the
 curator never sees two different numbers for the same question: the infra warning and summary on top,
 the pass@k histogram with the band overlaid, and a table of tasks with n / c / pass@k / band / gates.
 """
@@ -14,15 +15,15 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Select, Static
 
-from engine.calibrate import GateParams
-from engine.report import (
+from engine.calibration.calibrate import GateParams
+from engine.calibration.report import (
     CalibrationReport,
     build_report,
     infra_warning_panel,
     render_histogram,
     summary_table,
 )
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
 from store import queries
 from store.db import session
 

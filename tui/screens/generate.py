@@ -29,8 +29,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, RichLog, Select, Static
 
-from engine.events import GenerationEvent
-from engine.workspace import Workspace
+from engine.core.events import GenerationEvent
+from engine.core.workspace import Workspace
 from store import queries
 from store.db import session
 from tui.widgets.threadsafe import UiCaller

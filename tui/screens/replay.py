@@ -3,7 +3,7 @@
 Why this shape: a curator replays a failed episode to decide *why* it failed, so the cast (what
 happened) sits next to the step the policy was on (what it thought, typed and was shown) and the
 verifier's output (what was checked), and a tag can be written without leaving the screen. The transport
-is :class:`engine.replay.Player` (UI-free, the same one ``bandpass replay --print-at`` and the tests
+is :class:`engine.review.replay.Player` (UI-free, the same one ``bandpass replay --print-at`` and the tests
 drive); this screen only turns keys into player calls and paints what the player holds.
 
 The keyframe index of each cast is built in a thread worker right after mounting; seeks work at once
@@ -23,12 +23,19 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Static
 
-from engine.asciicast import CastError, read_cast
-from engine.outcomes import suggested_tag
-from engine.replay import KeyframeIndex, Player, ReplaySource, ReplaySourceError, load_source, settle_gc
-from engine.tagging import TagError, Tagger
-from engine.taxonomy import TaxonomyError
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
+from engine.review.outcomes import suggested_tag
+from engine.review.replay import (
+    KeyframeIndex,
+    Player,
+    ReplaySource,
+    ReplaySourceError,
+    load_source,
+    settle_gc,
+)
+from engine.review.tagging import TagError, Tagger
+from engine.review.taxonomy import TaxonomyError
+from engine.sandbox.asciicast import CastError, read_cast
 from tui.screens.tag_dialog import TagChoice, TagDialog
 from tui.widgets.screen_commands import ScreenBindingsProvider
 from tui.widgets.step_panel import StepPanel

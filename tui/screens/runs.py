@@ -5,7 +5,7 @@ episodes the app's :class:`~tui.widgets.live_episodes.LiveEpisodes` registry kno
 focused one full size; the side panel lists the focused episode's steps (the model's analysis, plan and
 keystrokes) as they finish; counters and a progress bar follow the batch.
 
-The batch itself runs through ``engine.rollouts`` (``plan_batch`` + ``run_planned``) in a worker thread,
+The batch itself runs through ``engine.run.rollouts`` (``plan_batch`` + ``run_planned``) in a worker thread,
 so the UI never waits on Docker. Infra errors get their own red counter: a batch where the infrastructure
 failed must never read as a hard task set.
 """
@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, ProgressBar, RichLog, Select, Static
 
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
 from tui.widgets.episode_pane import EpisodePane
 from tui.widgets.live_episodes import LiveEpisode, LiveEpisodes
 from tui.widgets.threadsafe import UiCaller
@@ -293,7 +293,7 @@ class RunsScreen(Screen[None]):
     def _run_batch(
         self, kind: str, name: str, version_ids: list[int] | None, k: int, jobs: int, stop: threading.Event
     ) -> None:
-        from engine import rollouts
+        from engine.run import rollouts
         from store import queries
         from store.db import session
 

@@ -2,7 +2,7 @@
 aliases and band defaults — as tables, with the file itself editable beside them.
 
 Why an editor over the file rather than a form per field: the file is the source of truth the CLI reads
-too, and ``engine.config`` already reports every problem as ``[section].key: expected …``. The editor
+too, and ``engine.core.config`` already reports every problem as ``[section].key: expected …``. The editor
 validates as you type with that same parser and refuses to save a file the engine would reject, so the
 TUI can never write a config that breaks ``bandpass run``. "Check endpoints" asks each model's server for
 ``/models`` in a worker, so a wrong URL shows up here rather than as a batch of infra errors.
@@ -22,8 +22,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static, TextArea
 
-from engine.config import Config, ConfigError, load_config
-from engine.workspace import Workspace
+from engine.core.config import Config, ConfigError, load_config
+from engine.core.workspace import Workspace
 
 TEMPLATE = """\
 # Bandpass workspace settings. Every key is optional.

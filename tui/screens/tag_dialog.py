@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from engine.taxonomy import Taxonomy
+from engine.review.taxonomy import Taxonomy
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from engine.tagging import QueueItem, TagError, Tagger, load_queue, similar
-from engine.taxonomy import TaxonomyError
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
+from engine.review.tagging import QueueItem, TagError, Tagger, load_queue, similar
+from engine.review.taxonomy import TaxonomyError
 from tui.screens.tag_dialog import TagChoice, TagDialog
 from tui.widgets.screen_commands import ScreenBindingsProvider
 

@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Select, Static
 
-from engine.workspace import Workspace
+from engine.core.workspace import Workspace
 from store import queries
 from store.db import session
 from tui.widgets.virtual_table import Column, VirtualTable, numeric_key
@@ -83,8 +83,8 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
     """Reads every task row and, for ``model``, pass@k and band status. Runs in a worker thread."""
     import time
 
-    from engine import calibrate
-    from engine.agents.builtin import BUILTIN
+    from engine.calibration import calibrate
+    from engine.run.agents.builtin import BUILTIN
 
     started = time.perf_counter()
     try:
@@ -395,7 +395,7 @@ class TasksScreen(Screen[None]):
 
     @work(thread=True, group="tasks-audit")
     def _audit(self, version_id: int) -> None:
-        from engine.audit import audit_version
+        from engine.audit.task_audit import audit_version
 
         try:
             report = audit_version(self.workspace, version_id, bus=getattr(self.app, "bus", None))

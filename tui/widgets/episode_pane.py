@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from engine import outcomes
+from engine.review import outcomes
 from tui.widgets.live_episodes import LiveEpisode
 from tui.widgets.terminal_view import TerminalView
 

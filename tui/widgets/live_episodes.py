@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from engine.emulator import Screen
-from engine.events import (
+from engine.core.events import (
     EpisodeFinished,
     EpisodeStarted,
     Event,
@@ -31,11 +30,12 @@ from engine.events import (
     StepFinished,
     StepStarted,
 )
+from engine.sandbox.emulator import Screen
 from tui.widgets.feed_pump import pump
 
-#: The size the episode runner gives every terminal (engine.episode.COLS/ROWS).
+#: The size the episode runner gives every terminal (engine.run.episode.COLS/ROWS).
 try:
-    from engine.episode import COLS, ROWS
+    from engine.run.episode import COLS, ROWS
 except Exception:  # noqa: BLE001 - the registry must work even if the runner's import fails
     COLS, ROWS = 160, 40
 

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from engine.replay import StepView
+from engine.review.replay import StepView
 
 #: Observation characters shown: the tail, which is what the model acted on last.
 OBSERVATION_TAIL = 4000

@@ -1,4 +1,4 @@
-"""TerminalView: a Line-API widget that paints an :class:`engine.emulator.Screen`.
+"""TerminalView: a Line-API widget that paints an :class:`engine.sandbox.emulator.Screen`.
 
 Why a Line-API widget and not a ``Static`` re-rendered with a Rich ``Text``: a live pane receives output
 many times a second, and most of it touches one or two rows (a prompt, a progress bar). A Line-API widget
@@ -37,7 +37,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from engine.emulator import ANSI_NAMES, Screen
+from engine.sandbox.emulator import ANSI_NAMES, Screen
 from tui.widgets.feed_pump import pump
 from tui.widgets.threadsafe import UiCaller
 
@@ -76,7 +76,7 @@ def _convert_style(style: Any) -> RichStyle:
 
 
 def _cell_style(cell: Any) -> RichStyle:
-    """The public-API fallback: one ``engine.emulator.Cell`` as a Rich style."""
+    """The public-API fallback: one ``engine.sandbox.emulator.Cell`` as a Rich style."""
     return RichStyle(
         color=cell.fg,
         bgcolor=cell.bg,
@@ -99,7 +99,7 @@ class _RowReader:
     page and groups cells into runs of one style, which is what a ``Strip`` wants. It reads the
     ``Screen``'s backing board directly, under the screen's own lock.
 
-    HOOK for the emulator owner: this belongs in ``engine/emulator.py`` as ``Screen.styled_runs(y)``;
+    HOOK for the emulator owner: this belongs in ``engine/sandbox/emulator.py`` as ``Screen.styled_runs(y)``;
     when that method exists it is used instead and this class's private access goes away.
     """
 

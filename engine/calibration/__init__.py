@@ -1,0 +1,1 @@
+"""pass@k and the solvability band, reports, and the exports trainers consume."""

@@ -1,0 +1,370 @@
+"""The calibration report: what the band looks like for one policy model, and whether to believe it.
+
+The report's first duty is honesty about the denominator. Infra errors are counted apart (they are not
+samples), and when they are common enough to make pass@k meaningless (rate > 20%) the report opens with
+a loud warning that also shows what pass@k *would have been reported as* had they been read as failures —
+the 146-of-151 run that published pass@2 = 2.65% is the failure this report exists to prevent.
+
+``build_report`` gathers plain data (also serialised by ``--json``); ``render_report`` and
+``render_histogram`` turn it into Rich renderables for the CLI and the TUI alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from engine.calibration.calibrate import (
+    HEALTHY_REWARD_STD,
+    INFRA_WARN_RATE,
+    BandStatus,
+    GateParams,
+    TaskEstimate,
+    band_status,
+    classify,
+    estimates,
+    gates,
+    pass_at_k,
+)
+from engine.core.workspace import Workspace
+from store import queries
+from store.db import session
+
+#: Histogram bins: exactly 0 (never solved) and exactly 1 (always solved) get their own rows because
+#: that is where most tasks pile up and where no learning signal exists; between them ten 0.1 bins.
+BIN_EDGES = [i / 10 for i in range(11)]
+
+
+@dataclass
+class HistogramBin:
+    label: str
+    lo: float
+    hi: float
+    count: int = 0
+    overlap: str = "out"  # in | partial | out: the bin's relation to the band
+
+
+@dataclass
+class CalibrationReport:
+    model: str
+    params: GateParams
+    estimates: list[TaskEstimate]
+    gates: dict[str, list[str]]
+    status: dict[str, BandStatus]
+    outcome_kinds: dict[str, int]  # passed | failed | agent_error | infra_error | unclassified
+    agent_error_codes: dict[str, int]
+    infra_codes: dict[str, int]
+    tags: dict[str, int]  # class.subclass -> uncleared tags on this model's episodes
+    generation: list[tuple[str, int, int]] = field(default_factory=list)  # prompt_version, attempts, accepted
+
+    @property
+    def k(self) -> int:
+        return self.params.k
+
+    @property
+    def episodes(self) -> int:
+        return sum(self.outcome_kinds.values())
+
+    @property
+    def infra_errors(self) -> int:
+        return self.outcome_kinds.get("infra_error", 0)
+
+    @property
+    def infra_rate(self) -> float:
+        return self.infra_errors / self.episodes if self.episodes else 0.0
+
+    @property
+    def infra_warning(self) -> bool:
+        return self.infra_rate > INFRA_WARN_RATE
+
+    @property
+    def measured(self) -> list[TaskEstimate]:
+        """Tasks with a defined pass@k and at least ``min_samples`` valid samples."""
+        return [e for e in self.estimates if self.status[e.task] != "unknown"]
+
+    @property
+    def mean_pass_at_k(self) -> float | None:
+        vals = [e.pass_at[self.k] for e in self.measured if e.pass_at.get(self.k) is not None]
+        return statistics.fmean(vals) if vals else None  # type: ignore[arg-type]
+
+    @property
+    def mean_pass_at_k_if_infra_failed(self) -> float | None:
+        """The number a careless pipeline would publish: infra errors read as failed samples."""
+        vals = []
+        for e in self.estimates:
+            p = pass_at_k(e.n + e.infra_errors, e.c, self.k) if e.n + e.infra_errors else None
+            if p is not None and e.n + e.infra_errors >= self.params.min_samples:
+                vals.append(p)
+        return statistics.fmean(vals) if vals else None
+
+    @property
+    def mean_reward_std(self) -> float | None:
+        vals = [e.reward_std for e in self.measured if e.reward_std is not None]
+        return statistics.fmean(vals) if vals else None  # type: ignore[arg-type]
+
+    @property
+    def healthy_tasks(self) -> int:
+        """Measured tasks whose reward std exceeds the field's 0.1 health threshold."""
+        return sum(1 for e in self.measured if (e.reward_std or 0.0) > HEALTHY_REWARD_STD)
+
+    @property
+    def infra_heavy_tasks(self) -> list[TaskEstimate]:
+        return [e for e in self.estimates if e.infra_heavy]
+
+    def band_counts(self) -> dict[str, int]:
+        c = Counter(self.status.values())
+        return {s: c.get(s, 0) for s in ("below", "in", "above", "unknown")}
+
+    @property
+    def exportable(self) -> int:
+        return sum(1 for why in self.gates.values() if not why)
+
+    def histogram(self) -> tuple[list[HistogramBin], int]:
+        """Bins of pass@k over measured tasks, and the number of unknown tasks (shown apart)."""
+        lo, hi = self.params.lo, self.params.hi
+        bins = [HistogramBin("= 0", 0.0, 0.0)]
+        for a, b in zip(BIN_EDGES, BIN_EDGES[1:], strict=False):
+            bins.append(HistogramBin(f"{a:.1f}–{b:.1f}", a, b))
+        bins.append(HistogramBin("= 1", 1.0, 1.0))
+        for b in bins:
+            if lo <= b.lo and b.hi <= hi:
+                b.overlap = "in"  # also a point bin (= 0, = 1) inside the band
+            elif b.lo <= hi and lo < b.hi:
+                b.overlap = "partial"  # the bin [b.lo, b.hi) holds values on both sides of an edge
+        for e in self.measured:
+            p = e.pass_at.get(self.k)
+            if p is None:
+                continue
+            if p <= 0.0:
+                bins[0].count += 1
+            elif p >= 1.0:
+                bins[-1].count += 1
+            else:
+                bins[1 + min(int(p * 10), 9)].count += 1
+        unknown = sum(1 for s in self.status.values() if s == "unknown")
+        return bins, unknown
+
+    def as_dict(self) -> dict[str, Any]:
+        bins, unknown = self.histogram()
+        return {
+            "model": self.model,
+            "params": self.params.as_dict(),
+            "tasks": len(self.estimates),
+            "episodes": self.episodes,
+            "infra_errors": self.infra_errors,
+            "infra_rate": self.infra_rate,
+            "infra_warning": self.infra_warning,
+            "mean_pass_at_k": self.mean_pass_at_k,
+            "mean_pass_at_k_if_infra_failed": self.mean_pass_at_k_if_infra_failed,
+            "mean_reward_std": self.mean_reward_std,
+            "healthy_tasks": self.healthy_tasks,
+            "band_counts": self.band_counts(),
+            "exportable": self.exportable,
+            "histogram": [
+                {"bin": b.label, "lo": b.lo, "hi": b.hi, "count": b.count, "band": b.overlap} for b in bins
+            ]
+            + [{"bin": "unknown", "count": unknown}],
+            "outcomes": self.outcome_kinds,
+            "agent_error_codes": self.agent_error_codes,
+            "infra_codes": self.infra_codes,
+            "tags": self.tags,
+            "generation": [
+                {"prompt_version": pv, "attempts": n, "accepted": a, "yield": a / n if n else None}
+                for pv, n, a in self.generation
+            ],
+            "task_estimates": [
+                {**e.as_dict(), "band": self.status[e.task], "failed_gates": self.gates[e.task]}
+                for e in self.estimates
+            ],
+        }
+
+
+def build_report(ws: Workspace, model: str, params: GateParams) -> CalibrationReport:
+    ests = estimates(ws, model, ks=sorted({1, params.k}))
+    kinds: Counter[str] = Counter()
+    agent_codes: Counter[str] = Counter()
+    infra_codes: Counter[str] = Counter()
+    for e in ests:
+        for outcome, n in e.outcomes.items():
+            kind = classify(outcome)
+            kinds[kind] += n
+            code = outcome.split(":", 1)[1] if ":" in outcome else "(none)"
+            if kind == "agent_error":
+                agent_codes[code] += n
+            elif kind == "infra_error":
+                infra_codes[code] += n
+    with session(ws.engine) as s:
+        tags = queries.tag_counts(s, model)
+        generation = queries.generation_yield(s)
+    return CalibrationReport(
+        model=model,
+        params=params,
+        estimates=ests,
+        gates=gates(ests, params),
+        status={e.task: band_status(e, params.lo, params.hi, params.min_samples, params.k) for e in ests},
+        outcome_kinds=dict(sorted(kinds.items())),
+        agent_error_codes=dict(sorted(agent_codes.items())),
+        infra_codes=dict(sorted(infra_codes.items())),
+        tags=tags,
+        generation=generation,
+    )
+
+
+# --- rendering ----------------------------------------------------------------------------------------
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def infra_warning_panel(r: CalibrationReport) -> RenderableType | None:
+    if not r.infra_warning:
+        return None
+    naive = r.mean_pass_at_k_if_infra_failed
+    text = Text()
+    text.append(
+        f"INFRA ERRORS: {r.infra_errors} of {r.episodes} episodes ({_pct(r.infra_rate)}) "
+        "produced no reward.\n",
+        style="bold",
+    )
+    text.append(
+        f"pass@{r.k} below is computed over valid samples only; with this many infra errors it says little "
+        "about the model. Fix the infrastructure and re-run before trusting it.\n"
+    )
+    text.append(
+        f"Read as failures, they would have been reported as mean pass@{r.k} = {_pct(naive)} "
+        f"(honest value over valid samples: {_pct(r.mean_pass_at_k)}).\n"
+    )
+    if r.infra_codes:
+        top = ", ".join(
+            f"{c} ×{n}" for c, n in sorted(r.infra_codes.items(), key=lambda t: (-t[1], t[0]))[:5]
+        )
+        text.append(f"Codes: {top}")
+    return Panel(
+        text,
+        title="⚠  WARNING: pass@k NOT MEANINGFUL  ⚠",
+        border_style="bold red",
+        box=box.HEAVY,
+        style="red",
+    )
+
+
+def render_histogram(r: CalibrationReport, width: int = 40) -> RenderableType:
+    """pass@k histogram with the band overlaid: band edges drawn as rules, in-band bars in green."""
+    bins, unknown = r.histogram()
+    top = max([b.count for b in bins] + [unknown, 1])
+    lo, hi = r.params.lo, r.params.hi
+    lines = Text()
+    lines.append(f"pass@{r.k} for {r.model}   band [{lo:g}, {hi:g}]\n", style="bold")
+
+    def edge(label: str, value: float) -> None:
+        lines.append(f"{'':>8} ┄┄┄┄ band {label} {value:g} " + "┄" * max(0, width - 14) + "\n", style="cyan")
+
+    lo_drawn = hi_drawn = False
+    for b in bins:
+        if not lo_drawn and (b.hi > lo or (b.hi == b.lo == lo)):
+            edge("lo", lo)
+            lo_drawn = True
+        if not hi_drawn and (b.lo > hi or (b.lo == hi and b.hi > hi)):
+            edge("hi", hi)
+            hi_drawn = True
+        style = {"in": "green", "partial": "yellow", "out": "dim"}[b.overlap]
+        bar = "█" * round(width * b.count / top)
+        lines.append(f"{b.label:>8} │", style="bold" if b.overlap == "in" else "")
+        lines.append(f"{bar:<{width}}", style=style)
+        lines.append(f" {b.count}\n")
+    if not hi_drawn:
+        edge("hi", hi)
+    bar = "░" * round(width * unknown / top)
+    lines.append(f"{'unknown':>8} │", style="")
+    lines.append(f"{bar:<{width}}", style="magenta")
+    lines.append(f" {unknown}  (fewer than {r.params.min_samples} valid samples)")
+    return lines
+
+
+def _counts_table(title: str, counts: dict[str, int], total: int | None = None) -> Table:
+    t = Table(title=title, box=box.SIMPLE, title_justify="left", show_edge=False, min_width=44)
+    t.add_column("", overflow="fold", min_width=24)
+    t.add_column("count", justify="right")
+    if total is not None:
+        t.add_column("share", justify="right")
+    for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        row = [key, str(n)]
+        if total is not None:
+            row.append(_pct(n / total) if total else "—")
+        t.add_row(*row)
+    if not counts:
+        t.add_row("(none)", "", *([""] if total is not None else []))
+    return t
+
+
+def summary_table(r: CalibrationReport) -> Table:
+    band = r.band_counts()
+    t = Table(box=box.SIMPLE, show_header=False, show_edge=False)
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("tasks", f"{len(r.estimates)}  ({len(r.measured)} measured, {band['unknown']} unknown)")
+    t.add_row(
+        "episodes",
+        f"{r.episodes}  ({r.infra_errors} infra errors = {_pct(r.infra_rate)}, not counted in n)",
+    )
+    t.add_row(f"mean pass@{r.k}", f"{_pct(r.mean_pass_at_k)} over measured tasks")
+    std = "—" if r.mean_reward_std is None else f"{r.mean_reward_std:.3f}"
+    t.add_row(
+        "reward std",
+        f"mean {std}; {r.healthy_tasks} of {len(r.measured)} tasks > {HEALTHY_REWARD_STD} (learning signal)",
+    )
+    t.add_row("band", f"below {band['below']} · in {band['in']} · above {band['above']}")
+    t.add_row("exportable", f"{r.exportable} (in band and passing every gate)")
+    return t
+
+
+def render_report(r: CalibrationReport) -> RenderableType:
+    parts: list[RenderableType] = []
+    warn = infra_warning_panel(r)
+    if warn is not None:
+        parts.append(warn)
+    parts.append(
+        Text(
+            f"Calibration: {r.model}   k={r.k}   band [{r.params.lo:g}, {r.params.hi:g}]   "
+            f"min samples {r.params.min_samples}",
+            style="bold",
+        )
+    )
+    parts.append(summary_table(r))
+    parts.append(render_histogram(r))
+    heavy = r.infra_heavy_tasks
+    if heavy:
+        names = ", ".join(f"{e.task} ({e.infra_errors}/{e.episodes})" for e in heavy[:10])
+        more = f" and {len(heavy) - 10} more" if len(heavy) > 10 else ""
+        parts.append(
+            Text(
+                f"Infra-heavy tasks (> {INFRA_WARN_RATE:.0%} infra errors): {names}{more}",
+                style="bold yellow",
+            )
+        )
+    parts.append(_counts_table("Outcomes", r.outcome_kinds, r.episodes))
+    parts.append(_counts_table("Agent error codes", r.agent_error_codes))
+    parts.append(_counts_table("Infra error codes", r.infra_codes))
+    parts.append(_counts_table("Failure tags (uncleared)", r.tags))
+    gen = Table(title="Generator yield", box=box.SIMPLE, title_justify="left", show_edge=False, min_width=44)
+    for col, justify in (("prompt version", "left"), ("attempts", "right"), ("accepted", "right")):
+        gen.add_column(col, justify=justify)  # type: ignore[arg-type]
+    gen.add_column("yield", justify="right")
+    for pv, n, a in r.generation:
+        gen.add_row(pv or "(unversioned)", str(n), str(a), _pct(a / n if n else None))
+    if not r.generation:
+        gen.add_row("(no generations)", "", "", "")
+    parts.append(gen)
+    spaced: list[RenderableType] = []
+    for p in parts:
+        spaced += [p, Text("")]
+    return Group(*spaced[:-1])

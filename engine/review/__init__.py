@@ -1,0 +1,1 @@
+"""Why an episode ended: outcome codes, the failure taxonomy, tagging and replay."""

@@ -1,0 +1,139 @@
+"""Built-in agents the audit uses to prove a verifier honest.
+
+``oracle`` types the task's own solution into the agent's terminal, so it runs exactly where a policy
+would (same shell, cwd, limits). ``nop`` does nothing. The cheat probes try what a reward-hacking policy
+would try; on a sound task every one of them must end with reward 0.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from engine.run.agents.base import AgentContext, AgentResult, StepRecord
+
+_HEREDOC_END = "__BANDPASS_SOLUTION__"
+# readline's quoted-insert (C-v) makes a TAB literal instead of triggering completion.
+_LITERAL_TAB = "\x16\t"
+
+
+def _solution_keystrokes(script: str) -> str:
+    """The whole solve.sh typed as one command, so ``set -e`` or ``exit`` end the script, not the shell,
+    and commands that read stdin cannot swallow lines typed ahead."""
+    body = script.replace("\r\n", "\n").rstrip("\n")
+    if _HEREDOC_END in body:
+        raise ValueError(f"solution/solve.sh contains the reserved word {_HEREDOC_END}")
+    body = body.replace("\t", _LITERAL_TAB)
+    return f"bash -c \"$(cat <<'{_HEREDOC_END}'\n{body}\n{_HEREDOC_END}\n)\"\n"
+
+
+def _type(ctx: AgentContext, index: int, keys: str, label: str) -> AgentResult | None:
+    """Types one action as a recorded step; returns an AgentResult when the episode must stop."""
+    marker = ctx.begin_step(index)
+    started = time.monotonic()
+    left = ctx.time_left()
+    if left <= 0:
+        return AgentResult(error_code="agent_timeout", detail="no time left for the action")
+    res = ctx.terminal.send_and_wait(keys, timeout=left, quiescence=1e9)
+    ctx.record_step(
+        StepRecord(
+            index=index,
+            marker_time=marker,
+            latency_s=time.monotonic() - started,
+            action={"agent": label, "keystrokes": keys, "exit_code": res.exit_code},
+            observation=ctx.terminal.screen_text(),
+        )
+    )
+    if res.timed_out:
+        ctx.terminal.interrupt()
+        return AgentResult(error_code="agent_timeout", detail=f"{label} ran past the agent timeout")
+    if not ctx.terminal.alive:
+        return AgentResult(infra_code="container_died", detail="the terminal closed during the action")
+    return None
+
+
+class OracleAgent:
+    name = "oracle"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        script = (Path(ctx.task.path) / "solution" / "solve.sh").read_text(encoding="utf-8", errors="replace")
+        return _type(ctx, 0, _solution_keystrokes(script), "oracle") or AgentResult()
+
+
+class NopAgent:
+    name = "nop"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        return AgentResult()
+
+
+class WriteRewardCheat:
+    """Writes the reward files directly, as a policy that read about the harness would."""
+
+    name = "cheat:write_reward"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        keys = (
+            "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt"
+            " && echo '{\"reward\": 1}' > /logs/verifier/reward.json\n"
+        )
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+class BackgroundRewardCheat:
+    """Leaves a detached loop that keeps writing reward 1, hoping to outlive the agent phase."""
+
+    name = "cheat:background_loop"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        loop = (
+            "while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt;"
+            " echo '{\"reward\": 1}' > /logs/verifier/reward.json; sleep 0.05; done"
+        )
+        keys = f"nohup setsid sh -c '{loop}' >/dev/null 2>&1 &\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+class PeekCheat:
+    """Looks for the tests and the solution where a careless image or harness would leave them, and runs
+    any solution it finds."""
+
+    name = "cheat:peek"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        keys = (
+            "ls -la /tests /solution /oracle /logs 2>&1 | head -50;"
+            " for f in /solution/solve.sh /oracle/solve.sh /tests/../solution/solve.sh; do"
+            ' [ -f "$f" ] && bash "$f"; done; true\n'
+        )
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+_PATH_RE = re.compile(r"(?<![\w.])(/(?:app|tmp|srv|opt|var|home|root|etc|data|output)[\w./-]*\w)")
+
+
+class TouchOutputsCheat:
+    """Creates every output file the instruction names, filled with junk: a verifier that only checks a
+    file exists (a state-only verifier) passes this."""
+
+    name = "cheat:touch_outputs"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        paths = sorted({p for p in _PATH_RE.findall(ctx.task.instruction) if not p.endswith("/")})
+        if not paths:
+            return AgentResult()
+        parts = [f"mkdir -p \"$(dirname '{p}')\" && printf 'bandpass-cheat\\n' > '{p}'" for p in paths]
+        keys = "; ".join(parts) + "; true\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+CHEATS = (WriteRewardCheat, BackgroundRewardCheat, PeekCheat, TouchOutputsCheat)
+BUILTIN = {a.name: a for a in (OracleAgent, NopAgent, *CHEATS)}
+
+
+def builtin_agent(name: str) -> OracleAgent | NopAgent | WriteRewardCheat:
+    try:
+        return BUILTIN[name]()
+    except KeyError:
+        raise ValueError(f"unknown agent {name!r} (built-in: {', '.join(sorted(BUILTIN))})") from None

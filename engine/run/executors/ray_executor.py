@@ -1,0 +1,429 @@
+"""Episodes as Ray tasks on an existing Ray cluster; the head's store stays the single record.
+
+Why this shape: an RL trainer already runs a Ray cluster, and each of its nodes can run containers on its
+own Docker engine. The SQLite file lives on the head and must have one writer process tree (WAL works
+only on a local filesystem, never across machines), so workers never open it:
+
+* the head claims a row, packs the task version's files as tar bytes (once per version, shared through
+  Ray's object store) and starts a *streaming generator* task;
+* the worker unpacks them into a private scratch workspace (its own temporary SQLite file holding just
+  this task version and this episode, under the same ids as on the head) and calls the ordinary
+  ``run_episode`` against its node's Docker engine, so an episode on Ray behaves exactly like a local one
+  (same tries, outcomes, recordings);
+* events (``PtyOutput``, ``BuildLog``, ...) are streamed back in batches of at most ``EVENT_BATCH_S`` as
+  generator items and republished on the head's bus, so live panes work for remote episodes;
+* the last item carries the outcome, steps, image builds and the cast files' bytes; the head writes the
+  casts, then the steps and the finished row in one transaction, and only then publishes
+  ``EpisodeFinished``.
+
+A head killed mid-batch loses only the episodes in flight: their rows stay ``running`` and
+``bandpass run --resume`` requeues them (Ray cancels the dead driver's tasks). A worker or node that dies
+ends its episode ``infra_error:orchestrator_failure`` (tasks are not retried by Ray: the row is the retry
+unit, and infra errors are excluded from pass@k).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import pickle
+import queue
+import shutil
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from engine.core.events import EpisodeFinished, Event, EventBus
+from engine.run.executors.base import DaemonPool, EpisodeJob, Executor, ExecutorError, JobResult, RunContext
+from store.models import STEP_FIELDS
+
+log = logging.getLogger(__name__)
+
+#: Longest a worker holds events before sending them: panes stay live, the object store sees few items.
+EVENT_BATCH_S = 0.25
+#: Fields of a task_version row a worker needs to run it (copied, never the head's database).
+_VERSION_FIELDS = (
+    "id",
+    "task_id",
+    "hash",
+    "path",
+    "instruction",
+    "category",
+    "difficulty",
+    "tags_json",
+    "metadata_json",
+    "origin",
+    "image_aliases_json",
+)
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorError(
+            "the ray executor needs Ray: pip install 'bandpass[cluster]' (ray>=2.9) on the head and all nodes"
+        ) from None
+    return ray
+
+
+def pack_dir(path: Path) -> bytes:
+    """The task version's files as an uncompressed tar (small: task dirs are text and a Dockerfile)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(path), arcname=".")
+    return buf.getvalue()
+
+
+# --- worker side (runs inside a Ray task; imports only what an episode needs) ------------------------
+
+
+def _scratch_workspace(spec: dict[str, Any], task_tar: bytes) -> Any:
+    """A private workspace holding just this episode's task version and row, under the head's ids, so
+    ``run_episode`` runs unchanged and its relative cast paths are the head's."""
+    from engine.core.workspace import Workspace
+    from store.db import session
+    from store.models import Episode, Task, TaskVersion
+
+    root = Path(tempfile.mkdtemp(prefix=f"bandpass-ray-e{spec['episode']['id']}-"))
+    ws = Workspace.open(root)
+    if spec.get("config_toml"):
+        ws.config_path.write_text(spec["config_toml"], encoding="utf-8")
+    version = spec["version"]
+    dest = ws.abs(version["path"])
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(task_tar), mode="r") as tar:
+        tar.extractall(dest, filter="data")
+    ep = spec["episode"]
+    with session(ws.engine) as s:
+        s.add(Task(id=version["task_id"], name=spec["task_name"]))
+        s.flush()
+        s.add(TaskVersion(**version))
+        s.flush()
+        s.add(
+            Episode(
+                id=ep["id"],
+                task_version_id=version["id"],
+                agent=ep["agent"],
+                attempt=ep["attempt"],
+                batch_id=ep["batch_id"],
+                status="running",
+            )
+        )
+    return ws
+
+
+def _agent_factory(spec: dict[str, Any], ws: Any) -> Any:
+    """The head's factory when it pickles (built-in agents, test agents), else the batch's agent rebuilt
+    from its row and the head's bandpass.toml (policy agents hold an HTTP client, which does not)."""
+    if spec.get("factory") is not None:
+        return pickle.loads(spec["factory"])
+    from engine.run.agents.factory import batch_agent_factory
+    from store.models import Batch
+
+    factory, _close = batch_agent_factory(ws, Batch(**spec["batch"]))
+    return factory
+
+
+def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
+    """Everything the head must write, as plain data: the row's fields, steps, builds, cast bytes."""
+    from store import queries
+    from store.db import session
+    from store.models import Episode, TaskVersion
+
+    with session(ws.engine) as s:
+        ep = s.get(Episode, episode_id)
+        assert ep is not None
+        steps = queries.steps(s, episode_id)
+        builds = queries.image_builds(s, version_id)
+        tv = s.get(TaskVersion, version_id)
+        out: dict[str, Any] = {
+            "row": {
+                k: getattr(ep, k)
+                for k in (
+                    "status",
+                    "outcome",
+                    "reward",
+                    "error",
+                    "agent_cast",
+                    "verifier_cast",
+                    "verifier_output",
+                    "retries",
+                )
+            },
+            "steps": [{k: getattr(st, k) for k in STEP_FIELDS} for st in steps],
+            "builds": [{"tag": b.tag, "ok": b.ok, "log": b.log, "duration_s": b.duration_s} for b in builds],
+            "image_aliases_json": tv.image_aliases_json if tv else "[]",
+        }
+    rec = ws.recordings_dir / f"episode-{episode_id}"
+    out["files"] = {p.name: p.read_bytes() for p in sorted(rec.glob("*")) if p.is_file()}
+    return out
+
+
+def run_remote_episode(spec: dict[str, Any], task_tar: bytes) -> Iterator[dict[str, Any]]:
+    """The Ray task body (a generator): yields ``{"events": [...]}`` batches, then ``{"result": {...}}``.
+
+    ``run_episode`` runs in a thread so this generator can keep streaming its events while it works.
+    """
+    from engine.run.episode import run_episode
+    from engine.sandbox.pool import ENV as WARM_POOL_ENV
+
+    # Each remote episode gets a scratch workspace of its own, so a warm-pool spare (keyed by workspace)
+    # could never serve the next one: it would only cost a container per episode. Off in Ray workers.
+    os.environ[WARM_POOL_ENV] = "0"
+    events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+    bus = EventBus()
+    bus.subscribe(Event, events.put)
+    ws = _scratch_workspace(spec, task_tar)
+    ep, version = spec["episode"], spec["version"]
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            run_episode(
+                ws,
+                version["id"],
+                _agent_factory(spec, ws),
+                bus=bus,
+                episode_id=ep["id"],
+                attempt=ep["attempt"],
+                batch_id=ep["batch_id"],
+                max_infra_retries=spec["max_infra_retries"],
+                retry_backoff_s=spec["retry_backoff_s"],
+            )
+            box["result"] = _collect(ws, ep["id"], version["id"])
+        except BaseException as exc:  # noqa: BLE001 - reported to the head as data, with its type
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    worker = threading.Thread(target=body, name=f"episode-{ep['id']}", daemon=True)
+    worker.start()
+    try:
+        while True:
+            alive = worker.is_alive()
+            batch: list[Event] = []
+            deadline = time.monotonic() + EVENT_BATCH_S
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    batch.append(events.get(timeout=left))
+                except queue.Empty:
+                    break
+            while not alive:  # the episode is over: send everything that is left
+                try:
+                    batch.append(events.get_nowait())
+                except queue.Empty:
+                    break
+            if batch:
+                yield {"events": batch}
+            if not alive:
+                break
+        if "error" in box:
+            raise RuntimeError(f"episode {ep['id']} on {os.uname().nodename}: {box['error']}")
+        yield {"result": box["result"], "node": os.uname().nodename}
+    finally:
+        if worker.is_alive():  # cancelled: take the container down with us; the thread dies with it
+            with contextlib.suppress(Exception):
+                from engine.sandbox.container import gc
+                from engine.sandbox.docker_engine import get_client
+
+                gc(get_client(), match={"bandpass.workspace": str(ws.root)})
+        else:
+            shutil.rmtree(ws.root, ignore_errors=True)
+
+
+# --- head side ----------------------------------------------------------------------------------------
+
+
+class RayExecutor(Executor):
+    """Episodes as Ray tasks; ``address`` is the cluster (``auto``, ``ray://host:10001``...). When Ray is
+    already initialised in this process (a trainer's driver, a test) that connection is used as is."""
+
+    name = "ray"
+
+    def __init__(
+        self,
+        concurrency: int | None = None,
+        *,
+        address: str | None = None,
+        cpus_per_episode: float = 1.0,
+        init_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.address = address
+        self.cpus_per_episode = cpus_per_episode
+        self.init_kwargs = init_kwargs or {}
+        self._concurrency = concurrency
+        self._slots = max(1, concurrency or 1)
+        self._ctx: RunContext | None = None
+        self._pool: DaemonPool | None = None
+        self._ray: Any = None
+        self._owns_ray = False
+        self._remote: Any = None
+        self._lock = threading.Lock()
+        self._tars: dict[int, Any] = {}  # version id -> ObjectRef of its tar bytes
+        self._gens: dict[int, Any] = {}  # episode id -> its generator (for cancel)
+        self.nodes: dict[int, str] = {}  # episode id -> node that ran it (for reports and tests)
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    def open(self, ctx: RunContext) -> None:
+        ray = self._ray = _import_ray()
+        if not ray.is_initialized():
+            try:
+                ray.init(address=self.address or "auto", **self.init_kwargs)
+            except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError...: one line for the CLI
+                raise ExecutorError(
+                    f"cannot connect to the Ray cluster at {self.address or 'auto'}: {exc}"
+                ) from None
+            self._owns_ray = True
+        if self._concurrency is None:
+            cpus = float(ray.cluster_resources().get("CPU", 1))
+            self._slots = max(1, int(cpus // max(self.cpus_per_episode, 0.01)))
+        self._remote = ray.remote(num_returns="streaming", max_retries=0)(run_remote_episode).options(
+            num_cpus=self.cpus_per_episode, name="bandpass-episode"
+        )
+        self._ctx = ctx
+        self._pool = DaemonPool(self._slots, f"ray-{ctx.batch.id}")
+
+    def submit(self, job: EpisodeJob) -> Future[JobResult]:
+        if self._pool is None:
+            raise ExecutorError("ray executor used before open()")
+        return self._pool.submit(self._drive, job)
+
+    def _spec(self, job: EpisodeJob) -> tuple[dict[str, Any], Any]:
+        """The episode as data for the worker, plus the (shared) ref of its version's tar."""
+        from store import queries
+        from store.db import session
+        from store.models import Task
+
+        ctx = self._ctx
+        assert ctx is not None
+        with session(ctx.ws.engine) as s:
+            version = queries.get_version(s, job.version_id)
+            if version is None:
+                raise KeyError(f"task version {job.version_id} does not exist")
+            task = s.get(Task, version.task_id)
+            vrow = {k: getattr(version, k) for k in _VERSION_FIELDS}
+            ep = queries.get_episode(s, job.episode_id)
+            agent = ep.agent if ep else ctx.batch.agent
+        with self._lock:
+            ref = self._tars.get(job.version_id)
+            if ref is None:
+                ref = self._tars[job.version_id] = self._ray.put(pack_dir(ctx.ws.abs(version.path)))
+        try:
+            factory: bytes | None = self._ray.cloudpickle.dumps(ctx.agent_factory)
+        except Exception:  # noqa: BLE001 - not picklable: the worker rebuilds it from the batch row
+            factory = None
+        cfg = ctx.ws.config_path
+        spec = {
+            "episode": {
+                "id": job.episode_id,
+                "attempt": job.attempt,
+                "batch_id": job.batch_id,
+                "agent": agent,
+            },
+            "version": vrow,
+            "task_name": task.name if task else f"task-{version.task_id}",
+            "config_toml": cfg.read_text(encoding="utf-8") if cfg.is_file() else "",
+            "factory": factory,
+            "batch": ctx.batch.model_dump(),
+            "max_infra_retries": ctx.max_infra_retries,
+            "retry_backoff_s": ctx.retry_backoff_s,
+        }
+        return spec, ref
+
+    def _drive(self, job: EpisodeJob) -> JobResult:
+        """Runs on a head thread: starts the task, republishes its events, writes its result."""
+        ctx = self._ctx
+        assert ctx is not None
+        spec, tar_ref = self._spec(job)
+        gen = self._remote.remote(spec, tar_ref)
+        with self._lock:
+            self._gens[job.episode_id] = gen
+        result: dict[str, Any] | None = None
+        try:
+            for ref in gen:
+                item = self._ray.get(ref)
+                for ev in item.get("events", ()):
+                    if not isinstance(ev, EpisodeFinished):  # published once the row is written
+                        ctx.bus.publish(ev)
+                if "result" in item:
+                    result = item["result"]
+                    self.nodes[job.episode_id] = item.get("node", "")
+        finally:
+            with self._lock:
+                self._gens.pop(job.episode_id, None)
+        if result is None:
+            raise RuntimeError(f"episode {job.episode_id}: the Ray task ended without a result")
+        row = commit_result(ctx.ws, job.episode_id, job.version_id, result)
+        ctx.bus.publish(
+            EpisodeFinished(episode_id=job.episode_id, outcome=row["outcome"], reward=row["reward"])
+        )
+        return JobResult(job.episode_id, row["outcome"], row["reward"])
+
+    def abandon(self, episode_ids: Sequence[int]) -> None:
+        """Cancels the tasks of abandoned episodes; the worker removes their containers on the way out."""
+        with self._lock:
+            gens = [self._gens.get(i) for i in episode_ids]
+        for gen in gens:
+            if gen is not None:
+                with contextlib.suppress(Exception):
+                    self._ray.cancel(gen)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        self._tars.clear()
+        if self._owns_ray and self._ray is not None:
+            with contextlib.suppress(Exception):
+                self._ray.shutdown()
+            self._owns_ray = False
+
+
+def commit_result(ws: Any, episode_id: int, version_id: int, result: dict[str, Any]) -> dict[str, Any]:
+    """Writes a remote episode into the head's workspace: casts first (so a finished row never points at
+    a missing file), then steps, builds, aliases and the finished row in one transaction."""
+    import json
+
+    from store import queries
+    from store.db import session
+
+    rec = ws.recordings_dir / f"episode-{episode_id}"
+    rec.mkdir(parents=True, exist_ok=True)
+    for name, data in result["files"].items():
+        tmp = rec / f".{name}.part"
+        tmp.write_bytes(data)
+        os.replace(tmp, rec / Path(name).name)
+    row = result["row"]
+    with session(ws.engine) as s:
+        queries.delete_steps(s, episode_id)
+        for st in result["steps"]:
+            queries.add_step(s, episode_id, **st)
+        for b in result["builds"]:
+            queries.record_image_build(s, version_id, **b)
+        aliases = json.loads(result.get("image_aliases_json") or "[]")
+        if aliases:
+            queries.set_version_aliases(s, version_id, [tuple(a) for a in aliases])
+        queries.finish_episode(
+            s,
+            episode_id,
+            outcome=row["outcome"],
+            reward=row["reward"],
+            error=row["error"],
+            agent_cast=row["agent_cast"],
+            verifier_cast=row["verifier_cast"],
+            verifier_output=row["verifier_output"],
+            retries=row["retries"],
+        )
+    return row
+
+
+__all__ = ["EVENT_BATCH_S", "RayExecutor", "commit_result", "pack_dir", "run_remote_episode"]

@@ -1,0 +1,445 @@
+"""Rollout batches: k attempts per task version for one agent, queued in the database, run concurrently.
+
+A batch is planned first (one ``batch`` row plus one *queued* episode row per (version, attempt)) and run
+second: workers claim queued rows one at a time with an atomic UPDATE and hand each to ``run_episode``.
+Because the plan lives in the store, not in the runner's memory, a runner that crashes, is SIGKILLed or is
+stopped with Ctrl-C loses nothing but the episodes in flight: ``bandpass run --resume`` requeues those and
+finishes only what is unfinished, never duplicating a finished attempt (which would bias pass@k).
+
+Runners coordinate through a lock file per batch: each live runner holds it *shared*; requeuing stale
+``running`` rows (and removing their leftover containers) is done only by a runner that could take it
+*exclusively*, i.e. when no other runner is alive to own those rows. The kernel drops the lock of a killed
+process, so no stale-lock cleanup is ever needed.
+
+Claiming stays here whatever runs the episodes: ``engine.run.executors`` decides only *where* a claimed row
+runs (``local``: a thread pool on this Docker engine; ``ray``: tasks on a Ray cluster, the head writing
+what they return), so every executor keeps the no-duplicates and ``--resume`` guarantees above.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engine.core.events import EventBus
+from engine.core.events import bus as default_bus
+from engine.core.workspace import Workspace
+from engine.review import outcomes
+from engine.run.agents.base import Agent
+from engine.run.agents.factory import (
+    AgentConfigError,
+    batch_agent_factory,
+)
+from engine.run.executors.base import EpisodeJob, Executor, JobResult, RunContext, default_concurrency
+from engine.run.executors.local import LocalExecutor
+from engine.sandbox import pool as sandbox_pool
+from store import queries
+from store.db import session
+from store.models import Batch
+
+log = logging.getLogger(__name__)
+
+#: How long new claims wait for a Docker engine that went away mid-batch before the batch stops unfinished
+#: (``--resume`` continues it). Long enough for a dockerd restart or upgrade.
+DEFAULT_DAEMON_WAIT_S = 300.0
+
+
+class BatchError(RuntimeError):
+    """A batch cannot be planned or run; the message is the one line the CLI prints."""
+
+
+def new_batch_id() -> str:
+    """Sortable and readable in a terminal: ``b20250101-120000-1a2b``."""
+    return f"b{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+# --- planning -----------------------------------------------------------------------------------------
+
+
+def plan_batch(
+    ws: Workspace,
+    model_name: str,
+    version_ids: Sequence[int],
+    k: int,
+    *,
+    batch_id: str | None = None,
+    kind: str = "model",
+    base_url: str = "",
+    params: dict[str, Any] | None = None,
+) -> str:
+    """Creates the batch and its queued episodes (attempts ``0..k-1`` per version); returns the batch id.
+
+    Idempotent per batch id: planning an existing batch again adds only the (version, attempt) rows it
+    lacks, so a re-run of the same command can never double-count an attempt.
+    """
+    if k < 1:
+        raise BatchError(f"k must be at least 1, got {k}")
+    if kind not in ("model", "builtin"):
+        raise BatchError(f"unknown batch kind {kind!r} (model or builtin)")
+    if kind == "builtin":
+        from engine.run.agents.builtin import BUILTIN
+
+        if model_name not in BUILTIN:
+            raise BatchError(
+                f"unknown built-in agent {model_name!r} (built-in: {', '.join(sorted(BUILTIN))})"
+            )
+    if not model_name:
+        raise BatchError("a batch needs a model or agent name")
+    if not version_ids:
+        raise BatchError("no task versions to run (import tasks first: bandpass import DIR)")
+    batch_id = batch_id or new_batch_id()
+    with session(ws.engine) as s:
+        batch = queries.get_batch(s, batch_id)
+        if batch is None:
+            queries.create_batch(
+                s,
+                batch_id,
+                agent=model_name,
+                kind=kind,
+                base_url=base_url,
+                k=k,
+                params=params or {},
+            )
+        elif (batch.agent, batch.kind) != (model_name, kind):
+            raise BatchError(f"batch {batch_id} already exists for {batch.kind} {batch.agent!r}")
+        have = {(e.task_version_id, e.attempt) for e in queries.episodes(s, batch_id=batch_id)}
+        for vid in dict.fromkeys(version_ids):
+            if queries.get_version(s, vid) is None:
+                raise BatchError(f"task version {vid} does not exist")
+            for attempt in range(k):
+                if (vid, attempt) not in have:
+                    queries.create_episode(s, vid, model_name, attempt=attempt, batch_id=batch_id)
+    return batch_id
+
+
+def get_batch(ws: Workspace, batch_id: str) -> Batch:
+    with session(ws.engine) as s:
+        batch = queries.get_batch(s, batch_id)
+    if batch is None:
+        raise BatchError(f"no batch {batch_id!r} in {ws.root}")
+    return batch
+
+
+def latest_unfinished_batch(ws: Workspace) -> str | None:
+    """The newest batch with queued or running episodes (what ``--resume`` without an id picks)."""
+    with session(ws.engine) as s:
+        return queries.latest_unfinished_batch_id(s)
+
+
+# --- running ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BatchSummary:
+    """Where a batch stands (all runners' work), plus what this call did."""
+
+    batch_id: str
+    agent: str
+    k: int
+    total: int = 0
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    ran: int = 0  # episodes this call finished
+    requeued: int = 0  # stale 'running' rows this call handed back to the queue
+    containers_removed: int = 0
+    wall_s: float = 0.0
+    interrupted: bool = False
+    executor: str = "local"  # where this call ran episodes (engine.run.executors)
+
+    @property
+    def passed(self) -> int:
+        return self.outcomes.get(outcomes.PASSED, 0)
+
+    @property
+    def failed(self) -> int:
+        return self.outcomes.get(outcomes.FAILED, 0)
+
+    @property
+    def agent_errors(self) -> int:
+        return sum(n for o, n in self.outcomes.items() if o.startswith("agent_error"))
+
+    @property
+    def infra_errors(self) -> int:
+        return sum(n for o, n in self.outcomes.items() if outcomes.is_infra(o))
+
+    @property
+    def finished(self) -> bool:
+        return self.queued == 0 and self.running == 0
+
+    @property
+    def episodes_per_min(self) -> float:
+        return 60.0 * self.ran / self.wall_s if self.wall_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d.update(
+            passed=self.passed,
+            failed=self.failed,
+            agent_errors=self.agent_errors,
+            infra_errors=self.infra_errors,
+            finished=self.finished,
+            episodes_per_min=round(self.episodes_per_min, 2),
+            wall_s=round(self.wall_s, 2),
+        )
+        return d
+
+
+def batch_summary(ws: Workspace, batch_id: str) -> BatchSummary:
+    with session(ws.engine) as s:
+        batch = queries.get_batch(s, batch_id)
+        eps = queries.episodes(s, batch_id=batch_id)
+    status = Counter(e.status for e in eps)
+    return BatchSummary(
+        batch_id=batch_id,
+        agent=batch.agent if batch else "",
+        k=batch.k if batch else 0,
+        total=len(eps),
+        queued=status.get("queued", 0),
+        running=status.get("running", 0),
+        done=status.get("done", 0),
+        outcomes=dict(Counter(e.outcome for e in eps if e.status == "done")),
+    )
+
+
+def _lock_path(ws: Workspace, batch_id: str) -> Path:
+    return ws.root / ".locks" / f"batch-{batch_id}.lock"
+
+
+@contextlib.contextmanager
+def _batch_lock(ws: Workspace, batch_id: str) -> Iterator[bool]:
+    """Holds the batch's lock shared for the body; yields True when no other runner was alive at entry
+    (we held it exclusively first, so stale rows are ours to requeue)."""
+    import fcntl
+
+    path = _lock_path(ws, batch_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            alone = True
+        except BlockingIOError:
+            alone = False
+        if not alone:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield alone
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+class _Runner:
+    """The head side of one ``run_batch`` call: claims rows, hands them to the executor, records what
+    fails outside an episode. Claiming stays here, on the head, for every executor (see executors/base)."""
+
+    # --- executors: run_batch goes through engine.run.executors (local = the former thread pool) ---
+
+    def __init__(
+        self,
+        ws: Workspace,
+        batch_id: str,
+        executor: Executor,
+        stop: threading.Event,
+        on_progress: Callable[[BatchSummary], None] | None,
+        daemon_wait_s: float,
+        started: float,
+    ) -> None:
+        self.ws, self.batch_id, self.executor, self.stop = ws, batch_id, executor, stop
+        self.on_progress = on_progress
+        self.daemon_wait_s = daemon_wait_s
+        self.started = started
+        self.lock = threading.Lock()
+        self.in_flight: set[int] = set()
+        self.ran = 0
+        self.gave_up = False  # the executor could not get ready (engine away too long): stop claiming
+
+    def progress(self) -> None:
+        if self.on_progress is None:
+            return
+        summary = batch_summary(self.ws, self.batch_id)
+        summary.ran, summary.wall_s = self.ran, time.monotonic() - self.started
+        try:
+            self.on_progress(summary)
+        except Exception:  # a broken progress display must not stop the batch
+            log.exception("on_progress failed")
+
+    def _claim(self) -> EpisodeJob | None:
+        if self.stop.is_set() or self.gave_up:
+            return None
+        if not self.executor.wait_ready(self.stop, self.daemon_wait_s):
+            self.gave_up = not self.stop.is_set()
+            return None
+        with session(self.ws.engine) as s:
+            ep = queries.claim_next_episode(s, self.batch_id)
+        if ep is None:
+            return None
+        return EpisodeJob(int(ep.id), ep.task_version_id, ep.attempt, self.batch_id)  # type: ignore[arg-type]
+
+    def _settle(self, job: EpisodeJob, fut: Future[JobResult]) -> None:
+        """Records a future's end; a failure outside the episode still gives the row one outcome."""
+        exc = fut.exception()
+        if exc is not None:
+            log.error("episode %s failed in the runner: %s: %s", job.episode_id, type(exc).__name__, exc)
+            with contextlib.suppress(Exception), session(self.ws.engine) as s:
+                queries.finish_episode(
+                    s,
+                    job.episode_id,
+                    outcome=outcomes.infra_error("orchestrator_failure"),
+                    reward=None,
+                    error=f"runner: {type(exc).__name__}: {exc}",
+                )
+        with self.lock:
+            self.in_flight.discard(job.episode_id)
+            self.ran += 1
+        self.progress()
+
+    def loop(self) -> None:
+        """Keeps the executor's slots full until nothing is left to claim, then drains."""
+        pending: dict[Future[JobResult], EpisodeJob] = {}
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < self.executor.slots:
+                job = self._claim()
+                if job is None:
+                    exhausted = True
+                    break
+                with self.lock:
+                    self.in_flight.add(job.episode_id)
+                pending[self.executor.submit(job)] = job
+            if not pending:
+                return
+            done, _ = wait(list(pending), timeout=0.2, return_when=FIRST_COMPLETED)
+            for fut in done:
+                self._settle(pending.pop(fut), fut)
+            if done and not (self.stop.is_set() or self.gave_up):
+                exhausted = False  # a slot freed up: there may be more to claim
+
+
+def run_batch(
+    ws: Workspace,
+    batch_id: str,
+    agent_factory: Callable[[], Agent],
+    *,
+    concurrency: int | None = None,
+    bus: EventBus | None = None,
+    on_progress: Callable[[BatchSummary], None] | None = None,
+    stop: threading.Event | None = None,
+    max_infra_retries: int = 2,
+    retry_backoff_s: float = 1.0,
+    executor: Executor | None = None,
+    daemon_wait_s: float = DEFAULT_DAEMON_WAIT_S,
+) -> BatchSummary:
+    """Runs the batch's queued episodes until none is left or ``stop`` is set; returns the summary.
+
+    Setting ``stop`` (the CLI does on the first Ctrl-C) stops claiming: episodes in flight finish and keep
+    their outcome. A ``KeyboardInterrupt`` while waiting (the second Ctrl-C) hands the episodes in flight
+    back to the queue, removes their containers and re-raises; anything a harder kill leaves behind is
+    requeued by the next ``run_batch`` on the batch. ``executor`` says where episodes run (default: a
+    ``LocalExecutor`` of ``concurrency`` threads); ``daemon_wait_s`` bounds how long new claims wait for a
+    Docker engine that went away before the batch stops unfinished.
+    """
+
+    bus = default_bus if bus is None else bus
+    stop = stop or threading.Event()
+    executor = executor or LocalExecutor(concurrency)
+    batch = get_batch(ws, batch_id)  # a clear error for an unknown id
+    started = time.monotonic()
+    with _batch_lock(ws, batch_id) as alone:
+        requeued: list[int] = []
+        removed = 0
+        if alone:
+            with session(ws.engine) as s:
+                requeued = queries.requeue_stale(s, batch_id)
+                # A killed runner may also leave the container of an episode it had already finished:
+                # the warm pool removes containers in the background, after the outcome is recorded.
+                done = [e.id for e in queries.episodes(s, batch_id=batch_id, status="done")]
+            removed = sandbox_pool.remove_episode_containers(ws.root, [*requeued, *done])
+        executor.open(RunContext(ws, batch, agent_factory, bus, max_infra_retries, retry_backoff_s))
+        runner = _Runner(ws, batch_id, executor, stop, on_progress, daemon_wait_s, started)
+        try:
+            runner.progress()
+            runner.loop()
+        except KeyboardInterrupt:
+            stop.set()
+            with runner.lock:
+                flying = sorted(runner.in_flight)
+            with contextlib.suppress(Exception), session(ws.engine) as s:
+                queries.requeue_episodes(s, flying)
+            with contextlib.suppress(Exception):
+                executor.abandon(flying)
+            sandbox_pool.remove_episode_containers(ws.root, flying)
+            raise
+        finally:
+            executor.close()
+            sandbox_pool.drain()  # the batch's spares and queued removals end with it
+    summary = batch_summary(ws, batch_id)
+    summary.ran = runner.ran
+    summary.requeued = len(requeued)
+    summary.containers_removed = removed
+    summary.wall_s = time.monotonic() - started
+    summary.interrupted = stop.is_set() and not summary.finished
+    summary.executor = executor.name
+    return summary
+
+
+def run_planned(
+    ws: Workspace,
+    batch_id: str,
+    *,
+    concurrency: int | None = None,
+    bus: EventBus | None = None,
+    on_progress: Callable[[BatchSummary], None] | None = None,
+    stop: threading.Event | None = None,
+    max_infra_retries: int = 2,
+    retry_backoff_s: float = 1.0,
+    executor: Executor | None = None,
+    daemon_wait_s: float = DEFAULT_DAEMON_WAIT_S,
+) -> BatchSummary:
+    """``run_batch`` with the agent the batch row describes (what ``bandpass run`` and ``--resume`` do)."""
+    try:
+        factory, close = batch_agent_factory(ws, get_batch(ws, batch_id))
+    except AgentConfigError as exc:
+        raise BatchError(str(exc)) from None
+    try:
+        return run_batch(
+            ws,
+            batch_id,
+            factory,
+            concurrency=concurrency,
+            bus=bus,
+            on_progress=on_progress,
+            stop=stop,
+            max_infra_retries=max_infra_retries,
+            retry_backoff_s=retry_backoff_s,
+            executor=executor,
+            daemon_wait_s=daemon_wait_s,
+        )
+    finally:
+        close()
+
+
+__all__ = [
+    "BatchError",
+    "BatchSummary",
+    "batch_agent_factory",
+    "batch_summary",
+    "default_concurrency",
+    "get_batch",
+    "latest_unfinished_batch",
+    "new_batch_id",
+    "plan_batch",
+    "run_batch",
+    "run_planned",
+]

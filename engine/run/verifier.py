@@ -1,0 +1,127 @@
+"""The verifier: runs only after the agent is done, in a terminal of its own.
+
+Order matters (DESIGN.md): every agent process is killed first (a background loop cannot keep writing a
+reward), ``/logs/verifier`` is recreated empty (a reward the agent wrote is gone), ``tests/`` is copied in
+only now (the agent never saw it), and ``tests/test.sh`` runs under its timeout in its own recorded pty.
+The reward is then read back from the file, ``reward.json`` first, then ``reward.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+
+from engine.core.events import EventBus
+from engine.sandbox.asciicast import CastWriter
+from engine.sandbox.container import Sandbox, SandboxError
+from engine.sandbox.terminal import TerminalSession
+from engine.tasks.taskdir import TaskSpec
+
+TESTS_DIR = "/tests"
+LOGS_DIR = "/logs/verifier"
+
+
+@dataclass
+class VerifierResult:
+    reward: float | None
+    infra_code: str | None  # verifier_timeout | reward_missing | container_died | oom
+    output: str  # the verifier terminal's text (the test log), capped
+    detail: str = ""
+
+
+def parse_reward(json_bytes: bytes | None, txt_bytes: bytes | None) -> tuple[float | None, str]:
+    """Returns (reward, problem). ``reward.json`` is ``{"reward": x}`` or a single numeric value."""
+    if json_bytes is not None:
+        try:
+            data = json.loads(json_bytes.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return None, f"reward.json is not valid JSON ({exc})"
+        value = data.get("reward") if isinstance(data, dict) else data
+        if isinstance(data, dict) and value is None and len(data) == 1:
+            value = next(iter(data.values()))
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            return None, f'reward.json: expected {{"reward": <number>}}, got {json_bytes[:80]!r}'
+        return float(value), ""
+    if txt_bytes is not None:
+        text = txt_bytes.decode("utf-8", "replace").strip()
+        try:
+            value = float(text)
+        except ValueError:
+            return None, f"reward.txt: expected a number, got {text[:80]!r}"
+        if not math.isfinite(value):
+            return None, f"reward.txt: expected a finite number, got {text[:80]!r}"
+        return value, ""
+    return None, f"neither {LOGS_DIR}/reward.json nor reward.txt was written"
+
+
+def run_verifier(
+    client: docker.DockerClient,
+    sandbox: Sandbox,
+    task: TaskSpec,
+    *,
+    recorder: CastWriter | None = None,
+    bus: EventBus | None = None,
+    episode_id: int | None = None,
+    cols: int = 160,
+    rows: int = 40,
+) -> VerifierResult:
+    try:
+        reset = f"rm -rf {LOGS_DIR} {TESTS_DIR} && mkdir -p {LOGS_DIR} {TESTS_DIR}"
+        if sandbox.kill_all_processes_except_init(then=reset) == "restart":
+            code, out = sandbox.exec(reset)  # the restart path skipped ``then``
+            if code != 0:
+                return VerifierResult(
+                    None, "reward_missing", out, f"could not prepare {LOGS_DIR}: {out.strip()}"
+                )
+        sandbox.put_dir(Path(task.path) / "tests", TESTS_DIR)
+    except SandboxError as exc:
+        return VerifierResult(None, exc.code, "", str(exc))
+
+    term = TerminalSession(
+        client,
+        sandbox.container,
+        cols=cols,
+        rows=rows,
+        recorder=recorder,
+        bus=bus,
+        episode_id=episode_id,
+        stream="verifier",
+        workdir=task.workdir,
+        env=dict(task.verifier_env),
+    )
+    try:
+        try:
+            term.start()
+        except Exception as exc:  # noqa: BLE001 - any start failure is the container's
+            return _died(sandbox, "", f"verifier terminal did not start: {exc}")
+        res = term.send_and_wait(
+            f"bash {TESTS_DIR}/test.sh\n", timeout=task.verifier_timeout_sec, quiescence=1e9
+        )
+        output = term.recent_output(64 * 1024)
+        if res.timed_out:
+            term.interrupt()
+            return VerifierResult(
+                None, "verifier_timeout", output, f"tests/test.sh ran past {task.verifier_timeout_sec:g} s"
+            )
+        if not sandbox.is_running():
+            return _died(sandbox, output, "container stopped while the verifier ran")
+    finally:
+        term.close()
+
+    try:
+        files = sandbox.get_files(LOGS_DIR)
+        reward, problem = parse_reward(files.get("reward.json"), files.get("reward.txt"))
+    except SandboxError as exc:
+        return VerifierResult(None, exc.code, output, str(exc))
+    if reward is None:
+        return VerifierResult(None, "reward_missing", output, problem)
+    return VerifierResult(reward, None, output, f"test.sh exit status {res.exit_code}")
+
+
+def _died(sandbox: Sandbox, output: str, detail: str) -> VerifierResult:
+    code = "oom" if sandbox.oom_killed() else "container_died"
+    return VerifierResult(None, code, output, detail)

@@ -1,0 +1,315 @@
+"""A per-process warm pool: the next episode's container is created and started while this one runs.
+
+Why: creating and starting a container is ~half of a nop episode's overhead, and removing it is another
+slice; neither decides the outcome. So ``acquire`` hands out a spare that was started in the background
+(same image, limits, labels and security defaults: it comes from the same ``Sandbox.start``), and
+``release`` removes the used container on a background thread. Nothing is ever reused: a spare serves
+exactly one episode, and a new spare is started for the next one.
+
+Accounting without new labels (labels are fixed at creation, and the spare's episode is not known yet):
+spares are created with ``bandpass.pool=1`` and ``bandpass.pool.owner=<host>:<pid>`` and named
+``bandpass-pool-<hex>``; on acquisition the container is renamed ``bandpass-e<episode>-<hex>``, so
+``remove_containers`` (used by rollouts' resume and Ctrl-C clean-up) still finds an episode's
+container (``episode_of``), and removes spares a killed process left behind. ``gc`` removes all
+of them too (they carry ``bandpass=1`` and ``bandpass.workspace``).
+
+Bounds: one spare per (daemon, image, limits, labels) key and at most ``MAX_SPARES`` in the process (the
+oldest key is evicted). ``BANDPASS_WARM_POOL=0`` turns the pool off (cold start, synchronous removal).
+``drain()`` removes the spares and waits for background removals; it runs at exit and at the end of a
+batch, and a test that checks for leftover containers calls it first.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import logging
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from engine.sandbox.container import LABEL, Sandbox, SandboxSpec
+
+log = logging.getLogger(__name__)
+
+ENV = "BANDPASS_WARM_POOL"
+MAX_SPARES = 4
+POOL_LABEL = "bandpass.pool"
+OWNER_LABEL = "bandpass.pool.owner"
+SPARE_PREFIX = "bandpass-pool-"
+DRAIN_TIMEOUT_S = 60.0
+
+
+def enabled() -> bool:
+    """Read at every acquisition so a test or a user can switch it per run."""
+    return os.environ.get(ENV, "1").strip() not in ("0", "false", "no", "off")
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def episode_prefix(episode: str | int) -> str:
+    """The name prefix an acquired spare takes: how clean-up finds it by episode without a label."""
+    return f"bandpass-e{episode}-"
+
+
+_Key = tuple[Any, ...]
+
+
+class _Spare:
+    """A container being started on a background thread; ``sandbox`` is set once it runs."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.sandbox: Sandbox | None = None
+        self.error: BaseException | None = None
+
+
+class WarmPool:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spares: OrderedDict[_Key, _Spare] = OrderedDict()
+        self._threads: set[threading.Thread] = set()
+        self.hits = 0
+        self.misses = 0
+        self.spares_started = 0
+
+    # public --------------------------------------------------------------------------------------------
+
+    def acquire(self, client: docker.DockerClient, spec: SandboxSpec) -> Sandbox:
+        """A started sandbox for ``spec``: a ready spare when there is one, else a cold start.
+
+        Either way a fresh spare for the same key is then started in the background for the next episode.
+        """
+        if not enabled():
+            return Sandbox(client, spec).start()
+        key = self._key(client, spec)
+        with self._lock:
+            spare = self._spares.get(key)
+            if spare is not None and spare.done.is_set():
+                del self._spares[key]
+            else:
+                spare = None  # one still starting stays in the pool for the next episode
+        sandbox = self._claim(client, spare, spec) if spare is not None else None
+        if sandbox is None:
+            self.misses += 1
+            sandbox = Sandbox(client, spec).start()
+        else:
+            self.hits += 1
+        self._refill(client, spec, key)
+        return sandbox
+
+    def release(self, sandbox: Sandbox) -> None:
+        """Remove the used container; in the background when the pool is on (the outcome is already
+        known, and ``drain`` waits for it before the process exits)."""
+        if not enabled():
+            with contextlib.suppress(Exception):
+                sandbox.remove()
+            return
+        self._spawn(self._remove_quietly, sandbox)
+
+    def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
+        """Remove every spare and wait for the background work started so far (spare starts, removals).
+
+        One pass, bounded by ``timeout``: work another thread starts meanwhile (a concurrent batch in the
+        same process) is that thread's, and a later drain or the exit hook finishes it.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            spares = list(self._spares.values())
+            self._spares.clear()
+            threads = list(self._threads)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        for spare in spares:
+            spare.done.wait(max(0.0, deadline - time.monotonic()))
+            if spare.sandbox is not None:
+                self._remove_quietly(spare.sandbox)
+
+    # internals -----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(client: docker.DockerClient, spec: SandboxSpec) -> _Key:
+        return (
+            getattr(client.api, "base_url", id(client)),
+            spec.image,
+            spec.cpus,
+            spec.memory_mb,
+            spec.pids_limit,
+            spec.network,
+            spec.workdir,
+            tuple(sorted(spec.labels.items())),
+            tuple(sorted(spec.env.items())),
+        )
+
+    def _claim(self, client: docker.DockerClient, spare: _Spare, spec: SandboxSpec) -> Sandbox | None:
+        """Take a finished spare for this episode: it must still run, and it is renamed so clean-up by
+        episode finds it. A spare that fails either check is removed and the caller starts cold."""
+        sb = spare.sandbox
+        if sb is None:
+            return None
+        try:
+            if not sb.is_running():
+                raise RuntimeError("spare is no longer running")
+            if spec.episode is not None:
+                client.api.rename(sb.container.id, f"{episode_prefix(spec.episode)}{uuid.uuid4().hex[:12]}")
+        except Exception as exc:  # noqa: BLE001 - any doubt about a spare: do not use it
+            log.info("warm pool: discarding spare %s: %s", sb.id[:12], exc)
+            self._spawn(self._remove_quietly, sb)
+            return None
+        sb.client = client
+        sb.spec = spec
+        return sb
+
+    def _refill(self, client: docker.DockerClient, spec: SandboxSpec, key: _Key) -> None:
+        with self._lock:
+            if key in self._spares:
+                return
+            spare = _Spare()
+            self._spares[key] = spare
+            evicted = []
+            while len(self._spares) > MAX_SPARES:
+                _, old = self._spares.popitem(last=False)
+                evicted.append(old)
+        spare_spec = dataclasses.replace(
+            spec,
+            episode=None,
+            name=f"{SPARE_PREFIX}{uuid.uuid4().hex[:12]}",
+            labels={**spec.labels, POOL_LABEL: "1", OWNER_LABEL: _owner()},
+        )
+        self._spawn(self._start_spare, client, spare_spec, spare)
+        for old in evicted:
+            self._spawn(self._remove_spare, old)
+
+    def _start_spare(self, client: docker.DockerClient, spec: SandboxSpec, spare: _Spare) -> None:
+        try:
+            spare.sandbox = Sandbox(client, spec).start()
+            self.spares_started += 1
+        except BaseException as exc:  # noqa: BLE001 - a failed spare only means a cold start later
+            spare.error = exc
+            log.info("warm pool: spare did not start: %s", exc)
+            with self._lock:  # let the next acquisition try again instead of finding a dud
+                for k, v in list(self._spares.items()):
+                    if v is spare:
+                        del self._spares[k]
+        finally:
+            spare.done.set()
+
+    def _remove_spare(self, spare: _Spare) -> None:
+        spare.done.wait(DRAIN_TIMEOUT_S)
+        if spare.sandbox is not None:
+            self._remove_quietly(spare.sandbox)
+
+    @staticmethod
+    def _remove_quietly(sandbox: Sandbox) -> None:
+        try:
+            sandbox.remove()
+        except Exception as exc:  # noqa: BLE001 - gc/resume clean-up is the backstop
+            log.warning("warm pool: could not remove %s: %s", sandbox.id[:12], exc)
+
+    def _spawn(self, fn: Any, *args: Any) -> None:
+        def run() -> None:
+            try:
+                fn(*args)
+            finally:
+                with self._lock:
+                    self._threads.discard(threading.current_thread())
+
+        t = threading.Thread(target=run, name="bandpass-warm-pool", daemon=True)
+        with self._lock:
+            self._threads.add(t)
+        t.start()
+
+
+POOL = WarmPool()
+atexit.register(POOL.drain)
+
+
+def acquire(client: docker.DockerClient, spec: SandboxSpec) -> Sandbox:
+    return POOL.acquire(client, spec)
+
+
+def release(sandbox: Sandbox) -> None:
+    POOL.release(sandbox)
+
+
+def drain(timeout: float = DRAIN_TIMEOUT_S) -> None:
+    POOL.drain(timeout)
+
+
+def episode_of(name: str, labels: dict[str, str]) -> str | None:
+    """The episode a container served: its ``bandpass.episode`` label (cold start) or, for a pooled
+    container, the id in its ``bandpass-e<episode>-`` name; None for a spare not yet handed out."""
+    if labels.get("bandpass.episode"):
+        return labels["bandpass.episode"]
+    m = _EPISODE_NAME.match(name.lstrip("/"))
+    return m.group(1) if m else None
+
+
+_EPISODE_NAME = re.compile(r"bandpass-e(\d+)-")
+
+
+def remove_containers(client: docker.DockerClient, workspace: str, episode_ids: Iterable[int | str]) -> int:
+    """Remove this workspace's containers that served ``episode_ids`` (by label or pooled name), and the
+    never-acquired spares another process (for instance a SIGKILLed runner) left behind. One listing,
+    whatever the number of episodes."""
+    wanted = {str(e) for e in episode_ids}
+    me = _owner()
+    n = 0
+    filters = {"label": [f"{LABEL}=1", f"bandpass.workspace={workspace}"]}
+    for c in client.api.containers(all=True, filters=filters):
+        labels = c.get("Labels") or {}
+        names = [str(x).lstrip("/") for x in c.get("Names") or []]
+        eps = {episode_of(x, labels) for x in names} or {episode_of("", labels)}
+        orphan = (
+            labels.get(POOL_LABEL) == "1"
+            and labels.get(OWNER_LABEL) != me
+            and any(x.startswith(SPARE_PREFIX) for x in names)
+        )
+        if orphan or eps & wanted:
+            with contextlib.suppress(docker.errors.NotFound):
+                client.api.remove_container(c["Id"], force=True)
+                n += 1
+    return n
+
+
+def remove_episode_containers(workspace: str | Path, episode_ids: Sequence[int]) -> int:
+    """Removes leftover containers of the given episodes of this workspace; 0 when Docker is away (no
+    engine: its containers cannot be running either). Never raises: cleanup must not mask the error that
+    led to it."""
+    if not episode_ids:
+        return 0
+    try:
+        from engine.sandbox.docker_engine import get_client
+
+        client = get_client()
+        return remove_containers(client, str(workspace), episode_ids)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("could not clean containers of episodes %s: %s", list(episode_ids), exc)
+        return 0
+
+
+__all__ = [
+    "ENV",
+    "POOL",
+    "WarmPool",
+    "acquire",
+    "drain",
+    "enabled",
+    "release",
+    "episode_of",
+    "remove_containers",
+    "remove_episode_containers",
+]

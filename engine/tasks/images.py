@@ -1,0 +1,669 @@
+"""Images: the offline base image, per-task-version images, and answer-leak checks.
+
+No registry is reachable from the machines Bandpass runs on, so a task whose Dockerfile says
+``FROM python:3.12-slim`` can only be built by substituting a local image. That substitution changes the
+environment the task author meant (Python 3.11 instead of 3.12, Debian instead of Ubuntu), so it is never
+silent: :func:`rewrite_from` reports every substitution and the caller records it on the task version as a
+validity risk the curator sees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from engine.core.events import BuildLog, EventBus
+
+BASE_TAG = "bandpass/base:bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+BASE_SUITE = "bookworm"
+
+#: What task authors' Dockerfiles usually assume is present. python3-pip because the python:* images the
+#: aliases stand in for ship pip; the rest is what test.sh scripts reach for.
+BASE_PACKAGES: tuple[str, ...] = (
+    "bash",
+    "coreutils",
+    "python3",
+    "python3-pytest",
+    "python3-pip",
+    "procps",
+    "make",
+    "gawk",
+    "jq",
+    "diffutils",
+    "less",
+    "ca-certificates",
+)
+
+#: Image config for the imported rootfs. ``docker import`` gives an image with no Env/Cmd at all; these
+#: make it behave like the official debian images the aliases replace.
+BASE_CHANGES: tuple[str, ...] = (
+    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "ENV LANG=C.UTF-8",
+    'CMD ["bash"]',
+)
+
+#: FROM references that cannot be pulled here, mapped to local images. A workspace's bandpass.toml
+#: ``[images.aliases]`` extends/overrides this (the caller merges and passes the result).
+DEFAULT_IMAGE_ALIASES: dict[str, str] = {
+    ref: BASE_TAG
+    for ref in (
+        "debian:bookworm-slim",
+        "debian:bookworm",
+        "debian:12",
+        "debian:12-slim",
+        "debian:stable-slim",
+        "debian:latest",
+        "ubuntu:24.04",
+        "ubuntu:22.04",
+        "ubuntu:latest",
+        "python:3.11-slim",
+        "python:3.11-slim-bookworm",
+        "python:3.11",
+        "python:3.12-slim",
+        "python:3.12",
+        "python:3-slim",
+        "python:3.13-slim",
+    )
+}
+
+LogFn = Callable[[str], None]
+
+
+# --------------------------------------------------------------------------------------------- FROM rewrite
+
+_FROM_RE = re.compile(
+    r"^(?P<head>\s*FROM\s+(?:--[A-Za-z-]+=\S+\s+)*)(?P<image>[^\s#]+)(?P<tail>.*)$",
+    re.IGNORECASE,
+)
+_AS_RE = re.compile(r"^\s+AS\s+(?P<name>\S+)", re.IGNORECASE)
+
+
+def normalize_ref(ref: str) -> str:
+    """Canonical ``name:tag`` for matching: drops ``docker.io/``, ``library/``, a digest; adds ``:latest``.
+
+    A digest pin is dropped for matching because the alias replaces the image anyway; the original text
+    (with its digest) is what gets reported.
+    """
+    ref = ref.strip().split("@", 1)[0]
+    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+        if ref.startswith(prefix):
+            ref = ref[len(prefix) :]
+            break
+    if ref.startswith("library/"):
+        ref = ref[len("library/") :]
+    last = ref.rsplit("/", 1)[-1]
+    if ":" not in last:
+        ref += ":latest"
+    return ref
+
+
+def rewrite_from(
+    dockerfile_text: str,
+    aliases: Mapping[str, str],
+    *,
+    is_local: Callable[[str], bool] | Collection[str] | None = None,
+) -> tuple[str, list[tuple[str, str]]]:
+    """Replace each ``FROM`` image that is not available locally but has an alias.
+
+    Returns the new text and the ``(original, alias)`` pairs used, in order, without duplicates. Stage
+    names (``FROM builder``), ``scratch`` and references containing variables are left alone: the first two
+    are not images, and ARG-substituted names cannot be resolved without evaluating the build.
+    ``is_local`` says which references already exist in the engine (callable or collection); a local image
+    always wins over an alias, so a curator who loads the real image gets the real environment.
+    """
+    norm_aliases = {normalize_ref(k): v for k, v in aliases.items()}
+    if is_local is None:
+
+        def local(_ref: str) -> bool:
+            return False
+    elif callable(is_local):
+        local = is_local
+    else:
+        local_set = {normalize_ref(r) for r in is_local}
+
+        def local(ref: str) -> bool:
+            return normalize_ref(ref) in local_set
+
+    stages: set[str] = set()
+    used: list[tuple[str, str]] = []
+    out: list[str] = []
+    continued = False
+    for line in dockerfile_text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        was_continued, continued = continued, body.rstrip().endswith("\\")
+        if was_continued or body.lstrip().startswith("#"):
+            out.append(line)
+            continue
+        m = _FROM_RE.match(body)
+        if not m:
+            out.append(line)
+            continue
+        image, tail = m.group("image"), m.group("tail")
+        as_match = _AS_RE.match(tail)
+        replacement = None
+        if image.lower() != "scratch" and "$" not in image and image not in stages:
+            target = norm_aliases.get(normalize_ref(image))
+            if target is not None and not local(image):
+                replacement = target
+        if as_match:
+            stages.add(as_match.group("name"))
+        if replacement is None:
+            out.append(line)
+            continue
+        if (image, replacement) not in used:
+            used.append((image, replacement))
+        newline = line[len(body) :]
+        out.append(f"{m.group('head')}{replacement}{tail}{newline}")
+    return "".join(out), used
+
+
+def from_refs(dockerfile_text: str) -> list[str]:
+    """Images named by ``FROM`` lines (stage references, ``scratch`` and ``$VAR`` names excluded)."""
+    refs: list[str] = []
+    stages: set[str] = set()
+    continued = False
+    for line in dockerfile_text.splitlines():
+        was_continued, continued = continued, line.rstrip().endswith("\\")
+        if was_continued or line.lstrip().startswith("#"):
+            continue
+        m = _FROM_RE.match(line)
+        if not m:
+            continue
+        image = m.group("image")
+        if image.lower() != "scratch" and "$" not in image and image not in stages and image not in refs:
+            refs.append(image)
+        as_match = _AS_RE.match(m.group("tail"))
+        if as_match:
+            stages.add(as_match.group("name"))
+    return refs
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def image_exists(client: docker.DockerClient, ref: str) -> bool:
+    try:
+        client.images.get(ref)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def slugify(name: str) -> str:
+    """A Docker repository component from a task directory name (lowercase, ``[a-z0-9._-]``)."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower())
+    slug = re.sub(r"[._-]{2,}", "-", slug).strip("._-")
+    return slug[:100] or "task"
+
+
+def task_image_tag(task_dir: Path, version_hash: str) -> str:
+    return f"bandpass-task/{slugify(task_dir.name)}:{version_hash[:16]}"
+
+
+# --------------------------------------------------------------------------------------------- base image
+
+
+def _run_streaming(cmd: list[str], on_log: LogFn | None, *, timeout: float) -> int:
+    """Run a command, feeding each output line to ``on_log`` as it arrives (debootstrap is chatty and slow;
+    the curator should see it move)."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if on_log:
+            on_log(line.rstrip("\n"))
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    try:
+        return proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return -9
+
+
+def _ensure_debootstrap(on_log: LogFn | None) -> str:
+    found = shutil.which("debootstrap") or (
+        os.path.exists("/usr/sbin/debootstrap") and "/usr/sbin/debootstrap"
+    )
+    if found:
+        return str(found)
+    env_cmd = ["env", "DEBIAN_FRONTEND=noninteractive"]
+    if _run_streaming([*env_cmd, "apt-get", "update", "-qq"], on_log, timeout=300) != 0:
+        raise RuntimeError("apt-get update failed while installing debootstrap")
+    if _run_streaming([*env_cmd, "apt-get", "install", "-y", "-qq", "debootstrap"], on_log, timeout=300) != 0:
+        raise RuntimeError("apt-get install debootstrap failed")
+    found = shutil.which("debootstrap") or "/usr/sbin/debootstrap"
+    return str(found)
+
+
+def _mounts_under(root: Path) -> list[str]:
+    root_s = str(root.resolve())
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    points = [ln.split()[1].replace("\\040", " ") for ln in lines if len(ln.split()) > 1]
+    return sorted((p for p in points if p == root_s or p.startswith(root_s + "/")), key=len, reverse=True)
+
+
+def _remove_rootfs(root: Path, on_log: LogFn | None) -> None:
+    """Delete a debootstrap target. A debootstrap that died mid-way can leave /proc or /sys mounted inside
+    it; deleting through a live mount would be destructive, so unmount first and refuse if that fails."""
+    for point in _mounts_under(root):
+        subprocess.run(["umount", "-l", point], capture_output=True)
+    remaining = _mounts_under(root)
+    if remaining:
+        if on_log:
+            on_log(f"[bandpass] not deleting {root}: still mounted: {', '.join(remaining)}")
+        return
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _check_import_result(raw: Any) -> str:
+    """The import endpoint answers 200 even on failure, with the error inside its JSON stream."""
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    image_id = ""
+    for chunk in text.splitlines():
+        chunk = chunk.strip()
+        if not chunk:
+            continue
+        try:
+            obj = json.loads(chunk)
+        except json.JSONDecodeError:
+            continue
+        if obj.get("error") or obj.get("errorDetail"):
+            raise RuntimeError(f"docker import failed: {obj.get('error') or obj.get('errorDetail')}")
+        if isinstance(obj.get("status"), str) and obj["status"].startswith("sha256:"):
+            image_id = obj["status"]
+    return image_id
+
+
+def import_rootfs(
+    client: docker.DockerClient,
+    rootfs_dir: Path,
+    tag: str,
+    *,
+    changes: Iterable[str] = BASE_CHANGES,
+) -> str:
+    """``tar -C rootfs_dir -c . | docker import`` through the SDK; returns the image id.
+
+    The tarball is written by GNU tar (it keeps owners, modes, device nodes, hard links and xattrs the
+    way debootstrap made them, which Python's tarfile does not fully) to a temp file next to the rootfs,
+    then sent with ``import_image_from_file`` (no request timeout, known length). Streaming tar's stdout
+    straight in as a chunked request also works but turns a tar failure into a half-imported image.
+    """
+    repository, _, tag_part = tag.rpartition(":")
+    if not repository or "/" in tag_part:
+        repository, tag_part = tag, "latest"
+    fd, tar_path = tempfile.mkstemp(prefix="bandpass-rootfs-", suffix=".tar", dir=rootfs_dir.parent)
+    os.close(fd)
+    try:
+        proc = subprocess.run(
+            ["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs_dir), "-cf", tar_path, "."],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"tar of {rootfs_dir} failed: {proc.stderr.strip()[-300:]}")
+        raw = client.api.import_image_from_file(
+            tar_path, repository=repository, tag=tag_part, changes=list(changes)
+        )
+        image_id = _check_import_result(raw)
+        return image_id or client.images.get(tag).id
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tar_path)
+
+
+def build_base_image(
+    client: docker.DockerClient,
+    tag: str = BASE_TAG,
+    *,
+    force: bool = False,
+    packages: Iterable[str] = BASE_PACKAGES,
+    on_log: LogFn | None = None,
+    mirror: str = DEBIAN_MIRROR,
+    suite: str = BASE_SUITE,
+    timeout_sec: float = 900,
+) -> str:
+    """Build the offline base image with debootstrap (~1 min, ~280 MB) unless ``tag`` already exists.
+
+    Returns the tag. Raises RuntimeError on failure: unlike task builds this is an operator action
+    (``bandpass doctor --fix``), so a loud error is the right answer.
+    """
+    if not force and image_exists(client, tag):
+        if on_log:
+            on_log(f"[bandpass] {tag} present, not rebuilding")
+        return tag
+    debootstrap = _ensure_debootstrap(on_log)
+    work = Path(tempfile.mkdtemp(prefix="bandpass-base-", dir=os.environ.get("BANDPASS_TMP") or "/var/tmp"))
+    rootfs = work / "rootfs"
+    try:
+        cmd = [
+            debootstrap,
+            "--variant=minbase",
+            f"--include={','.join(packages)}",
+            suite,
+            str(rootfs),
+            mirror,
+        ]
+        if on_log:
+            on_log("[bandpass] " + " ".join(cmd))
+        rc = _run_streaming(cmd, on_log, timeout=timeout_sec)
+        if rc != 0:
+            raise RuntimeError(f"debootstrap exited {rc}; see the build log")
+        # pip in the python:* images installs system-wide; Debian's PEP 668 marker would make the same
+        # `RUN pip install ...` fail here only because of the alias.
+        for marker in rootfs.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
+            marker.unlink()
+        for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for f in (rootfs / cache).glob("*"):
+                if f.is_file():
+                    f.unlink()
+        if on_log:
+            on_log(f"[bandpass] importing rootfs as {tag}")
+        import_rootfs(client, rootfs, tag)
+        if on_log:
+            on_log(f"[bandpass] {tag} ready")
+        return tag
+    finally:
+        _remove_rootfs(work, on_log)
+
+
+# --------------------------------------------------------------------------------------------- task images
+
+
+@dataclass
+class BuildResult:
+    tag: str
+    ok: bool
+    log: str
+    aliases_used: list[tuple[str, str]] = field(default_factory=list)
+    cached: bool = False
+    duration: float = 0.0
+    #: Short reason when ok is False ("timeout", "error", "no Dockerfile", ...): the log has the detail.
+    error: str | None = None
+
+
+class _LineSplitter:
+    """Build output arrives as JSON chunks holding partial or multiple lines; emit whole lines."""
+
+    def __init__(self, emit: LogFn) -> None:
+        self._buf = ""
+        self._emit = emit
+
+    def feed(self, text: str) -> None:
+        self._buf += text.replace("\r\n", "\n")
+        *lines, self._buf = self._buf.split("\n")
+        for line in lines:
+            self._emit(line)
+
+    def flush(self) -> None:
+        if self._buf:
+            self._emit(self._buf)
+            self._buf = ""
+
+
+def _shutdown_response(resp: Any) -> None:
+    """Cut the HTTP connection of a streaming build. The daemon cancels a build whose client went away,
+    which is the only way to stop a legacy-builder build from outside."""
+    import socket
+
+    candidates = [
+        getattr(getattr(resp, "raw", None), "_connection", None),
+        getattr(getattr(getattr(resp, "raw", None), "_fp", None), "fp", None),
+    ]
+    for cand in candidates:
+        sock = getattr(cand, "sock", None)
+        if sock is None:
+            raw = getattr(cand, "raw", None)
+            sock = getattr(raw, "_sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception):
+        resp.close()
+
+
+def build_task_image(
+    client: docker.DockerClient,
+    task_dir: Path,
+    version_hash: str,
+    *,
+    aliases: Mapping[str, str] | None = None,
+    timeout_sec: float = 600,
+    network: str = "host",
+    on_log: LogFn | None = None,
+    bus: EventBus | None = None,
+) -> BuildResult:
+    """Build ``task_dir/environment`` as ``bandpass-task/<slug>:<hash[:16]>``; cached per version hash.
+
+    Never raises for a failing build (bad RUN, missing base, timeout): the result carries ok=False and the
+    full log, and the caller records ``infra_error:image_build_failed``. The task's files are not touched:
+    the rewritten Dockerfile lives in a temp file the SDK injects into the context tarball.
+    ``network`` is the *build* network (``host`` so ``RUN apt-get install`` reaches the mirror); episodes
+    get their own, normally none.
+    """
+    task_dir = Path(task_dir)
+    tag = task_image_tag(task_dir, version_hash)
+    aliases = DEFAULT_IMAGE_ALIASES if aliases is None else aliases
+    started = time.monotonic()
+    lines: list[str] = []
+
+    def emit(line: str) -> None:
+        lines.append(line)
+        if on_log:
+            on_log(line)
+        if bus is not None:
+            bus.publish(BuildLog(image=tag, line=line))
+
+    def result(ok: bool, used: list[tuple[str, str]], *, cached: bool = False, error: str | None = None):
+        return BuildResult(
+            tag=tag,
+            ok=ok,
+            log="\n".join(lines),
+            aliases_used=used,
+            cached=cached,
+            duration=time.monotonic() - started,
+            error=error,
+        )
+
+    try:
+        existing = client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        existing = None
+    if existing is not None:
+        labels = (existing.attrs.get("Config") or {}).get("Labels") or {}
+        try:
+            used = [tuple(p) for p in json.loads(labels.get("bandpass.aliases", "[]"))]
+        except (ValueError, TypeError):
+            used = []
+        emit(f"[bandpass] {tag} cached")
+        return result(True, used, cached=True)  # type: ignore[arg-type]
+
+    context = task_dir / "environment"
+    dockerfile = context / "Dockerfile"
+    if not dockerfile.is_file():
+        emit(f"[bandpass] no Dockerfile at {dockerfile}")
+        return result(False, [], error="no Dockerfile")
+
+    text, used = rewrite_from(dockerfile.read_text(), aliases, is_local=lambda ref: image_exists(client, ref))
+    for original, alias in used:
+        emit(f"[bandpass] FROM {original} -> {alias} (alias: {original} cannot be pulled here)")
+        if not image_exists(client, alias):
+            emit(f"[bandpass] alias target {alias} is missing — `bandpass doctor --fix` builds it")
+    for ref in from_refs(text):
+        if ref not in {a for _, a in used} and not image_exists(client, ref):
+            emit(
+                f"[bandpass] FROM {ref}: not in the engine and no alias; no registry is reachable here "
+                "— add it to [images.aliases] in bandpass.toml"
+            )
+
+    with tempfile.TemporaryDirectory(prefix="bandpass-build-") as tmp:
+        df_path = Path(tmp) / "Dockerfile"
+        df_path.write_text(text)
+        return _stream_build(
+            client,
+            context=context,
+            dockerfile=df_path,
+            tag=tag,
+            labels={
+                "bandpass.task": slugify(task_dir.name),
+                "bandpass.version": version_hash,
+                "bandpass.aliases": json.dumps(used),
+            },
+            network=network,
+            timeout_sec=timeout_sec,
+            emit=emit,
+            finish=lambda ok, err: result(ok, used, error=err),
+        )
+
+
+def _stream_build(
+    client: docker.DockerClient,
+    *,
+    context: Path,
+    dockerfile: Path,
+    tag: str,
+    labels: dict[str, str],
+    network: str,
+    timeout_sec: float,
+    emit: LogFn,
+    finish: Callable[[bool, str | None], BuildResult],
+) -> BuildResult:
+    """Run the build on a worker thread so the caller's deadline holds even while a RUN step is silent.
+
+    A dedicated client is used so its streaming response can be cut on timeout without disturbing the
+    shared client's connection pool.
+    """
+    # Same engine as ``client`` (both come from the environment); no read timeout: our deadline rules.
+    api = docker.from_env(version=client.api.api_version, timeout=None).api
+    holder: dict[str, Any] = {}
+    real_post = api._post
+
+    def capturing_post(*args: Any, **kwargs: Any) -> Any:
+        resp = real_post(*args, **kwargs)
+        holder["response"] = resp
+        return resp
+
+    api._post = capturing_post  # type: ignore[method-assign]
+    state: dict[str, Any] = {"error": None, "exc": None, "done": False}
+    splitter = _LineSplitter(emit)
+    stop = threading.Event()
+
+    def worker() -> None:
+        try:
+            for chunk in api.build(
+                path=str(context),
+                dockerfile=str(dockerfile),
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                network_mode=network,
+                labels=labels,
+            ):
+                if stop.is_set():
+                    break
+                if "stream" in chunk:
+                    splitter.feed(chunk["stream"])
+                elif "error" in chunk or "errorDetail" in chunk:
+                    splitter.flush()
+                    msg = chunk.get("error") or (chunk.get("errorDetail") or {}).get("message", "")
+                    state["error"] = str(msg).strip()
+                    emit(f"[error] {state['error']}")
+                elif "status" in chunk:
+                    splitter.feed(f"{chunk['status']} {chunk.get('progress', '')}".rstrip() + "\n")
+            splitter.flush()
+        except Exception as exc:  # connection cut, daemon gone, bad context: all are build failures here
+            if not stop.is_set():
+                state["exc"] = exc
+        finally:
+            state["done"] = True
+
+    thread = threading.Thread(target=worker, name=f"build {tag}", daemon=True)
+    thread.start()
+    thread.join(timeout_sec)
+    if thread.is_alive():
+        stop.set()
+        if "response" in holder:
+            _shutdown_response(holder["response"])
+        thread.join(5)
+        splitter.flush()
+        emit(f"[bandpass] build timed out after {timeout_sec:g} s")
+        with contextlib.suppress(Exception):
+            api.close()
+        return finish(False, "timeout")
+    with contextlib.suppress(Exception):
+        api.close()
+    if state["exc"] is not None:
+        emit(f"[bandpass] build failed: {type(state['exc']).__name__}: {state['exc']}")
+        return finish(False, "error")
+    if state["error"]:
+        return finish(False, "error")
+    if not image_exists(client, tag):
+        emit(f"[bandpass] build ended without producing {tag}")
+        return finish(False, "no image")
+    return finish(True, None)
+
+
+# --------------------------------------------------------------------------------------------- audit helpers
+
+
+def image_contains(client: docker.DockerClient, tag: str, paths: Iterable[str]) -> dict[str, bool]:
+    """Which of ``paths`` exist in the image's filesystem (e.g. /tests, /solution: a leaked answer).
+
+    Uses a created-but-never-started container and the archive HEAD endpoint, so nothing in the image
+    runs and no shell is needed in it.
+    """
+    container = client.containers.create(
+        tag, command=["true"], labels={"bandpass": "1", "bandpass.role": "probe"}
+    )
+    try:
+        found: dict[str, bool] = {}
+        for path in paths:
+            url = client.api._url("/containers/{0}/archive", container.id)
+            resp = client.api.head(url, params={"path": path})
+            found[path] = resp.status_code == 200
+        return found
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True)
+
+
+__all__ = [
+    "BASE_CHANGES",
+    "BASE_PACKAGES",
+    "BASE_TAG",
+    "DEFAULT_IMAGE_ALIASES",
+    "BuildResult",
+    "build_base_image",
+    "build_task_image",
+    "from_refs",
+    "image_contains",
+    "image_exists",
+    "import_rootfs",
+    "normalize_ref",
+    "rewrite_from",
+    "slugify",
+    "task_image_tag",
+]
