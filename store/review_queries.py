@@ -145,3 +145,29 @@ def stored_diagnosis(s: Session, episode_id: int) -> dict[str, Any] | None:
     )
     row = res.mappings().first()
     return dict(row) if row is not None else None
+
+
+def diagnosis_table_code(row: dict[str, Any]) -> str:
+    """The ``class.subclass`` (plus confidence when stored) of a row :func:`stored_diagnosis` returned."""
+    code = next((str(row[c]) for c in _CODE_COLUMNS if row.get(c)), "")
+    if not code and row.get("tag_class"):
+        code = f"{row['tag_class']}.{row.get('subclass', '')}"
+    conf = row.get("confidence")
+    return f"{code} (confidence {conf})" if code and conf is not None else code
+
+
+def accepted_tag(s: Session, review: ReviewSuggestion) -> FailureTag | None:
+    """The live tag a curator wrote by accepting ``review``: it must still exist, be uncleared and carry
+    the review's episode and code. An undone tag is deleted and SQLite may reuse its id, so the id
+    alone proves nothing."""
+    if review.accepted_tag_id is None:
+        return None
+    tag = s.get(FailureTag, review.accepted_tag_id)
+    if (
+        tag is None
+        or tag.cleared
+        or tag.episode_id != review.episode_id
+        or (tag.tag_class, tag.subclass) != (review.tag_class, review.subclass)
+    ):
+        return None
+    return tag

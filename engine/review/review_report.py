@@ -100,9 +100,10 @@ def review_report(ws: Workspace, *, model: str | None = None, independent: bool 
     with session(ws.engine) as s:
         labels = rq.curator_labels(s)
         reviews = rq.all_reviews(s, model=model)
+        live = {r.id: t.id for r in reviews if (t := rq.accepted_tag(s, r)) is not None}
         diagnoses = rq.stored_diagnoses(s)
         s.expunge_all()
-    accepted_tags = {r.accepted_tag_id for r in reviews if r.accepted_tag_id is not None}
+    accepted_tags = set(live.values())
     if independent:
         labels = {e: v for e, v in labels.items() if v[1] not in accepted_tags}
     report = ReviewReport(curated_episodes=len(labels), independent=independent)
@@ -115,7 +116,7 @@ def review_report(ws: Workspace, *, model: str | None = None, independent: bool 
         fig.reviewed_episodes = len({r.episode_id for r in rows})
         fig.by_status = dict(Counter(r.status for r in rows))
         fig.api_retries = sum(r.api_retries for r in rows)
-        fig.accepted = sum(1 for r in rows if r.accepted_tag_id is not None)
+        fig.accepted = sum(1 for r in rows if r.id in live)
         known = [r.cost_usd for r in rows if r.cost_usd is not None]
         fig.cost_unknown_reviews = len(rows) - len(known)
         fig.cost_usd = sum(known) if known else None

@@ -194,13 +194,15 @@ def reviews_cmd(
             for r in rq.all_reviews(s):
                 latest[r.episode_id] = r
             rows = list(latest.values())
+        accepted = {r.id: t.id for r in rows if (t := rq.accepted_tag(s, r)) is not None}
         s.expunge_all()
     if as_json:
         typer.echo(json.dumps([_review_dict(r) for r in rows], indent=2, default=str))
         return
     for r in rows:
         code = f"{r.tag_class}.{r.subclass}" if r.tag_class else "none"
-        acc = f"  accepted as tag {r.accepted_tag_id}" if r.accepted_tag_id is not None else ""
+        live = accepted.get(r.id)  # type: ignore[arg-type]
+        acc = f"  accepted as tag {live}" if live is not None else ""
         cost = "cost ?" if r.cost_usd is None else f"${r.cost_usd:.4f}"
         typer.echo(
             f"#{r.id:<5} ep {r.episode_id:<6} {r.status:<8} {r.verdict:<10} {code:<34} "
