@@ -198,9 +198,11 @@ def render_review_report(report: ReviewReport) -> Group:
             str(f.dropped_codes) if f.kind == "review" else "n/a",
             str(f.accepted) if f.kind == "review" else "n/a",
         )
-    if report.diagnosis is None:
-        table.add_row("deterministic diagnosis", "unavailable: " + report.diagnosis_unavailable, *[""] * 9)
     parts.append(table)
+    if report.diagnosis is None:
+        parts.append(
+            Text(f"deterministic diagnosis: unavailable ({report.diagnosis_unavailable})", style="yellow")
+        )
     for f in sugg:
         if not f.agreement or not f.agreement.per_class:
             continue

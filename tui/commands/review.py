@@ -42,7 +42,8 @@ def review_cmd(
     ] = None,
     sample: Annotated[int, typer.Option("--sample", help="Members of --cluster to review.", min=1)] = 5,
     model: Annotated[
-        str | None, typer.Option("--model", help="Claude model (default: bandpass.toml [generator] model).")
+        str | None,
+        typer.Option("--model", help="Claude model (default: the generator's model in bandpass.toml)."),
     ] = None,
     prompt: Annotated[str, typer.Option("--prompt", help="Reviewer prompt version.")] = "v1",
     budget_usd: Annotated[
