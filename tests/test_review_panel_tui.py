@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from sqlalchemy import text
 from textual.app import App
 from textual.screen import Screen
@@ -15,6 +16,8 @@ from store import queries as q
 from store import review_queries as rq
 from store.db import session
 from tests._replay_data import make_episode
+from tests.servers.anthropic_server import Reply, running_server, tool
+from tests.servers.anthropic_server import text as say
 from tui.screens.replay import ReplayScreen
 from tui.screens.tag_queue import TagQueueScreen
 from tui.widgets.review_panel import ReviewPanel
@@ -137,7 +140,39 @@ async def test_an_episode_without_review_says_how_to_get_one(workspace: Workspac
     app = Host(screen)
     async with app.run_test(size=(170, 50)) as pilot:
         await pilot.pause()
-        assert f"none yet (bandpass review {eid})" in panel_text(screen)
+        assert f"none yet (R: ask Claude, or bandpass review {eid})" in panel_text(screen)
         await pilot.press("y")
         await pilot.pause()
         assert tags_of(workspace, eid) == []
+
+
+async def test_R_asks_claude_in_the_background_and_the_panel_shows_the_result(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eid = make_episode(workspace)
+    answer = tool(
+        "submit_review",
+        verdict="false_fail",
+        code="invalidity.wrong_ground_truth",
+        citations=[{"source": "verifier", "quote": "AssertionError: expected 42"}],
+        explanation="The test expects 42 where the instruction asks for something else.",
+    )
+    with running_server() as srv:
+        srv.script("claude-sonnet-4-5", [Reply([say("Reviewing."), answer])])  # the default model
+        monkeypatch.setenv("ANTHROPIC_API_KEY", srv.api_key)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+        screen = TagQueueScreen(workspace, tagger=Tagger(workspace, author="pilot"))
+        app = Host(screen)
+        async with app.run_test(size=(170, 50)) as pilot:
+            await pilot.pause()
+            assert "none yet" in panel_text(screen)
+            await pilot.press("R")
+            for _ in range(500):  # wait for the worker's review to land in the panel
+                if "invalidity.wrong_ground_truth" in panel_text(screen):
+                    break
+                await pilot.pause(0.05)
+            assert "invalidity.wrong_ground_truth" in panel_text(screen)
+            assert tags_of(workspace, eid) == []  # still only a suggestion
+            await pilot.press("y")
+            await pilot.pause()
+            assert tags_of(workspace, eid) == ["invalidity.wrong_ground_truth"]

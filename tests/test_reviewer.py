@@ -23,7 +23,7 @@ from engine.core.workspace import Workspace
 from engine.generator.api import RetryPolicy
 from engine.review.review_context import build_episode_context
 from engine.review.review_scope import cluster_summary, failure_clusters, select_episodes, spread_sample
-from engine.review.reviewer import ReviewError, accept_review, review_episodes
+from engine.review.reviewer import ReviewError, accept_review, latest_review_summary, review_episodes
 from engine.review.tagging import Tagger
 from store import queries
 from store import review_queries as rq
@@ -123,6 +123,9 @@ def test_a_review_is_stored_as_a_validated_suggestion_never_a_tag(
     ):
         assert expected in prompt, expected
     assert server.api_key.encode() not in workspace.db_path.read_bytes()
+    shown = latest_review_summary(workspace, eid)  # what `bandpass show` embeds
+    assert shown is not None and shown["code"] == "harness.turn_limit" and shown["citations"] == GOOD_CITES
+    assert shown["accepted_tag_id"] is None and latest_review_summary(workspace, eid + 1000) is None
 
 
 def test_unknown_class_missing_step_and_invented_quote_are_dropped_and_counted(

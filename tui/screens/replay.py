@@ -38,7 +38,7 @@ from engine.review.tagging import TagError, Tagger
 from engine.review.taxonomy import TaxonomyError
 from engine.sandbox.asciicast import CastError, read_cast
 from tui.screens.tag_dialog import TagChoice, TagDialog
-from tui.widgets.review_panel import ReviewPanel
+from tui.widgets.review_panel import ReviewPanel, run_summary
 from tui.widgets.screen_commands import ScreenBindingsProvider
 from tui.widgets.step_panel import StepPanel
 from tui.widgets.terminal_view import TerminalView
@@ -74,6 +74,7 @@ class ReplayScreen(Screen[None]):
         Binding("t", "tag", "Tag"),
         Binding("u", "undo", "Undo tag"),
         Binding("y", "accept_review", "Accept review"),
+        Binding("R", "request_review", "Review with Claude"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -419,6 +420,20 @@ class ReplayScreen(Screen[None]):
         label = self.tagger.undo() if self.tagger is not None else None
         self.notify(f"undone: {label}" if label else "nothing to undo", timeout=3)
         self.query_one(ReviewPanel).show(self.source.episode_id)
+
+    def action_request_review(self) -> None:
+        """Claude reviews this episode in the background; the panel repaints when it is stored."""
+        eid = self.source.episode_id
+        if eid is None:
+            self.notify("only an episode can be reviewed (this is a bare cast file)", severity="warning")
+            return
+        self.notify("asking Claude to review this episode…", timeout=3)
+
+        def done(result, error: str) -> None:  # noqa: ANN001 - ReviewRunResult | None
+            message, severity = run_summary(result, error)
+            self.notify(message, severity=severity)  # type: ignore[arg-type]
+
+        self.query_one(ReviewPanel).request([eid], done)
 
     def action_accept_review(self) -> None:
         """Claude's review becomes the curator's tag in one key (undo with u)."""

@@ -21,7 +21,7 @@ from engine.review.reviewer import ReviewError
 from engine.review.tagging import QueueItem, TagError, Tagger, load_queue, similar
 from engine.review.taxonomy import TaxonomyError
 from tui.screens.tag_dialog import TagChoice, TagDialog
-from tui.widgets.review_panel import ReviewPanel
+from tui.widgets.review_panel import ReviewPanel, run_summary
 from tui.widgets.screen_commands import ScreenBindingsProvider
 
 COLUMNS = ("", "episode", "state", "task", "agent", "outcome", "failing tests", "tags / suggestion")
@@ -37,6 +37,7 @@ class TagQueueScreen(Screen[None]):
         Binding("p", "prev_pending", "Previous"),
         Binding("a", "accept_suggestion", "Suggested tag"),
         Binding("y", "accept_review", "Accept review"),
+        Binding("R", "request_review", "Review with Claude"),
         *(Binding(str(k), f"tag_class({k})", f"Tag class {k}", show=False) for k in range(1, 10)),
         Binding("space", "toggle_select", "Select"),
         Binding("S", "select_similar", "Select similar"),
@@ -302,6 +303,18 @@ class TagQueueScreen(Screen[None]):
             f"tagged episode {tag.episode_id}: {tag.tag_class}.{tag.subclass} from the review (u: undo)"
         )
         self.action_refresh(keep=tag.episode_id)
+
+    def action_request_review(self) -> None:
+        """Claude reviews the selection (or the highlighted episode) in the background."""
+        ids = self.targets()
+        self.notify(f"asking Claude to review {len(ids)} episode(s)…", timeout=3)
+
+        def done(result, error: str) -> None:  # noqa: ANN001 - ReviewRunResult | None
+            message, severity = run_summary(result, error)
+            self.notify(message, severity=severity)  # type: ignore[arg-type]
+            self.action_refresh()
+
+        self.query_one(ReviewPanel).request(ids, done)
 
     def action_undo(self) -> None:
         label = self.tagger.undo()

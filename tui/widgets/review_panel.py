@@ -10,13 +10,14 @@ the screen's :class:`~engine.review.tagging.Tagger`, so the screen's undo takes 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
 from textual.widgets import Static
 
 from engine.core.workspace import Workspace
-from engine.review.reviewer import ReviewError, accept_review
+from engine.review.reviewer import ReviewError, ReviewRunResult, accept_review, review_episodes
 from engine.review.tagging import Tagger
 from store import review_queries as rq
 from store.db import session
@@ -24,6 +25,8 @@ from store.models import FailureTag, ReviewSuggestion
 
 #: The key both screens bind to "accept review" (shown in the panel's hint).
 ACCEPT_KEY = "y"
+#: The key both screens bind to "review with Claude".
+REQUEST_KEY = "R"
 
 
 def review_text(
@@ -36,9 +39,8 @@ def review_text(
     out = Text()
     out.append("Claude's review", style="bold")
     if review is None:
-        out.append(
-            f"\nnone yet (bandpass review {episode_id if episode_id is not None else 'EP'})\n", style="dim"
-        )
+        ep = episode_id if episode_id is not None else "EP"
+        out.append(f"\nnone yet ({REQUEST_KEY}: ask Claude, or bandpass review {ep})\n", style="dim")
     else:
         out.append(
             f" #{review.id} · {review.model} / {review.prompt_version} · {review.status}\n", style="dim"
@@ -115,3 +117,34 @@ class ReviewPanel(Static):
         tag = accept_review(self.ws, ok[0].id, tagger=tagger)  # type: ignore[arg-type]
         self.show(self.episode_id)
         return tag
+
+    def request(self, episode_ids: list[int], on_done: Callable[[ReviewRunResult | None, str], None]) -> None:
+        """Asks Claude for new reviews of ``episode_ids`` in a thread worker (network calls never block
+        the UI), then repaints and calls ``on_done(result, error)`` on the UI thread."""
+        ws = self.ws
+        if ws is None or not episode_ids:
+            on_done(None, "no episode to review")
+            return
+
+        def finish(result: ReviewRunResult | None, error: str) -> None:
+            self.show(self.episode_id)
+            on_done(result, error)
+
+        def work() -> None:
+            try:
+                result, error = review_episodes(ws, episode_ids, again=True), ""
+            except Exception as exc:  # noqa: BLE001 - every failure becomes the curator's notification
+                result, error = None, str(exc)
+            self.app.call_from_thread(finish, result, error)
+
+        self.run_worker(work, thread=True, group="review", exit_on_error=False)
+
+
+def run_summary(result: ReviewRunResult | None, error: str) -> tuple[str, str]:
+    """(message, severity) for a notification after :meth:`ReviewPanel.request`."""
+    if result is None:
+        return f"review failed: {error}", "error"
+    by = ", ".join(f"{k} {v}" for k, v in result.as_dict()["by_status"].items()) or "nothing"
+    cost = f"${result.spent_usd:.4f}" if result.cost_known else "cost unknown"
+    bad = result.count("error") or result.skipped_budget
+    return f"reviewed {len(result.results)}: {by} · {cost}", "warning" if bad else "information"
