@@ -300,6 +300,9 @@ def test_no_key_is_a_clear_error(workspace: Workspace, monkeypatch: pytest.Monke
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ReviewError, match="ANTHROPIC_API_KEY is not set"):
         review_episodes(workspace, [eid], model=HAIKU)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-x")
+    with pytest.raises(ReviewError, match=r"nothing to review: episode\(s\) 999"):
+        review_episodes(workspace, [eid, 999], model=HAIKU)
 
 
 def test_accepting_a_review_writes_the_curators_tag_and_undo_removes_it(

@@ -303,6 +303,13 @@ def review_episodes(
         result.warnings.append(f"cost unknown: {exc}")
     key, url = resolve_api(ws, api_key, base_url)
     ids = list(dict.fromkeys(episode_ids))
+    with session(ws.engine) as s:
+        finished = {r.episode.id for r in rq.finished_episodes(s)}
+    bad = [e for e in ids if e not in finished]
+    if bad:
+        raise ReviewError(
+            f"not finished or not existing, nothing to review: episode(s) {', '.join(map(str, bad))}"
+        )
     if not again:
         with session(ws.engine) as s:
             done = {
