@@ -368,3 +368,39 @@ def test_clusters_are_sampled_and_summarised(workspace: Workspace, server: Anthr
     assert summary["majority_share"] == 1.0 and summary["representative_episode"] in ids
     with session(workspace.engine) as s:
         assert {r.cluster for r in rq.all_reviews(s)} == {big.id}
+
+
+def test_scope_by_task_and_pending_and_clear_errors(workspace: Workspace) -> None:
+    from engine.review.review_scope import ScopeError
+
+    a = make_episode(workspace, task="alpha")
+    b = make_episode(workspace, task="beta")
+    passed = make_episode(workspace, task="alpha", outcome="passed")
+    assert select_episodes(workspace, task="alpha") == [a, passed]  # passes too: false passes exist
+    Tagger(workspace, author="cur").tag(b, "harness.turn_limit")
+    assert select_episodes(workspace, pending=True) == [a]  # the tag queue's pending ones
+    assert select_episodes(workspace, [b], task="alpha") == [b, a, passed]
+    with pytest.raises(ScopeError, match="episode 999 does not exist or has not finished"):
+        select_episodes(workspace, [999])
+    with pytest.raises(ScopeError, match="task 'gamma' has no finished episodes"):
+        select_episodes(workspace, task="gamma")
+    with pytest.raises(ScopeError, match="no failure cluster 'nope'"):
+        select_episodes(workspace, cluster="nope")
+
+
+def test_a_stored_diagnosis_reaches_the_prompt_through_its_hook(workspace: Workspace) -> None:
+    from sqlalchemy import text as sql
+
+    eid = make_episode(workspace)
+    with session(workspace.engine) as s:
+        s.connection().execute(
+            sql("CREATE TABLE diagnosis (id INTEGER PRIMARY KEY, episode_id INT, code TEXT, evidence TEXT)")
+        )
+        s.connection().execute(
+            sql(
+                "INSERT INTO diagnosis (episode_id, code, evidence) VALUES (:e, 'harness.action_loop', 'x3')"
+            ),
+            {"e": eid},
+        )
+    body = build_episode_context(workspace, eid).section("DIAGNOSIS (deterministic, no model)") or ""
+    assert "code: harness.action_loop" in body and "evidence: x3" in body
