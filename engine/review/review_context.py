@@ -111,6 +111,15 @@ def step_record(step: Step) -> str:
 def _step_text(step: Step, limits: ContextLimits) -> str:
     action = _action(step)
     lines = [f"--- step {step.index} ---"]
+    if step.observation:  # stored per step: what the policy was shown *before* acting at this step
+        lines.append("screen and output the policy was shown before this step (tail):")
+        lines.append(_tail(clean(step.observation), limits.observation_chars))
+    try:
+        cuts = json.loads(step.cuts_json or "[]")
+    except json.JSONDecodeError:
+        cuts = []
+    if cuts:
+        lines.append("harness cuts: " + json.dumps(cuts)[:300])
     if action.get("analysis"):
         lines.append("analysis: " + _head(clean(str(action["analysis"])), limits.analysis_chars))
     if action.get("plan"):
@@ -121,15 +130,6 @@ def _step_text(step: Step, limits: ContextLimits) -> str:
         lines.append("task_complete: true")
     if not action and step.raw_reply:
         lines.append("unparsed reply: " + _head(clean(step.raw_reply), limits.analysis_chars))
-    try:
-        cuts = json.loads(step.cuts_json or "[]")
-    except json.JSONDecodeError:
-        cuts = []
-    if cuts:
-        lines.append("harness cuts: " + json.dumps(cuts)[:300])
-    if step.observation:
-        lines.append("observation given to the policy (tail):")
-        lines.append(_tail(clean(step.observation), limits.observation_chars))
     return "\n".join(lines)
 
 
