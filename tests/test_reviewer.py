@@ -404,3 +404,19 @@ def test_a_stored_diagnosis_reaches_the_prompt_through_its_hook(workspace: Works
         )
     body = build_episode_context(workspace, eid).section("DIAGNOSIS (deterministic, no model)") or ""
     assert "code: harness.action_loop" in body and "evidence: x3" in body
+
+
+def test_budget_also_stops_a_review_that_would_need_another_call(
+    workspace: Workspace, server: AnthropicServer
+) -> None:
+    eid, other = make_episode(workspace, task="a"), make_episode(workspace, task="b")
+    costly = Reply([malformed("submit_review", '{"verdict": ')], input_tokens=200_000, output_tokens=10)
+    server.script(HAIKU, [costly, submit()])
+    res = run(workspace, server, [eid, other], budget_usd=0.1, concurrency=1)
+    (out,) = res.results
+    assert out.status == "budget" and out.tool_errors == 1 and "budget ran out" in out.error
+    assert res.skipped_budget == [other]
+    assert len(server.message_requests(HAIKU)) == 1  # no second call past the budget
+    with session(workspace.engine) as s:
+        row = rq.latest_review(s, eid)
+        assert row is not None and row.status == "budget" and row.cost_usd == pytest.approx(0.20005)

@@ -145,7 +145,9 @@ def review_cmd(
             )
             if summary["explanation"]:
                 typer.echo(f"  e.g. episode {summary['representative_episode']}: {summary['explanation']}")
-    left = result.skipped_budget or result.skipped_cancelled or result.count("error")
+    left = (
+        result.skipped_budget or result.skipped_cancelled or result.count("error") or result.count("budget")
+    )
     if left:
         raise typer.Exit(1)
 

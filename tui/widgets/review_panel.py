@@ -98,6 +98,7 @@ class ReviewPanel(Static):
             if row is not None:
                 found = rq.diagnosis_table_code(row)
                 diagnosis = found or None
+        self.display = self.ws is not None and episode_id is not None  # a bare cast has no review
         self.update(review_text(self.review, diagnosis, episode_id, accepted))
 
     def accept(self, tagger: Tagger) -> FailureTag:
