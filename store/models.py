@@ -107,6 +107,8 @@ class Episode(SQLModel, table=True):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    node_id: str = ""  # Ray node id of the last try ('' = ran locally); migration episode_node
+    node_address: str = ""  # that node's address
 
 
 class Batch(SQLModel, table=True):

@@ -27,6 +27,7 @@ from engine.sandbox import pool as sandbox_pool
 from engine.sandbox.asciicast import CastWriter
 from engine.sandbox.container import Sandbox, SandboxError, SandboxSpec, classify_docker_error
 from engine.sandbox.docker_engine import DockerUnavailable, get_client
+from engine.sandbox.labels import episode_labels
 from engine.sandbox.terminal import TerminalSession
 from engine.tasks.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image
 from engine.tasks.taskdir import TaskSpec, load_task
@@ -182,7 +183,9 @@ def run_episode(
     for try_no in range(max_infra_retries + 1):
         with session(ws.engine) as s:
             queries.delete_steps(s, episode_id)
-        result = _one_try(ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns)
+        result = _one_try(
+            ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns, batch_id
+        )
         result.retries = try_no
         retryable = (
             outcomes.is_infra(result.outcome) and outcomes.code_of(result.outcome) in outcomes.RETRYABLE_INFRA
@@ -223,6 +226,7 @@ def _one_try(
     episode_id: int,
     try_no: int,
     verifier_reruns: int,
+    batch_id: str = "",
 ) -> EpisodeResult:
     res = EpisodeResult(episode_id, "", None)
     try:
@@ -285,7 +289,7 @@ def _one_try(
         network=spec.network,
         workdir=spec.workdir,
         episode=episode_id,
-        labels={"bandpass.workspace": str(ws.root)},
+        labels=episode_labels(ws.root, batch_id),  # head workspace + batch, wherever it runs
     )
     try:
         try:  # a pre-started spare when the warm pool has one (engine/sandbox/pool.py), else a cold start
