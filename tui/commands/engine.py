@@ -69,6 +69,9 @@ def gc_cmd(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Do not ask before touching live workspaces.")
     ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Without options: only count, per workspace, what would go.")
+    ] = False,
 ) -> None:
     """Remove containers Bandpass left behind: of one batch or workspace (on every Ray node with
     --ray-address), or, without options, all of them, counted per workspace, asking before live ones."""
@@ -117,15 +120,19 @@ def gc_cmd(
         live = leftovers.live_batches(root) if root else []
         if live:
             ask = f"{name}: {len(containers)} container(s), batch(es) {', '.join(live)} running now. Remove?"
-            if not yes and not (sys.stdin.isatty() and typer.confirm(ask, default=False)):
+            if dry_run or (not yes and not (sys.stdin.isatty() and typer.confirm(ask, default=False))):
                 typer.echo(
                     f"{name}: kept {len(containers)} container(s) (live: {', '.join(live)}; --yes removes)"
                 )
                 continue
+        if dry_run:
+            typer.echo(f"{name}: would remove {len(containers)} container(s)")
+            continue
         n = leftovers.remove(client, containers)
         total += n
         typer.echo(f"{name}: removed {n} container(s)")
-    typer.echo(f"removed {total} container(s)")
+    if not dry_run:
+        typer.echo(f"removed {total} container(s)")
 
 
 def _versions(refs: list[str] | None) -> list[tuple[int, str]]:
