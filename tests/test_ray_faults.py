@@ -228,6 +228,10 @@ def test_worker_killed_mid_episode_gets_a_fresh_try_and_nothing_is_left(
         (ep,) = queries.episodes(s, batch_id=bid)
     assert ep.retries == 1 and "try 1 lost with node" in ep.error and killed["address"] in ep.error
     assert ep.node_id == ray_cluster.get_runtime_context().get_node_id() and ep.node_address
+    shown = _cli("-w", str(ws.root), "show", str(ep.id))
+    assert shown.returncode == 0, shown.stderr
+    assert f"ran on   ray node {ep.node_id} at {ep.node_address}" in shown.stdout
+    assert "try 1 lost with node" in shown.stdout
     # The killed try's container and scratch dir are removed by its reaper; the second try's by itself.
     _wait(lambda: not _containers(**{WORKSPACE: str(ws.root)}), 60, "no container of the workspace")
     _wait(lambda: not scratch_dirs(str(ws.root)), 60, "no scratch dir of the workspace")
