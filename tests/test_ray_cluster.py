@@ -10,7 +10,9 @@ the default, so the CLI needs no token.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -61,6 +63,11 @@ def cluster() -> Iterator[str]:
     """``ray start --head`` plus one worker raylet; yields the GCS address; killed by process group."""
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="bp-ray-")
+    # Ray 2.60's `ray start --head` turns token auth on: every raylet and driver (the bandpass CLI) needs
+    # RAY_AUTH_MODE=token and the same token. This cluster's own token, not the user's ~/.ray/auth_token.
+    token = Path(temp) / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    ENV.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
     address = f"127.0.0.1:{port}"
     procs: list[subprocess.Popen[bytes]] = []
     common = ["--num-cpus", "1", "--block", "--disable-usage-stats"]
@@ -83,10 +90,8 @@ def cluster() -> Iterator[str]:
         yield address
     finally:
         for p in reversed(procs):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             p.wait(30)
 
 
