@@ -17,9 +17,11 @@ only on a local filesystem, never across machines), so workers never open it:
   ``EpisodeFinished``.
 
 A head killed mid-batch loses only the episodes in flight: their rows stay ``running`` and
-``bandpass run --resume`` requeues them (Ray cancels the dead driver's tasks). A worker or node that dies
-ends its episode ``infra_error:orchestrator_failure`` (tasks are not retried by Ray: the row is the retry
-unit, and infra errors are excluded from pass@k).
+``bandpass run --resume`` requeues them (Ray kills the dead driver's workers; each worker's detached reaper
+then removes its container and scratch dir, and ``--resume`` runs a clean-up task on every live node). A
+worker or node that dies costs its episode one try: the head starts a fresh task (Ray itself never retries:
+the head counts tries like any infra error) and, once the tries are spent, records
+``infra_error:orchestrator_failure``. Each episode row keeps the Ray node id and address of its last try.
 """
 
 from __future__ import annotations
