@@ -133,8 +133,15 @@ def end_for(exc: BaseException, attempt: Attempt) -> End:
     if isinstance(exc, End):
         return exc
     if isinstance(exc, ApiFailure):
+        attempt.lose(exc.lost)
         attempt.record(
-            {"type": "api_error", "code": exc.code, "detail": exc.detail, "request_id": exc.request_id}
+            {
+                "type": "api_error",
+                "code": exc.code,
+                "detail": exc.detail,
+                "request_id": exc.request_id,
+                "retries": exc.retries,
+            }
         )
         return End("error", [exc.code], detail=exc.detail)
     if isinstance(exc, WaitPastDeadline):
@@ -187,6 +194,7 @@ class Attempt:
             client_factory=ctx.docker_factory,
         )
         self.usage = Usage()
+        self.lost = Usage()  # tokens of broken or unfinished streams: never a turn, kept apart
         self.cost = 0.0
         self.retries = 0
         self.turns = 0
@@ -205,8 +213,13 @@ class Attempt:
 
     def on_retry(self, entry: dict[str, Any]) -> None:
         self.retries += 1
+        if "lost_usage" in entry:
+            self.lose(Usage(**entry["lost_usage"]))
         self.record({"type": "api_retry", **entry})
         self.publish("api_retry", entry)
+
+    def lose(self, usage: Usage) -> None:
+        self.lost.add(usage)
 
     def charge(self, usage: Usage) -> float:
         """Adds one turn's usage; returns its cost (also added to the batch's spend)."""
@@ -237,6 +250,9 @@ class Attempt:
                 cost_usd=round(self.cost, 6),
                 wall_s=self.wall_s(),
                 api_retries=self.retries,
+                turns=self.turns,
+                lost_tokens_in=self.lost.tokens_in,
+                lost_tokens_out=self.lost.output_tokens,
                 transcript_json=json.dumps(self.ctx.redactor.obj(self.transcript), default=str),
                 **fields,
             )
@@ -258,7 +274,10 @@ class Attempt:
         self.record(entry)
         accepted = end.accepted
         self.save(
-            outcome=end.outcome, reason=reason, task_version_id=accepted.version_id if accepted else None
+            outcome=end.outcome,
+            reason=reason,
+            detail=detail,
+            task_version_id=accepted.version_id if accepted else None,
         )
         try:
             self.workbench.close()

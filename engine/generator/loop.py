@@ -7,11 +7,14 @@ retries and the redacted transcript. It ends in exactly one outcome:
 - ``accepted``: submit succeeded; the task was imported with origin ``generated`` and its staging audit
   recorded; ``task_version_id`` points at it.
 - ``rejected``: the meta-agent stopped without an accepted task, or submitted a near-duplicate. ``reason``
-  lists taxonomy codes (the last audit's findings, ``invalidity.duplicate_task``, ``generator.no_submit``).
+  lists taxonomy codes (the last audit's findings, ``invalidity.duplicate_task``, ``generator.no_tool_use``
+  when ``Budget.max_no_tool_turns`` replies came without a tool call, ``generator.refusal``).
 - ``budget_exhausted``: turns, tokens, dollars (attempt or batch) or wall time ran out; ``reason`` starts
   with ``budget.<which>`` followed by the last audit's codes. The scratch folder keeps the partial work.
-- ``error``: the API failed for good (``infra.*``) or Docker was unavailable. Not the prompt's fault, so
-  the yield report keeps it out of the yield's denominator.
+- ``error``: the API failed for good (``infra.generator_*``, ``infra.rate_limited``: unreachable, closed
+  mid-stream, stalled, no stop reason, refused), Docker was unavailable (``infra.daemon_unavailable``) or
+  Bandpass itself failed (``generator.internal_error``, ``generator.prompt_error``). Not the prompt's
+  fault, so the yield report keeps it out of the yield's denominator; ``detail`` holds the one line.
 - ``cancelled``: the curator stopped the batch.
 
 Every step is also a :class:`~engine.core.events.GenerationEvent` on the bus: ``started``, ``text`` (streamed
@@ -122,6 +125,7 @@ def generate_batch(
     accept_warnings: bool = False,
     retry: RetryPolicy | None = None,
     max_tokens_per_turn: int = 8192,
+    api_timeout_s: float = 600.0,
     docker_factory: Callable[[], docker.DockerClient] | None = None,
     on_finished: Callable[[GenerationResult], None] | None = None,
 ) -> BatchResult:
@@ -130,7 +134,8 @@ def generate_batch(
 
     ``budget`` limits each attempt; ``batch_budget_usd`` limits the whole batch (no new attempt starts
     once it is spent, and running ones stop before their next turn). ``target_model`` shows the
-    meta-agent tasks that model already solves above the band as "too easy".
+    meta-agent tasks that model already solves above the band as "too easy". ``api_timeout_s`` bounds
+    every wait on the server (connect, and each read of a stream: a stalled stream fails after it).
     """
     if n < 0:
         raise GeneratorError(f"--n: expected a count >= 0, got {n}")
@@ -155,7 +160,16 @@ def generate_batch(
     bus = default_bus if bus is None else bus
     rng = random.Random(seed)
     too_easy = ctxmod.too_easy_tasks(ws, target_model, prompt.context.too_easy) if target_model else []
-    client = MetaClient(model, api_key=key, base_url=url, retry=retry, max_tokens=max_tokens_per_turn)
+    if api_timeout_s <= 0:
+        raise GeneratorError(f"api timeout: expected seconds > 0, got {api_timeout_s}")
+    client = MetaClient(
+        model,
+        api_key=key,
+        base_url=url,
+        retry=retry,
+        max_tokens=max_tokens_per_turn,
+        timeout_s=api_timeout_s,
+    )
     ctx = GeneratorContext(
         ws=ws,
         client=client,
@@ -240,6 +254,7 @@ def _prepare(
                 "prompt_version": ctx.prompt.name,
                 "model": attempt.model,
                 "base_url": ctx.client.base_url or "(sdk default)",
+                "url": ctx.client.messages_url,
                 "seed_axes": axes.as_dict(),
                 "difficulty": difficulty,
                 "budget": ctx.budget.as_dict(),

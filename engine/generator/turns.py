@@ -156,6 +156,7 @@ class TurnLoop:
                 "content": reply.content,
                 "stop_reason": reply.stop_reason,
                 "request_id": reply.request_id,
+                "message_id": reply.message_id,
                 "usage": reply.usage.__dict__,
                 "cost_usd": round(turn_cost, 6),
             }
@@ -178,13 +179,14 @@ class TurnLoop:
         self.attempt.record({"type": "message", **msg})
 
     def nudge(self, reply: TurnReply) -> None:
-        """A reply without a tool call: asks the model to go on, or ends the attempt past the limit."""
+        """A reply without a tool call — cut at max_tokens or not — counts toward ``max_no_tool_turns``;
+        past it the attempt ends ``rejected`` (``generator.no_tool_use``), else the model is nudged on."""
         a = self.attempt
-        if reply.stop_reason != "max_tokens":
-            self.no_tool_turns += 1
-            if self.no_tool_turns > 2:
-                a.save()
-                raise End("rejected", [*a.audit_codes(), "generator.no_submit"])
+        self.no_tool_turns += 1
+        if self.no_tool_turns >= self.ctx.budget.max_no_tool_turns:
+            limit = self.ctx.budget.max_no_tool_turns
+            detail = f"{self.no_tool_turns} replies without a tool call (limit {limit})"
+            raise End("rejected", [*a.audit_codes(), "generator.no_tool_use"], detail=detail)
         nudge = NUDGE_MAX_TOKENS if reply.stop_reason == "max_tokens" else NUDGE_NO_TOOL
         self.say([{"type": "text", "text": nudge}])
         a.save()
