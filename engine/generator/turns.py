@@ -185,7 +185,8 @@ class TurnLoop:
         self.no_tool_turns += 1
         if self.no_tool_turns >= self.ctx.budget.max_no_tool_turns:
             limit = self.ctx.budget.max_no_tool_turns
-            detail = f"{self.no_tool_turns} replies without a tool call (limit {limit})"
+            n = self.no_tool_turns
+            detail = f"{n} {'reply' if n == 1 else 'replies'} without a tool call (limit {limit})"
             raise End("rejected", [*a.audit_codes(), "generator.no_tool_use"], detail=detail)
         nudge = NUDGE_MAX_TOKENS if reply.stop_reason == "max_tokens" else NUDGE_NO_TOOL
         self.say([{"type": "text", "text": nudge}])
