@@ -163,8 +163,15 @@ def test_stalled_stream_times_out_and_ends_as_unavailable(
 
 def test_nothing_listening_exits_3_with_the_reason_and_the_url(workspace: Workspace) -> None:
     url = f"http://127.0.0.1:{free_port()}"
+    # A batch against a dead server halts after a few attempts in a row instead of retrying all night.
+    batch = run(workspace, url, "sk-ant-test-0123456789", HAIKU, n=6, halt_after_api_failures=2)
+    assert [r.reason for r in batch.results] == ["infra.generator_unavailable"] * 2
+    assert batch.skipped == 4 and "2 attempts in a row failed for the API" in batch.halted
+    assert "Connection refused" in batch.halted
+
     env = {"ANTHROPIC_API_KEY": "sk-ant-test-0123456789", "ANTHROPIC_BASE_URL": url}
-    proc = cli(workspace, "generate", "--n", "1", "--model", HAIKU, "--prompt", "v1-plain", env=env)
+    args = ["--n", "1", "--model", HAIKU, "--prompt", "v1-plain", "--api-retries", "1"]
+    proc = cli(workspace, "generate", *args, env=env)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     line = f"cannot connect to {url}/v1/messages: [Errno 111] Connection refused"
     assert line in proc.stderr and line in proc.stdout  # progress line and the final error line

@@ -40,7 +40,7 @@ from engine.core.events import EventBus
 from engine.core.events import bus as default_bus
 from engine.core.workspace import Workspace
 from engine.generator import context as ctxmod
-from engine.generator.api import MetaClient, RetryPolicy
+from engine.generator.api import MetaClient, RetryPolicy, is_api_code
 from engine.generator.attempt import (
     GENERATIONS_DIR,
     Attempt,
@@ -71,8 +71,10 @@ class GeneratorError(ValueError):
 @dataclass
 class BatchResult:
     results: list[GenerationResult] = field(default_factory=list)
-    skipped: int = 0  # attempts never started: batch budget spent or cancelled
+    skipped: int = 0  # attempts never started: batch budget spent, cancelled, or the generator down
     spent_usd: float = 0.0
+    #: Set when the batch stopped starting attempts because the generator's API kept failing.
+    halted: str = ""
 
     @property
     def accepted(self) -> list[GenerationResult]:
@@ -82,6 +84,7 @@ class BatchResult:
         return {
             "results": [r.as_dict() for r in self.results],
             "skipped": self.skipped,
+            "halted": self.halted,
             "spent_usd": self.spent_usd,
             "accepted": len(self.accepted),
         }
@@ -126,6 +129,7 @@ def generate_batch(
     retry: RetryPolicy | None = None,
     max_tokens_per_turn: int = 8192,
     api_timeout_s: float = 600.0,
+    halt_after_api_failures: int = 3,
     docker_factory: Callable[[], docker.DockerClient] | None = None,
     on_finished: Callable[[GenerationResult], None] | None = None,
 ) -> BatchResult:
@@ -136,6 +140,9 @@ def generate_batch(
     once it is spent, and running ones stop before their next turn). ``target_model`` shows the
     meta-agent tasks that model already solves above the band as "too easy". ``api_timeout_s`` bounds
     every wait on the server (connect, and each read of a stream: a stalled stream fails after it).
+    Once ``halt_after_api_failures`` attempts in a row have ended with an API failure (each after its
+    own retries), no new attempt starts: an overnight batch against a dead server stops within minutes
+    instead of spending hours retrying, and says why in ``BatchResult.halted``.
     """
     if n < 0:
         raise GeneratorError(f"--n: expected a count >= 0, got {n}")
@@ -193,13 +200,15 @@ def generate_batch(
 
     slots: list[GenerationResult | None] = [None] * n
     on_finished_lock = threading.Lock()
+    breaker = _ApiBreaker(halt_after_api_failures)
 
     def job(index: int) -> None:
-        if ctx.cancel.is_set() or ctx.spend.exhausted():
+        if ctx.cancel.is_set() or ctx.spend.exhausted() or breaker.halted:
             return
         axes, diff, sub_seed = plans[index]
         res = generate_one(ctx, axes, diff, random.Random(sub_seed))
         slots[index] = res
+        breaker.saw(res)
         if on_finished is not None:
             with on_finished_lock:
                 on_finished(res)
@@ -219,8 +228,28 @@ def generate_batch(
     # Plan order, not finishing order: result i is the i-th seed drawn, whatever the thread timing.
     result = BatchResult(results=[r for r in slots if r is not None])
     result.skipped = n - len(result.results)
+    result.halted = breaker.halted
     result.spent_usd = ctx.spend.spent
     return result
+
+
+class _ApiBreaker:
+    """Counts attempts in a row that ended with an API failure; past the limit, the batch halts."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.streak = 0
+        self.halted = ""
+        self._lock = threading.Lock()
+
+    def saw(self, res: GenerationResult) -> None:
+        with self._lock:
+            if res.outcome == "error" and is_api_code(res.reason):
+                self.streak += 1
+                if self.limit and self.streak >= self.limit and not self.halted:
+                    self.halted = f"{self.streak} attempts in a row failed for the API; last: {res.detail}"
+            elif res.outcome != "cancelled":
+                self.streak = 0
 
 
 def generate_one(

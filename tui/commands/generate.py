@@ -119,6 +119,10 @@ def generate_cmd(
             "--api-timeout", help="Seconds to wait on the API (connect, each stream read).", min=0.1
         ),
     ] = 600.0,
+    api_retries: Annotated[
+        int,
+        typer.Option("--api-retries", help="Retries of a failed API call before the attempt errs.", min=0),
+    ] = 8,
     check: Annotated[
         bool,
         typer.Option("--check", help="Check endpoint, key, model and tool use with a one-token request."),
@@ -135,7 +139,14 @@ def generate_cmd(
 ) -> None:
     """Have Claude write and self-audit new tasks; accepted ones enter the workspace (origin generated)."""
     from engine.core.events import EventBus, GenerationEvent
-    from engine.generator import Budget, GeneratorError, available_versions, generate_batch, load_prompt
+    from engine.generator import (
+        Budget,
+        GeneratorError,
+        RetryPolicy,
+        available_versions,
+        generate_batch,
+        load_prompt,
+    )
     from engine.generator.api import is_api_code
 
     if list_prompts:
@@ -174,6 +185,7 @@ def generate_cmd(
             accept_warnings=accept_warnings,
             max_tokens_per_turn=max_output_tokens,
             api_timeout_s=api_timeout,
+            retry=RetryPolicy(max_retries=api_retries),
         )
     except GeneratorError as exc:
         raise fail(str(exc), code=2) from None
@@ -186,8 +198,10 @@ def generate_cmd(
         accepted = result.accepted
         typer.echo(
             f"{len(accepted)}/{len(result.results)} accepted, ${result.spent_usd:.4f} spent"
-            + (f", {result.skipped} not started (budget)" if result.skipped else "")
+            + (f", {result.skipped} not started" if result.skipped else "")
         )
+        if result.halted:
+            typer.echo(f"batch halted: {result.halted}")
         for r in accepted:
             typer.echo(f"    {r.task_name}  (generation {r.generation_id})")
     api_failed = [r for r in result.results if r.outcome == "error" and is_api_code(r.reason)]

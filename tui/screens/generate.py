@@ -71,8 +71,11 @@ def describe_result(result: Any) -> str:
     if isinstance(accepted, list) and isinstance(results, list):
         spent = getattr(result, "spent_usd", 0.0) or 0.0
         skipped = getattr(result, "skipped", 0)
-        return f"{len(accepted)} of {len(results)} accepted · ${spent:.2f} spent" + (
-            f" · {skipped} not started" if skipped else ""
+        halted = getattr(result, "halted", "")
+        return (
+            f"{len(accepted)} of {len(results)} accepted · ${spent:.2f} spent"
+            + (f" · {skipped} not started" if skipped else "")
+            + (f" · halted: {halted}" if halted else "")
         )
     return "done" if result is None else str(result)
 
