@@ -367,10 +367,11 @@ class MetaClient:
         stream = self._client.messages.create(
             model=self.model,
             max_tokens=self.max_tokens,
-            system=system,  # type: ignore[arg-type]
-            tools=tools,  # type: ignore[arg-type]
             messages=messages,  # type: ignore[arg-type]
             stream=True,
+            # Left out when empty: some servers refuse an empty tools list or an empty system.
+            **({"system": system} if system else {}),  # type: ignore[arg-type]
+            **({"tools": tools} if tools else {}),  # type: ignore[arg-type]
         )
         request_id = stream.response.headers.get("request-id")
         events = 0
