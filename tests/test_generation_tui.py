@@ -86,3 +86,95 @@ async def test_history_opens_an_attempt_and_check_explains_a_refusal(
             await wait_for(
                 pilot, lambda: any(VLLM_TOOLS_REFUSAL in str(n.message) for n in app._notifications)
             )
+
+
+def test_snapshot_generation_screen(tmp_path: Path, snap_compare: Any) -> None:
+    """A stored attempt with a retry, tool calls, an error result, an audit and an API error ending."""
+    import json
+    from datetime import UTC, datetime
+
+    from store import queries
+    from store.db import session
+
+    ws = Workspace.open(tmp_path / "ws")
+    url = "http://127.0.0.1:8000/v1/messages"
+    usage = {"input_tokens": 1200, "output_tokens": 80, "cache_write_tokens": 0, "cache_read_tokens": 0}
+    transcript = [
+        {"type": "meta", "url": url, "scratch_dir": "generations/000001/gen-1"},
+        {"type": "system", "text": "You write terminal tasks."},
+        {"type": "message", "role": "user", "content": [{"type": "text", "text": "Write a task."}]},
+        {
+            "type": "api_retry",
+            "code": "infra.generator_unavailable",
+            "attempt": 1,
+            "wait_s": 1.2,
+            "detail": f"{url} closed the connection mid-reply: peer closed connection without sending "
+            "complete message body (incomplete chunked read)",
+            "lost_usage": {"input_tokens": 1200, "output_tokens": 3},
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "message_id": "msg_0001",
+            "request_id": "req_0001",
+            "stop_reason": "tool_use",
+            "usage": usage,
+            "cost_usd": 0.0016,
+            "content": [
+                {"type": "text", "text": "I will write a log-parsing task."},
+                {"type": "tool_use", "id": "tu1", "name": "write_file", "input": {"path": "instruction.md"}},
+                {"type": "tool_use", "id": "tu2", "name": "audit", "input": {}},
+            ],
+        },
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "tu1", "content": "wrote 120 bytes to instruction.md"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "tu2",
+                    "content": "audit rejected: invalidity.oracle_fails",
+                    "is_error": True,
+                },
+            ],
+        },
+        {"type": "audit", "verdict": "rejected", "reasons": ["invalidity.oracle_fails"]},
+        {
+            "type": "api_error",
+            "code": "infra.generator_unavailable",
+            "detail": f"cannot connect to {url}: [Errno 111] Connection refused (gave up after 8 retries)",
+        },
+        {"type": "finished", "outcome": "error", "reason": "infra.generator_unavailable"},
+    ]
+    with session(ws.engine) as s:
+        gid = queries.create_generation(
+            s,
+            prompt_version="v2-context",
+            model="claude-sonnet-4-5",
+            difficulty="medium",
+            seed_axes_json=json.dumps({"domain": "logs", "skill": "awk"}),
+            outcome="error",
+            reason="infra.generator_unavailable",
+            detail=f"cannot connect to {url}: [Errno 111] Connection refused (gave up after 8 retries)",
+            turns=1,
+            tokens_in=1200,
+            tokens_out=80,
+            lost_tokens_in=1200,
+            lost_tokens_out=3,
+            cost_usd=0.0016,
+            wall_s=95.0,
+            api_retries=9,
+            transcript_json=json.dumps(transcript),
+            created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        ).id
+    assert gid is not None
+
+    async def run_before(pilot: Any) -> None:
+        await pilot.app.push_screen(GenerationScreen(ws, gid))
+        await wait_for(pilot, lambda: "turn 1" in log_text(pilot.app.screen, "#generation-log"))
+        await pilot.pause(0.2)
+
+    assert snap_compare(
+        BandpassApp(ws, bus=EventBus(), show_path=False), terminal_size=SIZE, run_before=run_before
+    )

@@ -46,8 +46,13 @@ class GenerationScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.action_reload()
+        # After the first layout: a RichLog written before it knows its width wraps at 80 columns.
+        self.call_after_refresh(self.action_reload)
         self.set_interval(REFRESH_S, self._refresh_if_running)
+
+    def on_resize(self) -> None:
+        if self.reading is not None:
+            self._show()
 
     def _refresh_if_running(self) -> None:
         if self.reading is not None and self.reading.outcome == "running":
@@ -72,5 +77,6 @@ class GenerationScreen(Screen[None]):
             return
         v = self.reading
         title.update(f"Generation {v.id} · {v.outcome} · {v.prompt_version} · {v.model}")
+        width = log.scrollable_content_region.width or None  # wrap at the pane, not at 80 columns
         for style, line in render_lines(v, full=self.full):
-            log.write(Text(line, style=style))
+            log.write(Text(line, style=style), width=width)
