@@ -206,7 +206,8 @@ def render_lines(view: GenerationView, *, full: bool = False) -> list[tuple[str,
     add(
         (
             "",
-            f"{view.turns_taken} turns · {view.tokens_in} in / {view.tokens_out} out · "
+            f"{view.turns_taken} turn{'' if view.turns_taken == 1 else 's'} · "
+            f"{view.tokens_in} in / {view.tokens_out} out · "
             f"${view.cost_usd:.4f} · {view.wall_s:.1f}s · {view.api_retries} api retries{lost}",
         )
     )

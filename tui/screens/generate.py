@@ -45,6 +45,7 @@ _KIND_STYLE = {
     "tool_use": "bold cyan",
     "tool_result": "dim",
     "turn": "bold magenta",
+    "api_retry": "yellow",
     "finished": "bold green",
     "error": "bold red",
 }
