@@ -64,10 +64,15 @@ class Generation(SQLModel, table=True):
     wall_s: float = 0.0
     api_retries: int = 0
     transcript_json: str = "[]"
-    outcome: str = "running"  # running | accepted | rejected | budget_exhausted | error
+    outcome: str = "running"  # running | accepted | rejected | budget_exhausted | error | cancelled
     reason: str = ""
     task_version_id: int | None = Field(default=None, foreign_key="task_version.id")
     created_at: datetime = Field(default_factory=utcnow)
+    # schema 5 (generation transcripts): turns taken, tokens of broken streams (kept apart), failure line
+    turns: int = 0
+    lost_tokens_in: int = 0
+    lost_tokens_out: int = 0
+    detail: str = ""
 
 
 class Audit(SQLModel, table=True):
