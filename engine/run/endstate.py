@@ -102,13 +102,21 @@ def capture(
         raise RuntimeError("the container's overlay2 layers are not readable from here")
     state = EndState(cap_bytes=cap_bytes)
     tmp = dest.with_name(dest.name + ".part")
-    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        if use_layer and layers is not None:
-            state.reader = "layer"
-            _capture_layers(layers[0], layers[1], tar, state)
-        else:
+    if use_layer and layers is not None:
+        try:
+            with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+                state.reader = "layer"
+                _capture_layers(layers[0], layers[1], tar, state)
+        except (RecursionError, OSError, ValueError):  # e.g. a policy's 5000-deep directory chain
+            if reader == "layer":
+                raise
+            state = EndState(cap_bytes=cap_bytes)
+            use_layer = False
+    if not use_layer:
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
             state.reader = "engine"
             _capture_engine(client, container, tar, state)
+    _drop_harness_paths(state)
     if state.archived_bytes or any(c.archived for c in state.changes):
         os.replace(tmp, dest)
         state.archive = dest
@@ -116,6 +124,25 @@ def capture(
         tmp.unlink(missing_ok=True)
     state.duration_s = round(time.monotonic() - started, 4)
     return state
+
+
+#: What the engine itself puts in the container's layer: the init binary's (read-only) mount point.
+HARNESS_PATHS = frozenset({"/usr/sbin/docker-init", "/sbin/docker-init"})
+
+
+def _drop_harness_paths(state: EndState) -> None:
+    """Removes the engine's own mount points and the directories listed only because of them."""
+    kept = [c for c in state.changes if c.path not in HARNESS_PATHS]
+    if len(kept) == len(state.changes):
+        return
+    paths = [c.path for c in kept]
+
+    def holds_change(d: str) -> bool:
+        return any(p.startswith(d + "/") for p in paths)
+
+    state.changes = [
+        c for c in kept if not (c.type == "dir" and c.kind == MODIFIED and not holds_change(c.path))
+    ]
 
 
 # --------------------------------------------------------------------------------------- layer reader
@@ -167,6 +194,9 @@ def _capture_layers(upper: Path, lowers: list[Path], tar: tarfile.TarFile, state
             return
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}"
+            if rel in HARNESS_PATHS:
+                state.changes.append(Change(rel, ADDED))  # dropped with its parents afterwards
+                continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -283,6 +313,9 @@ def _capture_engine(
     state.exists_in_image = lambda p: _stat(api, cid, p) is not None
     for d in sorted(diff, key=lambda d: d["Path"]):
         path, kind = d["Path"], _KIND.get(d["Kind"], MODIFIED)
+        if path in HARNESS_PATHS:
+            state.changes.append(Change(path, ADDED))  # dropped with its parents afterwards
+            continue
         if kind == DELETED:
             state.changes.append(Change(path, DELETED))
             continue

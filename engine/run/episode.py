@@ -20,14 +20,17 @@ from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus
 from engine.core.events import bus as default_bus
 from engine.core.workspace import Workspace
 from engine.review import outcomes
-from engine.run import phases
+from engine.run import endstate, guard, phases
 from engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
+from engine.run.endstate import EndState
+from engine.run.guard import Finding
 from engine.run.verifier import VerifierResult, run_verifier
 from engine.sandbox import pool as sandbox_pool
 from engine.sandbox.asciicast import CastWriter
 from engine.sandbox.container import Sandbox, SandboxSpec, classify_docker_error
 from engine.sandbox.docker_engine import DockerUnavailable, get_client
 from engine.sandbox.terminal import TerminalSession
+from engine.tasks import allowances
 from engine.tasks.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image
 from engine.tasks.taskdir import TaskSpec, load_task
 from store import endstate as endstate_store
@@ -84,6 +87,9 @@ class EpisodeResult:
     rerun_rewards: list[float | None] = field(default_factory=list)
     try_errors: list[str] = field(default_factory=list)
     phases: list[dict[str, Any]] = field(default_factory=list)  # the last try's PhaseRecords
+    endstate: EndState | None = None  # what the policy left (the last try's capture)
+    guard_findings: list[Finding] = field(default_factory=list)
+    image: str = ""
 
 
 def image_aliases(ws: Workspace) -> dict[str, str]:
@@ -197,6 +203,20 @@ def run_episode(
             retries=result.retries,
         )
         endstate_store.set_phases(s, episode_id, result.phases)
+        if result.endstate is not None:
+            state = result.endstate
+            endstate_store.record_endstate(
+                s,
+                episode_id,
+                archive=ws.rel(state.archive) if state.archive else "",
+                image=result.image,
+                changes=state.change_dicts(),
+                findings=[f.as_dict() for f in result.guard_findings],
+                archived_bytes=state.archived_bytes,
+                cap_bytes=state.cap_bytes,
+                over_cap=state.over_cap,
+                capture_s=state.duration_s,
+            )
     bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
     return result
 
@@ -345,10 +365,26 @@ class _Trial:
     # --- phase 3: the end state ---------------------------------------------------------------------
 
     def capture(self) -> None:
-        """Every agent process is stopped before anything of the end state is read."""
-        assert self.sandbox is not None
+        """Stops every agent process, records what the policy changed, and checks it with the tamper guard
+        (before ``tests/`` is copied in, so the evidence is the policy's alone)."""
+        assert self.spec is not None and self.sandbox is not None and self.client is not None
         with self.clock.phase(phases.CAPTURE, CAPTURE_TIMEOUT_S):
-            pass
+            self.sandbox.kill_all_processes_except_init()
+            suffix = f".try{self.try_no}" if self.try_no else ""
+            state = endstate.capture(
+                self.client,
+                self.sandbox.container,
+                self.rec_dir / f"endstate{suffix}.tar",
+                cap_bytes=self.ws.config.endstate.cap_bytes,
+            )
+            allow, _problems = allowances.parse(self.spec.metadata)  # the loader reported problems
+            self.res.endstate, self.res.image = state, self.image
+            self.res.guard_findings = guard.check(
+                state.changes, exists_in_image=state.exists_in_image, contents=state.contents, allow=allow
+            )
+            stale = guard.bytecode_to_drop(state.changes)
+            if stale:  # caches only: Python rebuilds them from the unchanged sources
+                self.sandbox.exec(["/bin/rm", "-f", "--", *stale])
 
     # --- phase 4: the verifier ----------------------------------------------------------------------
 
@@ -372,6 +408,7 @@ class _Trial:
                     episode_id=self.episode_id,
                     cols=COLS,
                     rows=ROWS,
+                    agent_stopped=True,
                 )
                 for _ in range(self.verifier_reruns):
                     vc.marker("rerun")
@@ -388,8 +425,10 @@ class _Trial:
     # --- phase 5: the outcome -----------------------------------------------------------------------
 
     def finalise(self, agent_result: AgentResult, verdict: VerifierResult) -> None:
-        """Precedence: the policy's own error, then the verifier's infra error, then the reward."""
+        """Precedence: tampering, the policy's own error, the verifier's infra error, then the reward."""
         with self.clock.phase(phases.FINALISE, 0):
+            if guard.tripped(self.res.guard_findings):
+                raise phases.VerifierTamper(guard.summary(self.res.guard_findings))
             if agent_result.error_code:
                 self.res.outcome = phases.agent_outcome(agent_result.error_code)
                 self.res.detail = agent_result.detail
