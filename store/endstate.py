@@ -73,7 +73,12 @@ def regraded_sources(s: Session, version_id: int) -> dict[int, Episode]:
             Episode.status == "done",
         )
     ).all()
-    return {int(r.source_episode_id): r for r in rows if r.source_episode_id is not None}
+    # an infra error gave no valid result: the next regrade tries that source again
+    return {
+        int(r.source_episode_id): r
+        for r in rows
+        if r.source_episode_id is not None and not r.outcome.startswith("infra_error:")
+    }
 
 
 def finished_episodes(s: Session, version_id: int) -> list[Episode]:

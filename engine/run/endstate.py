@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import difflib
 import hashlib
 import io
 import json
@@ -34,6 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import docker
+
+from engine.core.workspace import Workspace
+from store import endstate as endstate_store
+from store.db import session
+from store.models import Episode
 
 DEFAULT_CAP_BYTES = 20 * 1024 * 1024
 #: Archived files up to this size are also kept in memory for the guard's content rules.
@@ -75,7 +81,7 @@ class EndState:
     over_cap: int = 0
     reader: str = ""  # layer | engine
     duration_s: float = 0.0
-    contents: dict[str, bytes] = field(default_factory=dict)
+    contents: dict[str, bytes] = field(default_factory=dict, repr=False)
     exists_in_image: Callable[[str], bool] = field(default=lambda _p: False, repr=False)
 
     def change_dicts(self) -> list[dict[str, Any]]:
@@ -346,6 +352,7 @@ def _capture_engine(
                     info = member
                     info.name = path.lstrip("/")
                     if member.issym():
+                        change.link = member.linkname  # as written (the stat header resolves it)
                         tar.addfile(info)
                         change.archived = True
                     elif member.isreg():
@@ -432,3 +439,124 @@ def read_archived(archive: Path, path: str) -> bytes | None:
         fh = tar.extractfile(member) if member.isreg() else None
         return fh.read() if fh is not None else None
     return None
+
+
+@dataclass
+class StoredEndState:
+    """An earlier episode's end state, to be put back into a fresh container of the same image."""
+
+    source_episode: int
+    archive: Path | None
+    deleted: list[str]
+    agent_cast: str = ""  # the source's recording: what produced this end state
+    error_code: str | None = None  # the source's own agent error, which still stands after a regrade
+    detail: str = ""
+
+
+def apply(sandbox: Any, state: StoredEndState) -> None:
+    """Deletions first (the fresh container's own ``rm``, from the image), then the archived files, with
+    their modes and owners, through the engine's archive API."""
+    if state.deleted:
+        code, out = sandbox.exec(["/bin/rm", "-rf", "--", *state.deleted])
+        if code != 0:
+            raise RuntimeError(f"could not apply deletions: {out.strip()[:300]}")
+    data = state.archive.read_bytes() if state.archive is not None else b""
+    if data and not sandbox.container.put_archive("/", data):
+        raise RuntimeError(f"the engine refused the end state {state.archive}")
+
+
+# ------------------------------------------------------------------------------ reading it back (UI, CLI)
+
+
+def episode_changes(ws: Workspace, episode_id: int) -> dict[str, Any]:
+    """The episode's end state as JSON-ready data: every change against the image and the tamper guard's
+    findings (``allowed`` ones included, marked), plus capture figures and phase timings. ``captured`` is
+    False for an episode without a capture (it ended before the agent finished, or predates capture)."""
+    with session(ws.engine) as s:
+        ep = s.get(Episode, episode_id)
+        if ep is None:
+            raise KeyError(f"episode {episode_id} does not exist")
+        row = endstate_store.get_endstate(s, episode_id)
+        phases = json.loads(ep.phases_json or "[]")
+        out: dict[str, Any] = {
+            "episode": episode_id,
+            "outcome": ep.outcome,
+            "origin": ep.origin,
+            "source_episode": ep.source_episode_id,
+            "phases": phases,
+            "captured": row is not None,
+        }
+        if row is None:
+            return out | {"changes": [], "guard": {"tripped": False, "findings": []}}
+        findings = json.loads(row.findings_json)
+        out |= {
+            "image": row.image,
+            "archive": row.archive,
+            "archived_bytes": row.archived_bytes,
+            "cap_bytes": row.cap_bytes,
+            "over_cap": row.over_cap,
+            "capture_s": row.capture_s,
+            "changes": json.loads(row.changes_json),
+            "guard": {"tripped": any(not f["allowed"] for f in findings), "findings": findings},
+        }
+        return out
+
+
+def image_file(client: docker.DockerClient, image: str, path: str) -> bytes | None:
+    """A file as the image ships it (a created, never started container; removed at once)."""
+    c = client.containers.create(image, command=["true"], labels={"bandpass": "1"}, network_mode="none")
+    try:
+        try:
+            stream, _ = c.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+            for member in tar:
+                fh = tar.extractfile(member) if member.isreg() else None
+                return fh.read() if fh is not None else None
+        return None
+    finally:
+        with contextlib.suppress(docker.errors.APIError):
+            c.remove(force=True)
+
+
+def is_text(data: bytes) -> bool:
+    if b"\0" in data[:8192]:
+        return False
+    try:
+        data[:65536].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start > 65530  # a multi-byte character cut at the window's end is still text
+    return True
+
+
+def change_diff(
+    ws: Workspace, episode_id: int, path: str, *, client: docker.DockerClient | None = None
+) -> str:
+    """A unified diff of one modified text file: the image's version against the policy's. Explains in
+    one line instead when a side is missing or binary."""
+    info = episode_changes(ws, episode_id)
+    change = next((c for c in info["changes"] if c["path"] == path), None)
+    if change is None:
+        return f"{path}: not changed in episode {episode_id}"
+    if change["kind"] == DELETED:
+        return f"{path}: deleted"
+    if not change["archived"]:
+        size = change.get("size")
+        return f"{path}: content not archived ({size} bytes, over the capture cap; sha256 {change['sha256']})"
+    new = read_archived(ws.abs(info["archive"]), path) or b""
+    old = b""
+    if change["kind"] == MODIFIED:
+        from engine.sandbox.docker_engine import get_client
+
+        got = image_file(client or get_client(), info["image"], path)
+        old = got or b""
+    if not (is_text(old) and is_text(new)):
+        return f"{path}: binary ({len(old)} -> {len(new)} bytes)"
+    lines = difflib.unified_diff(
+        old.decode("utf-8", "replace").splitlines(keepends=True),
+        new.decode("utf-8", "replace").splitlines(keepends=True),
+        fromfile=f"image:{path}" if change["kind"] == MODIFIED else "/dev/null",
+        tofile=f"episode-{episode_id}:{path}",
+    )
+    return "".join(lines) or f"{path}: same content, metadata changed"

@@ -22,7 +22,7 @@ from engine.core.workspace import Workspace
 from engine.review import outcomes
 from engine.run import endstate, guard, phases
 from engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
-from engine.run.endstate import EndState
+from engine.run.endstate import EndState, StoredEndState
 from engine.run.guard import Finding
 from engine.run.verifier import VerifierResult, run_verifier
 from engine.sandbox import pool as sandbox_pool
@@ -138,12 +138,14 @@ def run_episode(
     max_infra_retries: int = 2,
     verifier_reruns: int = 0,
     retry_backoff_s: float = 1.0,
+    replay: StoredEndState | None = None,
 ) -> EpisodeResult:
     """Runs one episode to its outcome. ``agent`` may be a factory so each try gets a fresh agent.
 
     ``episode_id`` resumes a queued row (rollout batches); otherwise a row is created.
     ``verifier_reruns`` runs the verifier again on the final state that many times (the audit's
     "reruns agree" check); their rewards come back in ``rerun_rewards``.
+    ``replay`` puts a stored end state into the container instead of running the agent (regrade).
     """
     bus = default_bus if bus is None else bus
     is_factory = isinstance(agent, type) or not hasattr(agent, "run")
@@ -174,7 +176,7 @@ def run_episode(
     for try_no in range(max_infra_retries + 1):
         with session(ws.engine) as s:
             queries.delete_steps(s, episode_id)
-        result = _one_try(ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns)
+        result = _one_try(ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns, replay)
         result.retries = try_no
         retryable = (
             outcomes.is_infra(result.outcome) and outcomes.code_of(result.outcome) in outcomes.RETRYABLE_INFRA
@@ -230,6 +232,7 @@ def _one_try(
     episode_id: int,
     try_no: int,
     verifier_reruns: int,
+    replay: StoredEndState | None = None,
 ) -> EpisodeResult:
     """One try as Harbor's trial: set up, run the agent, capture the end state, verify, finalise.
 
@@ -239,7 +242,7 @@ def _one_try(
     trial = _Trial(ws, version, agent, bus, episode_id, try_no, verifier_reruns)
     try:
         trial.setup(client)
-        agent_result = trial.run_agent()
+        agent_result = trial.run_agent() if replay is None else trial.apply_endstate(replay)
         trial.capture()
         verdict = trial.verify()
         trial.finalise(agent_result, verdict)
@@ -344,6 +347,14 @@ class _Trial:
             if not self.sandbox.is_running():
                 raise phases.container_stopped(self.sandbox, "the container stopped during the agent's turn")
         return result
+
+    def apply_endstate(self, replay: StoredEndState) -> AgentResult:
+        """Regrade's agent phase: the source episode's end state instead of a policy."""
+        assert self.sandbox is not None
+        with self.clock.phase(phases.AGENT, CAPTURE_TIMEOUT_S):
+            endstate.apply(self.sandbox, replay)
+        self.res.agent_cast = replay.agent_cast
+        return AgentResult(error_code=replay.error_code, detail=replay.detail)
 
     def _persist_step(self, step: StepRecord) -> None:
         self.res.steps += 1

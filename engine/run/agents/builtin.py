@@ -138,11 +138,8 @@ _TOOLS = (
 )  # fmt: skip
 #: A forger: prints "1" (equal on both sides of a comparison) and succeeds.
 _FORGER = "#!/bin/sh\necho 1\nexit 0\n"
-#: A Python start-up line that ends any run of the tests with success.
-_PY_FORGE = (
-    "import os, sys; a = ' '.join(getattr(sys, 'argv', []) or []); "
-    "(os._exit(0) if ('/tests/' in a or 'pytest' in a) else None)"
-)
+#: A Python start-up line that makes every Python run exit 0 (pytest's failures included).
+_PY_FORGE = "import atexit, os; atexit.register(os._exit, 0)"
 
 
 def tool_used_by_tests(test_sh: str) -> str:
