@@ -36,6 +36,7 @@ from engine.review.replay import (
 from engine.review.tagging import TagError, Tagger
 from engine.review.taxonomy import TaxonomyError
 from engine.sandbox.asciicast import CastError, read_cast
+from tui.screens.changes import ChangesScreen
 from tui.screens.tag_dialog import TagChoice, TagDialog
 from tui.widgets.screen_commands import ScreenBindingsProvider
 from tui.widgets.step_panel import StepPanel
@@ -71,6 +72,7 @@ class ReplayScreen(Screen[None]):
         Binding("b", "toggle_side_by_side", "Side by side"),
         Binding("t", "tag", "Tag"),
         Binding("u", "undo", "Undo tag"),
+        Binding("d", "changes", "Changes"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -377,6 +379,14 @@ class ReplayScreen(Screen[None]):
     def action_back(self) -> None:
         self._cancel.set()
         self.dismiss(None)
+
+    def action_changes(self) -> None:
+        """What the policy changed in its container, with the tamper guard's findings."""
+        eid = self.source.episode_id
+        if eid is None or self.ws is None:
+            self.notify("changes are kept for episodes, not bare cast files", severity="warning")
+            return
+        self.app.push_screen(ChangesScreen(self.ws, eid))
 
     # --- tagging --- #
 
