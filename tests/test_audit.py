@@ -18,7 +18,8 @@ from store.db import session
 from tests.conftest import EXAMPLES
 from tests.taskfactory import make_task
 
-pytestmark = pytest.mark.docker
+# The module's fixture audits all eight examples (15 episodes each) in one CLI run: minutes on 2 cores.
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 SOUND = ("access-log-report", "configure-kv-service", "fix-catalog-makefile", "fix-wordfreq")
 FLAWED = {
