@@ -302,3 +302,15 @@ def test_bad_allowances_are_one_line_errors(tmp_path: Path) -> None:
     assert any("[metadata.bandpass.guard].allow" in p and "absolute" in p for p in problems), problems
     assert any("allow_rules" in p and "'no_such_rule'" in p for p in problems), problems
     assert json.dumps(problems)  # plain strings
+
+
+def test_endstate_cap_in_bandpass_toml_is_checked(tmp_path: Path) -> None:
+    from engine.core.config import ConfigError, load_config
+
+    cfg = tmp_path / "bandpass.toml"
+    cfg.write_text("[endstate]\ncap_mb = 5\n")
+    assert load_config(cfg).endstate.cap_bytes == 5 * 1024 * 1024
+    cfg.write_text('[endstate]\ncap_mb = "big"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg)
+    assert str(err.value) == "bandpass.toml: [endstate].cap_mb: expected int or float, got 'big'"

@@ -152,7 +152,7 @@ def check(
         # python_shadow
         if m and c.kind == ADDED and str(PurePosixPath(p).parent) == m.group(1):
             module = m.group(2).removesuffix(".py")
-            if "." not in module and not module.endswith("-info"):
+            if "." not in module and not module.endswith("-info") and module != "__pycache__":
                 shadowed = _shadowed_module(m.group(1), module, exists_in_image, added)
                 if shadowed:
                     flag("python_shadow", c, f"shadows the installed module {shadowed}")
