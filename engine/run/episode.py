@@ -189,6 +189,13 @@ def run_episode(
             client = None  # a dead daemon may have come back: reconnect
     result.try_errors = try_errors
 
+    _store_result(ws, episode_id, result)
+    bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
+    return result
+
+
+def _store_result(ws: Workspace, episode_id: int, result: EpisodeResult) -> None:
+    """The finished row, its phase timings and its end state (with the guard's findings), in one go."""
     errors = [*result.try_errors]
     if result.detail and result.outcome != outcomes.PASSED:
         errors.append(result.detail)
@@ -219,8 +226,6 @@ def run_episode(
                 over_cap=state.over_cap,
                 capture_s=state.duration_s,
             )
-    bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
-    return result
 
 
 def _one_try(
