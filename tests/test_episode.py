@@ -206,9 +206,10 @@ def test_this_suite_leaves_no_episode_container(tmp_path_factory: pytest.TempPat
     base = str(tmp_path_factory.getbasetemp())
     sandbox_pool.drain()  # spares and queued removals are this process's to finish (they would at exit)
     client = docker.from_env()
+    # the low-level list inspects nothing: another suite removing its own container meanwhile cannot fail it
     ours = [
-        c.name
-        for c in client.containers.list(all=True, filters={"label": "bandpass=1"})
-        if c.labels.get("bandpass.workspace", "").startswith(base)
+        c["Names"]
+        for c in client.api.containers(all=True, filters={"label": "bandpass=1"})
+        if (c.get("Labels") or {}).get("bandpass.workspace", "").startswith(base)
     ]
     assert ours == []
