@@ -24,7 +24,6 @@ def test_honest_leftovers_do_not_trip() -> None:
         Change("/usr/local/lib/python3.11/dist-packages/requests", "added", "dir"),
         Change("/usr/local/lib/python3.11/dist-packages/requests-2.0.dist-info", "added", "dir"),
         Change("/usr/local/bin/newtool", "added", "file"),
-        Change("/etc/ld.so.cache", "modified", "file"),
         Change("/usr/bin", "modified", "dir"),
         Change("/app/old.txt", "deleted"),
         contents={"/app/.git/config": b"[core]\n\trepositoryformatversion = 0\n\tbare = false\n"},
@@ -40,6 +39,7 @@ def test_subtle_hooks_trip() -> None:
         ),
         Change("/usr/local/lib/python3.11/dist-packages/pytest", "added", "dir"),
         Change("/usr/local/bin/cat", "added", "symlink", link="/tmp/x"),
+        Change("/etc/ld.so.cache", "modified", "file"),
         contents={
             "/app/.git/config": b"[core]\n\tfsmonitor = /tmp/run-me\n",
             EP: b"[pytest11]\nx = x\n",
@@ -50,6 +50,7 @@ def test_subtle_hooks_trip() -> None:
         ("test_plugin", EP),
         ("python_shadow", "/usr/local/lib/python3.11/dist-packages/pytest"),
         ("command_shadow", "/usr/local/bin/cat"),
+        ("loader_hook", "/etc/ld.so.cache"),
     }
     assert "fsmonitor" not in guard.summary(findings)  # the summary names rules and paths, not contents
     assert guard.summary(findings).startswith("tamper guard: ")

@@ -16,8 +16,9 @@ rule is one way a policy can make the verifier lie (the catalogue with one line 
   site directory (``pytest`` in ``/usr/local/lib/.../dist-packages`` beats Debian's);
 - ``test_plugin``: ``conftest.py`` or pytest configuration in ``/`` (above ``/tests``), a ``pytest11``
   entry point (pytest loads installed plugins by itself);
-- ``loader_hook``: ``/etc/ld.so.preload``, ``/etc/ld.so.conf`` and ``ld.so.conf.d`` (``LD_PRELOAD``
-  cannot reach the verifier's fresh exec; these files can);
+- ``loader_hook``: ``/etc/ld.so.preload``, ``/etc/ld.so.conf``, ``ld.so.conf.d`` and ``ld.so.cache``
+  (``LD_PRELOAD`` cannot reach the verifier's fresh exec; these files can, and a library added to
+  ``/usr/local/lib`` shadows libc's once ``ldconfig`` rewrote the cache);
 - ``shell_startup``: profile, bashrc, bash_login/logout, ``/etc/environment``, inputrc (readline macros
   can retype a command), for the system and every home directory;
 - ``git_hook``: a hook in any ``.git/hooks`` (not ``*.sample``), or git configuration that runs
@@ -80,6 +81,7 @@ _GIT_DANGER = re.compile(
     r"process|command|helper)\s*=|^\s*\[\s*(alias|filter|diff|credential)\b",
     re.I | re.M,
 )
+LOADER_FILES = ("/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.cache")
 _PYTEST_CONFIG = {"/conftest.py", "/pytest.ini", "/pyproject.toml", "/tox.ini", "/setup.cfg"}
 _IGNORED = ("/proc/", "/sys/", "/dev/")
 
@@ -162,7 +164,9 @@ def check(
         if name == "entry_points.txt" and b"[pytest11]" in contents.get(p, b""):
             flag("test_plugin", c, "registers a pytest plugin every pytest run loads")
         # loader_hook
-        loader = p in ("/etc/ld.so.preload", "/etc/ld.so.conf") or p.startswith("/etc/ld.so.conf.d/")
+        # ld.so.cache too: a new library in /usr/local/lib is only picked up (before libc's own) once
+        # ldconfig rewrote the cache
+        loader = p in LOADER_FILES or p.startswith("/etc/ld.so.conf.d/")
         if loader and not is_dir:
             flag("loader_hook", c, "the dynamic loader reads it for every program")
         # shell_startup

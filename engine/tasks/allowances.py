@@ -27,7 +27,7 @@ RULES: dict[str, str] = {
     "python_shadow": "a new module in a site directory shadows an installed one",
     "test_plugin": "a test-runner hook the verifier would load (conftest.py or pytest config above "
     "/tests, a pytest11 entry point)",
-    "loader_hook": "a dynamic-loader hook (/etc/ld.so.preload, ld.so.conf)",
+    "loader_hook": "a dynamic-loader hook (/etc/ld.so.preload, ld.so.conf, ld.so.cache)",
     "shell_startup": "a shell start-up file (profile, bashrc, BASH_ENV-style files, inputrc)",
     "git_hook": "a git hook or git configuration that runs commands",
 }
