@@ -110,3 +110,20 @@ def test_regrade_rejudges_stored_end_states_once(tmp_path: Path) -> None:
 
     unknown = _cli(ws.root, "regrade", "fixme", "--from", "ffffffff")
     assert unknown.returncode == 1 and "no earlier version ffffffff" in unknown.stderr
+
+    # the same evidence from the command line: what the forger changed, and what the guard said
+    shown = _cli(ws.root, "changes", str(forged.episode_id))
+    assert shown.returncode == 0, shown.stderr
+    assert "M /usr/bin/cat" in shown.stdout and "TAMPER system_file" in shown.stdout
+    assert "D /app/seed.txt" in shown.stdout and shown.stdout.rstrip().splitlines()[-1].startswith(
+        "guard tripped"
+    )
+    as_json = json.loads(_cli(ws.root, "changes", str(solved.episode_id), "--json").stdout)
+    assert as_json["guard"] == {"tripped": False, "findings": []}
+    assert {"/app/answer.txt", "/app/seed.txt"} <= {c["path"] for c in as_json["changes"]}
+    diff = _cli(ws.root, "changes", str(solved.episode_id), "--diff", "/app/answer.txt")
+    assert "+42" in diff.stdout.splitlines()
+    missing = _cli(ws.root, "changes", "99999")
+    assert (
+        missing.returncode == 1 and missing.stderr.strip() == "bandpass: error: episode 99999 does not exist"
+    )
