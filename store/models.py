@@ -112,6 +112,9 @@ class Episode(SQLModel, table=True):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    phases_json: str = "[]"  # [{name, timeout_s, duration_s, error}] of the last try: where time went
+    origin: str = ""  # "" (ran) | regrade (this version's verifier re-run on another end state)
+    source_episode_id: int | None = Field(default=None, index=True)  # the regraded episode
 
 
 class Batch(SQLModel, table=True):
@@ -228,4 +231,25 @@ class ReviewSuggestion(SQLModel, table=True):
     tool_errors: int = 0  # malformed submit_review inputs sent back to the model
     error: str = ""
     accepted_tag_id: int | None = None  # no foreign key: undoing the tag deletes it
+
+
+class EpisodeEndState(SQLModel, table=True):
+    """What the policy left in its container, captured after the agent and before the verifier.
+
+    ``changes_json`` is the engine's diff against the image with each regular file's size and sha256 and
+    whether its content is in ``archive`` (a tar under the episode's recordings, capped per episode);
+    ``findings_json`` is what the tamper guard flagged. Evidence for the curator and input to regrade.
+    """
+
+    __tablename__ = "episode_endstate"
+
+    episode_id: int = Field(primary_key=True, foreign_key="episode.id")
+    archive: str = ""  # path relative to the workspace; "" when nothing was archived
+    image: str = ""  # the image the changes are against (for diffs of modified files)
+    changes_json: str = "[]"
+    findings_json: str = "[]"
+    archived_bytes: int = 0
+    cap_bytes: int = 0
+    over_cap: int = 0  # regular files listed with size and sha256 only
+    capture_s: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)

@@ -51,11 +51,23 @@ class BandConfig:
 
 
 @dataclass
+class EndstateConfig:
+    """End-state capture (``[endstate]``): how much changed-file content each episode archives."""
+
+    cap_mb: float = 20.0
+
+    @property
+    def cap_bytes(self) -> int:
+        return int(self.cap_mb * 1024 * 1024)
+
+
+@dataclass
 class Config:
     models: dict[str, PolicyModelConfig] = field(default_factory=dict)
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     image_aliases: dict[str, str] = field(default_factory=dict)
     band: BandConfig = field(default_factory=BandConfig)
+    endstate: EndstateConfig = field(default_factory=EndstateConfig)
 
 
 _MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -66,6 +78,7 @@ _MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "context_window": int,
     "api_key_env": str,
 }
+_ENDSTATE_KEYS: dict[str, type | tuple[type, ...]] = {"cap_mb": (int, float)}
 _GEN_KEYS: dict[str, type | tuple[type, ...]] = {"model": str, "api_key_env": str, "base_url": str}
 _BAND_KEYS: dict[str, type | tuple[type, ...]] = {
     "lo": (int, float),
@@ -128,8 +141,14 @@ def load_config(path: Path) -> Config:
             cfg.band = BandConfig(**_typed(table, "band", _BAND_KEYS, problems))
             if not 0 <= cfg.band.lo <= cfg.band.hi <= 1:
                 problems.append(f"[band]: expected 0 <= lo <= hi <= 1, got lo={cfg.band.lo} hi={cfg.band.hi}")
+        elif section == "endstate":
+            cfg.endstate = EndstateConfig(**_typed(table, "endstate", _ENDSTATE_KEYS, problems))
+            if cfg.endstate.cap_mb < 0:
+                problems.append(f"[endstate].cap_mb: expected a size in MB >= 0, got {cfg.endstate.cap_mb!r}")
         else:
-            problems.append(f"[{section}]: unknown section (expected models, generator, images, band)")
+            problems.append(
+                f"[{section}]: unknown section (expected models, generator, images, band, endstate)"
+            )
     if problems:
         raise ConfigError(path, problems)
     return cfg

@@ -10,7 +10,14 @@ from __future__ import annotations
 PASSED = "passed"
 FAILED = "failed"
 
-AGENT_CODES = ("parse_error", "turn_limit", "context_overflow", "agent_timeout", "agent_crashed")
+AGENT_CODES = (
+    "parse_error",
+    "turn_limit",
+    "context_overflow",
+    "agent_timeout",
+    "agent_crashed",
+    "verifier_tamper",  # the tamper guard tripped: a policy failure, never passed, never infra
+)
 INFRA_CODES = (
     "image_build_failed",
     "env_start_timeout",
@@ -65,6 +72,7 @@ SUGGESTED_TAG = {
     "turn_limit": "harness.turn_limit",
     "context_overflow": "harness.context_overflow",
     "agent_timeout": "harness.agent_timeout",
+    "verifier_tamper": "misalignment.reward_hack",
     "image_build_failed": "infra.image_build_failed",
     "env_start_timeout": "infra.env_start_timeout",
     "container_died": "infra.container_died",

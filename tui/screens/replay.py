@@ -37,6 +37,7 @@ from engine.review.reviewer import ReviewError
 from engine.review.tagging import TagError, Tagger
 from engine.review.taxonomy import TaxonomyError
 from engine.sandbox.asciicast import CastError, read_cast
+from tui.screens.changes import ChangesScreen
 from tui.screens.tag_dialog import TagChoice, TagDialog
 from tui.widgets.review_panel import ReviewPanel, run_summary
 from tui.widgets.screen_commands import ScreenBindingsProvider
@@ -75,6 +76,7 @@ class ReplayScreen(Screen[None]):
         Binding("u", "undo", "Undo tag"),
         Binding("y", "accept_review", "Accept review"),
         Binding("R", "request_review", "Review with Claude"),
+        Binding("d", "changes", "Changes"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -383,6 +385,14 @@ class ReplayScreen(Screen[None]):
     def action_back(self) -> None:
         self._cancel.set()
         self.dismiss(None)
+
+    def action_changes(self) -> None:
+        """What the policy changed in its container, with the tamper guard's findings."""
+        eid = self.source.episode_id
+        if eid is None or self.ws is None:
+            self.notify("changes are kept for episodes, not bare cast files", severity="warning")
+            return
+        self.app.push_screen(ChangesScreen(self.ws, eid))
 
     # --- tagging --- #
 
