@@ -66,7 +66,7 @@ def test_every_invalid_value_is_reported_with_its_key(tmp_path: Path) -> None:
     """A value of the right type that no run can use is a problem too, and all of them come at once."""
     p = tmp_path / "bandpass.toml"
     p.write_text(
-        "[models.a]\nmax_tokens = 0\ntemperature = -1\nbase_url = \"localhost:8000\"\ncheckpoint_step = -5\n"
+        '[models.a]\nmax_tokens = 0\ntemperature = -1\nbase_url = "localhost:8000"\ncheckpoint_step = -5\n'
         '[images.aliases]\n"ubuntu:24.04" = 3\n'
         "[band]\nk = 0\nmin_samples = -3\nlo = 1.5\n"
     )

@@ -153,7 +153,9 @@ def load_config(path: Path) -> Config:
                     if isinstance(value, str) and value:
                         cfg.image_aliases[key] = value
                     else:
-                        problems.append(f'[images.aliases]."{key}": expected a local image name, got {value!r}')
+                        problems.append(
+                            f'[images.aliases]."{key}": expected a local image name, got {value!r}'
+                        )
         elif section == "band":
             cfg.band = BandConfig(**_typed(table, "band", _BAND_KEYS, problems))
             if not cfg.band.lo <= cfg.band.hi:

@@ -85,8 +85,8 @@ def generate_cmd(
         float | None, typer.Option("--budget-usd", help="Dollar limit for the whole batch.", min=0)
     ] = None,
     task_budget_usd: Annotated[
-        float, typer.Option("--task-budget-usd", help="Dollar limit per attempt.", min=0)
-    ] = 5.0,
+        float | None, typer.Option("--task-budget-usd", help="Dollar limit per attempt (default 5).", min=0)
+    ] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="Turn limit per attempt.", min=1)] = 40,
     max_tokens: Annotated[
         int, typer.Option("--max-tokens", help="Token limit (in + out) per attempt.", min=1)
@@ -119,6 +119,15 @@ def generate_cmd(
             typer.echo(f"{name:<16} {load_prompt(name).description}")
         return
     ws = open_workspace()
+    from engine.generator.pricing import PriceTable, PriceUnknown
+
+    prices = PriceTable(ws.root)
+    gen_model = model or ws.config.generator.model
+    if not prices.known(gen_model):
+        unknown = PriceUnknown(gen_model, prices.files)
+        if task_budget_usd is not None:
+            raise fail(f"--task-budget-usd needs a price: {unknown}", code=2)
+        typer.echo(f"warning: cost unknown: {unknown}", err=True)
     bus = EventBus()
     if not as_json:
         bus.subscribe(GenerationEvent, _progress_printer(verbose))  # type: ignore[arg-type]
@@ -132,7 +141,10 @@ def generate_cmd(
             concurrency=concurrency,
             difficulty=difficulty,
             budget=Budget(
-                max_turns=max_turns, max_tokens=max_tokens, max_usd=task_budget_usd, max_wall_s=max_wall
+                max_turns=max_turns,
+                max_tokens=max_tokens,
+                max_usd=5.0 if task_budget_usd is None else task_budget_usd,
+                max_wall_s=max_wall,
             ),
             batch_budget_usd=budget_usd,
             target_model=target_model,
@@ -152,8 +164,9 @@ def generate_cmd(
         typer.echo(json.dumps(result.as_dict(), indent=2, default=str))
     else:
         accepted = result.accepted
+        spent = f"${result.spent_usd:.4f}" if prices.known(gen_model) else "cost unknown"
         typer.echo(
-            f"{len(accepted)}/{len(result.results)} accepted, ${result.spent_usd:.4f} spent"
+            f"{len(accepted)}/{len(result.results)} accepted, {spent} spent"
             + (f", {result.skipped} not started (budget)" if result.skipped else "")
         )
         for r in accepted:
