@@ -64,6 +64,7 @@ class CalibrationReport:
     infra_codes: dict[str, int]
     tags: dict[str, int]  # class.subclass -> uncleared tags on this model's episodes
     generation: list[tuple[str, int, int]] = field(default_factory=list)  # prompt_version, attempts, accepted
+    ks: tuple[int, ...] = ()  # the pass@k values asked for (``per_task``); always holds 1 and ``k``
 
     @property
     def k(self) -> int:
@@ -152,6 +153,24 @@ class CalibrationReport:
         unknown = sum(1 for s in self.status.values() if s == "unknown")
         return bins, unknown
 
+    def per_task(self) -> list[dict[str, Any]]:
+        """One object per task's latest version, the numbers a script needs (README "Accounting")."""
+        ks = self.ks or tuple(sorted({1, self.k}))
+        return [
+            {
+                "task": e.task,
+                "version_hash": e.version_hash,
+                "n": e.n,
+                "c": e.c,
+                "infra_errors": e.infra_errors,
+                "infra_rate": e.infra_rate,
+                "pass_at": {str(k): e.pass_at.get(k) for k in ks},
+                "reward_std": e.reward_std,
+                "band": self.status[e.task],
+            }
+            for e in self.estimates
+        ]
+
     def as_dict(self) -> dict[str, Any]:
         bins, unknown = self.histogram()
         return {
@@ -180,6 +199,7 @@ class CalibrationReport:
                 {"prompt_version": pv, "attempts": n, "accepted": a, "yield": a / n if n else None}
                 for pv, n, a in self.generation
             ],
+            "per_task": self.per_task(),
             "task_estimates": [
                 {**e.as_dict(), "band": self.status[e.task], "failed_gates": self.gates[e.task]}
                 for e in self.estimates
@@ -187,8 +207,12 @@ class CalibrationReport:
         }
 
 
-def build_report(ws: Workspace, model: str, params: GateParams) -> CalibrationReport:
-    ests = estimates(ws, model, ks=sorted({1, params.k}))
+def build_report(
+    ws: Workspace, model: str, params: GateParams, ks: tuple[int, ...] | list[int] = ()
+) -> CalibrationReport:
+    """The report for ``model``; ``ks`` adds pass@k values to ``per_task`` (1 and ``params.k`` always)."""
+    all_ks = tuple(sorted({1, params.k, *ks}))
+    ests = estimates(ws, model, ks=all_ks)
     kinds: Counter[str] = Counter()
     agent_codes: Counter[str] = Counter()
     infra_codes: Counter[str] = Counter()
@@ -215,6 +239,7 @@ def build_report(ws: Workspace, model: str, params: GateParams) -> CalibrationRe
         infra_codes=dict(sorted(infra_codes.items())),
         tags=tags,
         generation=generation,
+        ks=all_ks,
     )
 
 

@@ -45,6 +45,24 @@ AllowWarningOpt = Annotated[
     typer.Option("--allow-warning", help="Let tasks whose latest audit is 'warning' pass the audit gate."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+KsOpt = Annotated[
+    str | None,
+    typer.Option("--ks", help="More pass@k values for --json per_task, e.g. 1,2,4,8 (1 and --k always)."),
+]
+
+
+def _parse_ks(text: str | None) -> list[int]:
+    if not text:
+        return []
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise fail(f"--ks: expected a comma list of integers >= 1, got {text}")
+        out.append(int(part))
+    return out
 
 
 def _gate_params(
@@ -96,6 +114,7 @@ def _calibration(
     min_samples: int | None,
     allow_warning: bool,
     as_json: bool,
+    ks: str | None = None,
 ) -> None:
     from rich.console import Console
 
@@ -104,7 +123,7 @@ def _calibration(
     ws = open_workspace()
     model = _require_model(ws, model)
     params = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning)
-    rep = build_report(ws, model, params)
+    rep = build_report(ws, model, params, _parse_ks(ks))
     if as_json:
         typer.echo(json.dumps(rep.as_dict(), indent=2, sort_keys=True, default=str))
         return
@@ -120,10 +139,11 @@ def report_root(
     min_samples: MinSamplesOpt = None,
     allow_warning: AllowWarningOpt = False,
     as_json: JsonOpt = False,
+    ks: KsOpt = None,
 ) -> None:
     """Calibration report for --model (same as ``bandpass report calibration``)."""
     if ctx.invoked_subcommand is None:
-        _calibration(model, k, band, min_samples, allow_warning, as_json)
+        _calibration(model, k, band, min_samples, allow_warning, as_json, ks)
 
 
 @report_app.command("calibration")
@@ -134,9 +154,45 @@ def report_calibration(
     min_samples: MinSamplesOpt = None,
     allow_warning: AllowWarningOpt = False,
     as_json: JsonOpt = False,
+    ks: KsOpt = None,
 ) -> None:
     """Pass-rate histogram with the band, mean pass@k, reward std, outcomes, tags, infra codes, yield."""
-    _calibration(model, k, band, min_samples, allow_warning, as_json)
+    _calibration(model, k, band, min_samples, allow_warning, as_json, ks)
+
+
+@report_app.command("compare")
+def report_compare(
+    models: Annotated[
+        str,
+        typer.Option(
+            "--models", help="Comma list of models; a bandpass.toml series sorts by checkpoint_step."
+        ),
+    ],
+    k: KOpt = None,
+    band: BandOpt = None,
+    min_samples: MinSamplesOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Tasks × models matrix of pass@k with each cell's band, mean pass@k, and tasks that left the band."""
+    from rich.console import Console
+
+    from engine.calibration.compare import compare, render_comparison
+
+    ws = open_workspace()
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    if not names:
+        raise fail("--models: expected a comma list of model names")
+    for name in names:
+        _require_model(ws, name)
+    params = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=False)
+    try:
+        cmp = compare(ws, names, params, config=ws.config)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        typer.echo(json.dumps(cmp.as_dict(), indent=2, sort_keys=True, default=str))
+        return
+    Console(width=max(100, 28 + 18 * len(names))).print(render_comparison(cmp))
 
 
 @app.command("export")
