@@ -107,6 +107,11 @@ class Episode(SQLModel, table=True):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    # --- calibration (#17): imported episodes and selective retries ---
+    source: str = Field(
+        default="", index=True
+    )  # "harbor:<job id>/<trial>" for an imported trial; "" ran here
+    prior_tries_json: str = "[]"  # what each `run --retry` replaced: [{outcome, error, retries, recordings}]
 
 
 class Batch(SQLModel, table=True):

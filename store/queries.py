@@ -620,6 +620,56 @@ def requeue_episodes(s: Session, episode_ids: Sequence[int]) -> list[int]:
     return [int(i) for i in ids if i is not None]
 
 
+def requeue_for_retry(
+    s: Session, batch_id: str, outcomes: Sequence[str], moved: dict[int, str] | None = None
+) -> list[int]:
+    """Finished episodes of the batch whose outcome is in ``outcomes`` back to ``queued`` as a new try
+    of the *same* row (the attempt stays one sample); what they ended with goes to ``prior_tries_json``.
+
+    ``moved`` maps episode id -> where its previous recordings were moved (kept in the history).
+    """
+    rows = list(
+        s.exec(
+            select(Episode).where(
+                Episode.batch_id == batch_id,
+                Episode.status == "done",
+                col(Episode.outcome).in_(list(outcomes)),
+            )
+        ).all()
+    )
+    ids: list[int] = []
+    for ep in rows:
+        history = json.loads(ep.prior_tries_json or "[]")
+        history.append(
+            {
+                "outcome": ep.outcome,
+                "reward": ep.reward,
+                "error": ep.error,
+                "retries": ep.retries,
+                "ended_at": ep.ended_at.isoformat() if ep.ended_at else None,
+                "recordings": (moved or {}).get(int(ep.id), ""),  # type: ignore[arg-type]
+            }
+        )
+        ep.prior_tries_json = json.dumps(history, sort_keys=True)
+        ep.status, ep.outcome, ep.reward, ep.error = "queued", "", None, ""
+        ep.agent_cast = ep.verifier_cast = ep.verifier_output = ""
+        ep.started_at = ep.ended_at = None
+        s.add(ep)
+        ids.append(int(ep.id))  # type: ignore[arg-type]
+    for step in s.exec(select(Step).where(col(Step.episode_id).in_(ids))).all():
+        s.delete(step)
+    s.flush()
+    return ids
+
+
+def finished_outcomes(s: Session, batch_id: str) -> dict[int, str]:
+    """Episode id -> outcome for the batch's finished episodes."""
+    rows = s.exec(
+        select(Episode.id, Episode.outcome).where(Episode.batch_id == batch_id, Episode.status == "done")
+    )
+    return {int(i): o for i, o in rows if i is not None}
+
+
 def requeue_stale(s: Session, batch_id: str) -> list[int]:
     """Every ``running`` episode of the batch back to ``queued``; returns their ids.
 
