@@ -662,6 +662,17 @@ def requeue_for_retry(
     return ids
 
 
+def episode_by_source(s: Session, source: str) -> Episode | None:
+    """The episode imported from ``source`` (e.g. ``harbor:<job id>/<trial>``), if any."""
+    return s.exec(select(Episode).where(Episode.source == source)).first()
+
+
+def task_name_of_version(s: Session, version_id: int) -> str:
+    v = s.get(TaskVersion, version_id)
+    t = s.get(Task, v.task_id) if v is not None else None
+    return t.name if t is not None else ""
+
+
 def finished_outcomes(s: Session, batch_id: str) -> dict[int, str]:
     """Episode id -> outcome for the batch's finished episodes."""
     rows = s.exec(
