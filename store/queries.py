@@ -451,6 +451,56 @@ def calibration_sources(s: Session, model: str) -> list[CalibrationSource]:
     return out
 
 
+@dataclass
+class TraceSource:
+    """One finished episode of a model on its task's latest version, with what a trace row needs."""
+
+    episode: Episode
+    task: str
+    version_hash: str
+    instruction: str
+    steps: list[Step] = field(default_factory=list)
+    blocking_tags: list[str] = field(default_factory=list)  # uncleared blocking codes on the version
+    episode_tags: list[str] = field(default_factory=list)  # uncleared codes on this episode
+
+
+def trace_sources(s: Session, model: str) -> list[TraceSource]:
+    """Finished episodes of ``model`` on the latest version of each task, by task name then episode id."""
+    latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id).scalar_subquery()
+    rows = s.exec(
+        select(Episode, Task.name, TaskVersion.hash, TaskVersion.instruction)
+        .join(TaskVersion, col(TaskVersion.id) == col(Episode.task_version_id))
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+        .where(Episode.agent == model, Episode.status == "done", col(TaskVersion.id).in_(latest_ids))
+        .order_by(col(Task.name), col(Episode.id))
+    ).all()
+    out = [TraceSource(ep, name, vhash, instr) for ep, name, vhash, instr in rows]
+    ids = [int(t.episode.id) for t in out]  # type: ignore[arg-type]
+    vids = sorted({t.episode.task_version_id for t in out})
+    steps: dict[int, list[Step]] = {}
+    for st in s.exec(
+        select(Step).where(col(Step.episode_id).in_(ids)).order_by(col(Step.episode_id), col(Step.index))
+    ):
+        steps.setdefault(st.episode_id, []).append(st)
+    by_version: dict[int, set[str]] = {}
+    by_episode: dict[int, set[str]] = {}
+    for tag, vid in s.exec(
+        select(FailureTag, Episode.task_version_id)
+        .join(Episode, col(Episode.id) == col(FailureTag.episode_id))
+        .where(col(Episode.task_version_id).in_(vids), col(FailureTag.cleared).is_(False))
+    ):
+        code = f"{tag.tag_class}.{tag.subclass}"
+        if tag.blocking:
+            by_version.setdefault(vid, set()).add(code)
+        by_episode.setdefault(tag.episode_id, set()).add(code)
+    for t in out:
+        eid = int(t.episode.id)  # type: ignore[arg-type]
+        t.steps = steps.get(eid, [])
+        t.blocking_tags = sorted(by_version.get(t.episode.task_version_id, ()))
+        t.episode_tags = sorted(by_episode.get(eid, ()))
+    return out
+
+
 def episode_agents(s: Session) -> list[str]:
     """Every agent/model name with at least one finished episode, sorted (the report's model picker)."""
     rows = s.exec(select(Episode.agent).where(Episode.status == "done").distinct()).all()

@@ -204,8 +204,25 @@ def export_cmd(
     band: BandOpt = None,
     k: KOpt = None,
     formats: Annotated[
-        str, typer.Option("--format", help="Comma list of harbor,verl,skyrl,jsonl.")
+        str,
+        typer.Option(
+            "--format", help="Comma list of harbor,verl,skyrl,jsonl,traces (traces: episodes as chats)."
+        ),
     ] = "harbor,verl,skyrl,jsonl",
+    trace_filter: Annotated[
+        str,
+        typer.Option(
+            "--filter",
+            help="With --format traces: all, success (passed) or failure (the rest, infra flagged).",
+        ),
+    ] = "all",
+    against: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--against",
+            help="Reference task folder (a benchmark checkout); repeatable. Near-duplicates are left out.",
+        ),
+    ] = None,
     curriculum: Annotated[
         bool, typer.Option("--curriculum", help="Order rows easy→hard by pass rate.")
     ] = False,
@@ -246,6 +263,8 @@ def export_cmd(
             allow_warning=allow_warning,
             max_infra_rate=max_infra_rate,
             env_class=env_class,
+            trace_filter=trace_filter,
+            against=tuple(against or ()),
         )
         if out is None:
             safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in model)
@@ -262,6 +281,10 @@ def export_cmd(
         f"(train {splits['train']}, validation {splits['validation']}; export #{result.export_id})"
     )
     typer.echo(f"manifest sha256 {result.manifest_sha256}  ({len(result.files)} files)")
+    if "traces" in params.formats:
+        typer.echo(f"traces: {result.traces} episode(s) ({trace_filter}) in traces/traces.{{jsonl,parquet}}")
+    for name, hit in result.decontaminated.items():
+        typer.echo(f"decontaminated: {name} ~ {hit['reference']} (similarity {hit['similarity']:.2f})")
     if result.excluded:
         typer.echo(f"excluded {len(result.excluded)} task(s):")
         for name, why in result.excluded.items():
