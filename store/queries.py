@@ -507,6 +507,17 @@ def episode_agents(s: Session) -> list[str]:
     return sorted(a for a in rows if a)
 
 
+def agents_by_recency(s: Session) -> list[str]:
+    """Agents/models with finished episodes, the one that finished an episode last first."""
+    rows = s.exec(
+        select(Episode.agent, func.max(Episode.id))
+        .where(Episode.status == "done", Episode.agent != "")
+        .group_by(Episode.agent)
+        .order_by(func.max(Episode.id).desc())
+    ).all()
+    return [a for a, _ in rows]
+
+
 def tag_counts(s: Session, model: str) -> dict[str, int]:
     """Uncleared ``class.subclass`` tag counts on ``model``'s episodes of latest task versions."""
     latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id)

@@ -6,12 +6,17 @@ import json
 import math
 
 import pytest
+from textual.app import App
+from textual.coordinate import Coordinate
+from textual.widgets import Select, Static, TabbedContent
 from typer.testing import CliRunner, Result
 
 import tui.commands.calibrate  # noqa: F401 - registers `report` on tui.cli.app
 from engine.core.workspace import Workspace
 from tests._calib_data import add_episodes, add_task, outcomes
 from tui.cli import app
+from tui.screens.calibration import CalibrationScreen
+from tui.widgets.pass_heatmap import PassHeatmap
 
 M = "qwen-9b"
 
@@ -141,3 +146,97 @@ def test_compare_text_and_errors(series_ws: Workspace) -> None:
     assert r.exit_code == 1 and "--model nobody: no finished episodes for this model" in r.output
     r = _cli(series_ws, "report", "compare", "--models", "q-step10,q-step10")
     assert r.exit_code == 1 and "--models: q-step10 given twice" in r.output
+
+
+# --- TUI: model picker, heatmap, breakdowns -----------------------------------------------------------
+
+
+def _screen_text(widget: object) -> str:
+    from rich.console import Console
+
+    console = Console(record=True, width=200, color_system=None)
+    console.print(widget.content)  # type: ignore[attr-defined]
+    return console.export_text()
+
+
+class _Host(App[None]):
+    def __init__(self, ws: Workspace, model: str | None = None) -> None:
+        super().__init__()
+        self.ws, self.model = ws, model
+
+    def on_mount(self) -> None:
+        self.push_screen(CalibrationScreen(self.ws, model=self.model))
+
+
+async def test_picker_defaults_to_a_policy_model_never_an_audit_probe(workspace: Workspace) -> None:
+    ws = workspace
+    vid, _ = add_task(ws, "t")
+    add_episodes(ws, vid, M, outcomes(1, 3, agent_error__turn_limit=1))
+    for probe in ("nop", "cheat:write_reward", "oracle"):  # the audit ran last
+        add_episodes(ws, vid, probe, outcomes(0, 1))
+    host = _Host(ws)
+    async with host.run_test(size=(180, 60)) as pilot:
+        await pilot.pause()
+        screen = host.screen
+        assert isinstance(screen, CalibrationScreen)
+        assert screen.model == M and screen.report is not None and screen.report.model == M
+        select = screen.query_one("#calib-model", Select)
+        labels = [str(label) for label, _ in select._options if _ is not Select.BLANK]  # noqa: SLF001
+        assert labels[-3:] == [
+            "cheat:write_reward (built-in agent)",
+            "nop (built-in agent)",
+            "oracle (built-in agent)",
+        ]
+        text = _screen_text(screen.query_one("#calib-breakdowns", Static))
+        for title in ("Outcomes", "Agent error codes", "Infra error codes", "Failure tags"):
+            assert title in text
+        assert "turn_limit" in text
+
+
+async def test_heatmap_keys_and_mouse(series_ws: Workspace) -> None:
+    host = _Host(series_ws)
+    async with host.run_test(size=(180, 60)) as pilot:
+        await pilot.pause()
+        screen = host.screen
+        assert isinstance(screen, CalibrationScreen)
+        assert screen.model == "q-step40"  # most recent policy model by default
+        await pilot.press("h")
+        await pilot.pause()
+        assert screen.query_one("#calib-tabs", TabbedContent).active == "calib-tab-heatmap"
+        heat = screen.query_one("#calib-heatmap", PassHeatmap)
+        assert [str(c.label) for c in heat.columns.values()] == [
+            "task",
+            "q-step10 @10",
+            "q-step20 @20",
+            "q-step40 @40",
+        ]
+        assert heat.row_count == 4  # a, b, c + the mean row
+        assert "0.33 ●" in str(heat.get_cell_at(Coordinate(0, 1)))
+        assert "0.93 ▲" in str(heat.get_cell_at(Coordinate(0, 2)))
+        assert "▼" in str(heat.get_cell_at(Coordinate(1, 2)))
+        leavers = _screen_text(screen.query_one("#calib-leavers", Static))
+        assert (
+            "a: q-step10 → q-step20  saturated" in leavers and "b: q-step10 → q-step20  too hard" in leavers
+        )
+        # keys: move to (b, q-step20) and read the cell's numbers
+        heat.focus()
+        await pilot.press("right", "down", "right")
+        await pilot.pause()
+        assert heat.cell_at_cursor() == ("b", "q-step20")
+        assert "b × q-step20: n=4 c=0" in _screen_text(screen.query_one("#calib-cell", Static))
+        await pilot.press("enter")
+        await pilot.pause()
+        assert screen.model == "q-step20"
+        assert screen.query_one("#calib-tabs", TabbedContent).active == "calib-tab-report"
+        # mouse: click the (c, q-step10) cell
+        await pilot.press("h")
+        await pilot.pause()
+        cols = list(heat.columns.values())
+        x = sum(col.get_render_width(heat) for col in cols[:1]) + 2
+        y = heat.header_height + 2  # third row: task c
+        assert await pilot.click(PassHeatmap, offset=(x, y))
+        await pilot.pause()
+        assert heat.cell_at_cursor() == ("c", "q-step10")
+        await pilot.click(PassHeatmap, offset=(x, y))  # a second click selects it
+        await pilot.pause()
+        assert screen.model == "q-step10"

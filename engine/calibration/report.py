@@ -331,6 +331,16 @@ def _counts_table(title: str, counts: dict[str, int], total: int | None = None) 
     return t
 
 
+def breakdown_tables(r: CalibrationReport) -> list[Table]:
+    """Counts by outcome, agent-error code, infra code and uncleared failure tag (CLI and TUI alike)."""
+    return [
+        _counts_table("Outcomes", r.outcome_kinds, r.episodes),
+        _counts_table("Agent error codes", r.agent_error_codes),
+        _counts_table("Infra error codes", r.infra_codes),
+        _counts_table("Failure tags (uncleared)", r.tags),
+    ]
+
+
 def summary_table(r: CalibrationReport) -> Table:
     band = r.band_counts()
     t = Table(box=box.SIMPLE, show_header=False, show_edge=False)
@@ -376,10 +386,7 @@ def render_report(r: CalibrationReport) -> RenderableType:
                 style="bold yellow",
             )
         )
-    parts.append(_counts_table("Outcomes", r.outcome_kinds, r.episodes))
-    parts.append(_counts_table("Agent error codes", r.agent_error_codes))
-    parts.append(_counts_table("Infra error codes", r.infra_codes))
-    parts.append(_counts_table("Failure tags (uncleared)", r.tags))
+    parts.extend(breakdown_tables(r))
     gen = Table(title="Generator yield", box=box.SIMPLE, title_justify="left", show_edge=False, min_width=44)
     for col, justify in (("prompt version", "left"), ("attempts", "right"), ("accepted", "right")):
         gen.add_column(col, justify=justify)  # type: ignore[arg-type]
