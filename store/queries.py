@@ -475,11 +475,13 @@ def trace_sources(s: Session, model: str) -> list[TraceSource]:
         .order_by(col(Task.name), col(Episode.id))
     ).all()
     out = [TraceSource(ep, name, vhash, instr) for ep, name, vhash, instr in rows]
-    ids = [int(t.episode.id) for t in out]  # type: ignore[arg-type]
-    vids = sorted({t.episode.task_version_id for t in out})
+    # Joins, not IN lists: a model may have 100,000 episodes, past SQLite's bound-parameter limit.
     steps: dict[int, list[Step]] = {}
     for st in s.exec(
-        select(Step).where(col(Step.episode_id).in_(ids)).order_by(col(Step.episode_id), col(Step.index))
+        select(Step)
+        .join(Episode, col(Episode.id) == col(Step.episode_id))
+        .where(Episode.agent == model, Episode.status == "done", col(Episode.task_version_id).in_(latest_ids))
+        .order_by(col(Step.episode_id), col(Step.index))
     ):
         steps.setdefault(st.episode_id, []).append(st)
     by_version: dict[int, set[str]] = {}
@@ -487,7 +489,7 @@ def trace_sources(s: Session, model: str) -> list[TraceSource]:
     for tag, vid in s.exec(
         select(FailureTag, Episode.task_version_id)
         .join(Episode, col(Episode.id) == col(FailureTag.episode_id))
-        .where(col(Episode.task_version_id).in_(vids), col(FailureTag.cleared).is_(False))
+        .where(col(Episode.task_version_id).in_(latest_ids), col(FailureTag.cleared).is_(False))
     ):
         code = f"{tag.tag_class}.{tag.subclass}"
         if tag.blocking:
