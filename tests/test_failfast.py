@@ -169,3 +169,30 @@ def test_a_batch_of_only_infra_errors_exits_non_zero(workspace: Workspace, tmp_p
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "bandpass: error: all 2 episode(s) of batch" in proc.stderr
         assert "ended in infrastructure errors: no valid sample" in proc.stderr
+
+
+async def test_runs_screen_checks_the_endpoint_before_planning(workspace: Workspace) -> None:
+    """The TUI's Runs screen uses the same check: a dead endpoint is one notification, nothing queued."""
+    import time
+
+    from textual.widgets import Select
+
+    from engine.core.events import EventBus
+    from tui.app import BandpassApp
+
+    ws = workspace
+    (ws.root / "bandpass.toml").write_text(f'[models.deadm]\nbase_url = "{_dead_url()}"\n')
+    ws = Workspace.open(ws.root)
+    add_task(ws, "t1")
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        app.screen.query_one("#runs-agent", Select).value = "model:deadm"
+        await pilot.press("n")
+        end = time.monotonic() + 60
+        while not any("policy endpoint not ready" in str(n.message) for n in app._notifications):
+            assert time.monotonic() < end, [str(n.message) for n in app._notifications]
+            await pilot.pause(0.05)
+        assert any("connection refused" in str(n.message) for n in app._notifications)
+    assert _batches(ws) == []

@@ -142,6 +142,25 @@ def latest_unfinished_batch(ws: Workspace) -> str | None:
         return queries.latest_unfinished_batch_id(s)
 
 
+def check_policy_endpoint(ws: Workspace, model: str, base_url: str | None, timeout: float = 30.0) -> None:
+    """What ``bandpass policy check`` does (list the served models, ask for one token), run before a
+    model batch starts any container; raises ``BatchError`` with the one line to show when the endpoint
+    cannot serve, so a dead endpoint costs a second instead of a batch of infra errors."""
+    from engine.run.policy.client import PolicyClient, PolicyInfraError, resolve_model
+
+    try:
+        cfg = resolve_model(ws.config, model, base_url)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from None
+    client = PolicyClient(cfg, timeout=timeout, max_retries=0)
+    try:
+        client.check()
+    except PolicyInfraError as exc:
+        raise BatchError(f"policy endpoint not ready, nothing was run: {exc.detail}") from None
+    finally:
+        client.close()
+
+
 def parse_retry_codes(text: str) -> list[str]:
     """``--retry CODE[,CODE]`` to infra codes (``oom``, ``infra_error:oom`` or ``infra_error`` for all).
 
@@ -523,6 +542,7 @@ __all__ = [
     "BatchError",
     "BatchSummary",
     "batch_agent_factory",
+    "check_policy_endpoint",
     "batch_summary",
     "default_concurrency",
     "get_batch",

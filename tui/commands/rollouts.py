@@ -41,21 +41,13 @@ def _version_ids(ws: Workspace, refs: list[str] | None) -> list[int]:
 
 
 def _preflight(ws: Workspace, name: str, base_url: str | None, timeout: float) -> None:
-    """What ``bandpass policy check`` does (list the models, ask for one token), before any container
-    starts: a dead or misnamed endpoint is one line and exit 1, not a batch of infra errors."""
-    from engine.run.policy.client import PolicyClient, PolicyInfraError, resolve_model
+    """The endpoint check before a model batch (engine.run.rollouts.check_policy_endpoint)."""
+    from engine.run.rollouts import BatchError, check_policy_endpoint
 
     try:
-        cfg = resolve_model(ws.config, name, base_url)
-    except ValueError as exc:
+        check_policy_endpoint(ws, name, base_url, min(timeout, 30.0))
+    except BatchError as exc:
         raise fail(str(exc)) from None
-    client = PolicyClient(cfg, timeout=min(timeout, 30.0), max_retries=0)
-    try:
-        client.check()
-    except PolicyInfraError as exc:
-        raise fail(f"policy endpoint not ready, nothing was run: {exc.detail}") from None
-    finally:
-        client.close()
 
 
 def _line(sm: BatchSummary) -> str:
