@@ -211,6 +211,14 @@ def test_import_jobs_maps_trials_to_episodes(workspace: Workspace, harbor_root: 
     # passed, failed, agent timeout = 3 samples; reward_missing, env start, unknown = 3 infra errors
     assert (alpha["n"], alpha["c"], alpha["infra_errors"]) == (3, 1, 3)
 
+    # Tagging works too: a blocking tag on an imported episode keeps its task out of exports.
+    tout = eps["alpha__tout003"]
+    tg = _cli(ws, "tag", str(tout.id), "invalidity.underspecified_instruction")
+    assert tg.exit_code == 0, tg.output
+    rep = json.loads(_cli(ws, "report", "--model", MODEL, "--json").stdout)
+    gates = {row["task"]: row["failed_gates"] for row in rep["task_estimates"]}
+    assert "blocking_tag:1" in gates["alpha"]
+
     # Importing the same job again adds nothing.
     with session(ws.engine) as s:
         before = len(queries.episodes(s))
