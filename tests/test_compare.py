@@ -240,3 +240,29 @@ async def test_heatmap_keys_and_mouse(series_ws: Workspace) -> None:
         await pilot.click(PassHeatmap, offset=(x, y))  # a second click selects it
         await pilot.pause()
         assert screen.model == "q-step10"
+
+
+def test_each_model_is_judged_on_its_own_band(workspace: Workspace) -> None:
+    """`[models.X] band = "LO:HI"`: solvability is model-specific, so is the band; --band overrides all."""
+    (workspace.root / "bandpass.toml").write_text('[models.big]\nserved_name = "big"\nband = "0.5:1.0"\n')
+    ws = Workspace.open(workspace.root)
+    vid, _ = add_task(ws, "t")
+    add_episodes(ws, vid, "small", outcomes(2, 2))  # pass@2 = 5/6
+    add_episodes(ws, vid, "big", outcomes(4, 0))  # pass@2 = 1.0: above 0.9, inside big's own [0.5, 1]
+    d = json.loads(_cli(ws, "report", "compare", "--models", "small,big", "--json").output)
+    assert [m["band"] for m in d["models"]] == [[0.1, 0.9], [0.5, 1.0]]
+    (row,) = d["matrix"]
+    assert (row["cells"]["small"]["band"], row["cells"]["big"]["band"]) == ("in", "in")
+    assert d["left_band"] == []
+    d = json.loads(
+        _cli(ws, "report", "compare", "--models", "small,big", "--band", "0.1:0.9", "--json").output
+    )
+    assert d["matrix"][0]["cells"]["big"]["band"] == "above"
+    assert d["left_band"][0]["kind"] == "saturated"
+    per_task = json.loads(_cli(ws, "report", "--model", "big", "--json").output)["per_task"]
+    assert per_task[0]["band"] == "in"
+    bad = workspace.root / "bandpass.toml"
+    bad.write_text('[models.big]\nband = "0.9:0.2"\n')
+    r = _cli(ws, "report", "--model", "big")  # the CLI's main() prints this exception as one line
+    assert r.exit_code != 0
+    assert '[models.big].band: expected "LO:HI" with 0 <= LO <= HI <= 1' in str(r.exception)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.calibration.calibrate import BandStatus, GateParams
@@ -86,6 +86,7 @@ class Comparison:
             "models": [
                 {
                     "model": m,
+                    "band": [self.reports[m].params.lo, self.reports[m].params.hi],
                     "checkpoint_step": self.steps.get(m),
                     "mean_pass_at_k": self.mean_pass_at_k(m),
                     "mean_pass_at_k_common": self.mean_pass_at_k_common(m),
@@ -142,10 +143,26 @@ def order_models(models: Sequence[str], config: Config | None) -> list[str]:
     return [m for _, m in sorted(zip(keys, models, strict=True), key=lambda t: t[0])]
 
 
+def model_params(model: str, params: GateParams, config: Config | None) -> GateParams:
+    """``params`` with the model's own band from bandpass.toml (``[models.X] band = "LO:HI"``), if any."""
+    c = config.models.get(model) if config is not None else None
+    edges = c.band_edges() if c is not None else None
+    return params if edges is None else replace(params, lo=edges[0], hi=edges[1])
+
+
 def compare(
-    ws: Workspace, models: Sequence[str], params: GateParams, *, config: Config | None = None
+    ws: Workspace,
+    models: Sequence[str],
+    params: GateParams,
+    *,
+    config: Config | None = None,
+    band_override: bool = False,
 ) -> Comparison:
-    """Builds the matrix over the latest version of every task that has a valid sample for any model."""
+    """Builds the matrix over the latest version of every task that has a valid sample for any model.
+
+    Each model is judged against its own band (``model_params``) unless ``band_override`` (``--band``
+    given) puts every model on ``params``' band.
+    """
     if not models:
         raise ValueError("--models: expected at least one model")
     dupes = sorted({m for m in models if list(models).count(m) > 1})
@@ -153,7 +170,9 @@ def compare(
         raise ValueError(f"--models: {', '.join(dupes)} given twice")
     ordered = order_models(models, config)
     cfgs = config.models if config is not None else {}
-    reports = {m: build_report(ws, m, params) for m in ordered}
+    reports = {
+        m: build_report(ws, m, params if band_override else model_params(m, params, config)) for m in ordered
+    }
     names = [e.task for e in reports[ordered[0]].estimates]  # every model sees every task, same order
     cells: dict[tuple[str, str], Cell] = {}
     for m in ordered:
@@ -189,7 +208,7 @@ def render_comparison(cmp: Comparison) -> Any:
     style = {"in": "bold green", "above": "cyan", "below": "red", "unknown": "dim"}
     mark = {"in": "●", "above": "▲", "below": "▼", "unknown": "?"}
     head = Text(
-        f"pass@{cmp.k} across models   band [{cmp.params.lo:g}, {cmp.params.hi:g}]   "
+        f"pass@{cmp.k} across models   default band [{cmp.params.lo:g}, {cmp.params.hi:g}]   "
         f"min samples {cmp.params.min_samples}   (● in band  ▲ above  ▼ below  ? unknown)",
         style="bold",
     )
@@ -197,7 +216,9 @@ def render_comparison(cmp: Comparison) -> Any:
     t.add_column("task", overflow="fold")
     for m in cmp.models:
         step = cmp.steps.get(m)
-        t.add_column(m + (f"\nstep {step}" if step is not None else ""), justify="right")
+        r = cmp.reports[m].params
+        head_m = m + (f"\nstep {step}" if step is not None else "") + f"\nband [{r.lo:g}, {r.hi:g}]"
+        t.add_column(head_m, justify="right")
     for task in cmp.tasks:
         row: list[Any] = [task]
         for m in cmp.models:

@@ -33,6 +33,14 @@ class PolicyModelConfig:
     checkpoint_step: int | None = None
     #: The run a checkpoint belongs to (default: none); compare orders a series by ``checkpoint_step``.
     series: str = ""
+    #: This model's band as "LO:HI" (solvability is model-specific); "" = the [band] section's.
+    band: str = ""
+
+    def band_edges(self) -> tuple[float, float] | None:
+        if not self.band:
+            return None
+        lo, hi = (float(x) for x in self.band.split(":"))
+        return lo, hi
 
     def __post_init__(self) -> None:
         if not self.served_name:
@@ -71,6 +79,7 @@ _MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "api_key_env": str,
     "checkpoint_step": int,
     "series": str,
+    "band": str,
 }
 _GEN_KEYS: dict[str, type | tuple[type, ...]] = {"model": str, "api_key_env": str, "base_url": str}
 _BAND_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -79,6 +88,17 @@ _BAND_KEYS: dict[str, type | tuple[type, ...]] = {
     "k": int,
     "min_samples": int,
 }
+
+
+def _band_ok(text: str) -> bool:
+    parts = text.split(":")
+    if len(parts) != 2:
+        return False
+    try:
+        lo, hi = float(parts[0]), float(parts[1])
+    except ValueError:
+        return False
+    return 0 <= lo <= hi <= 1
 
 
 #: Value rules beyond the type, per ``section.key`` (section ``models`` for every model): a predicate and
@@ -90,6 +110,7 @@ _RULES: dict[str, tuple[Any, str]] = {
     "models.max_tokens": (lambda v: v >= 1, "an integer >= 1"),
     "models.context_window": (lambda v: v >= 1, "an integer >= 1"),
     "models.checkpoint_step": (lambda v: v >= 0, "an integer >= 0"),
+    "models.band": (lambda v: _band_ok(v), '"LO:HI" with 0 <= LO <= HI <= 1'),
     "band.lo": (lambda v: 0 <= v <= 1, "a number between 0 and 1"),
     "band.hi": (lambda v: 0 <= v <= 1, "a number between 0 and 1"),
     "band.k": (lambda v: v >= 1, "an integer >= 1"),

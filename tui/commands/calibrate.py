@@ -72,12 +72,15 @@ def _gate_params(
     band: str | None,
     min_samples: int | None,
     allow_warning: bool,
+    model: str | None = None,
 ) -> GateParams:
+    """Flags win, then the model's own ``band`` in bandpass.toml, then the ``[band]`` section."""
     from engine.calibration.calibrate import GateParams, parse_band
 
     cfg = ws.config.band
+    own = ws.config.models[model].band_edges() if model in ws.config.models else None
     try:
-        lo, hi = parse_band(band) if band is not None else (cfg.lo, cfg.hi)
+        lo, hi = parse_band(band) if band is not None else (own or (cfg.lo, cfg.hi))
     except ValueError as exc:
         raise fail(str(exc)) from None
     k = cfg.k if k is None else k
@@ -122,7 +125,9 @@ def _calibration(
 
     ws = open_workspace()
     model = _require_model(ws, model)
-    params = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning)
+    params = _gate_params(
+        ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning, model=model
+    )
     rep = build_report(ws, model, params, _parse_ks(ks))
     if as_json:
         typer.echo(json.dumps(rep.as_dict(), indent=2, sort_keys=True, default=str))
@@ -186,7 +191,7 @@ def report_compare(
         _require_model(ws, name)
     params = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=False)
     try:
-        cmp = compare(ws, names, params, config=ws.config)
+        cmp = compare(ws, names, params, config=ws.config, band_override=band is not None)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -246,7 +251,7 @@ def export_cmd(
 
     ws = open_workspace()
     model = _require_model(ws, model)
-    gp = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning)
+    gp = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning, model=model)
     if not 0 <= max_infra_rate <= 1:
         raise fail(f"--max-infra-rate: expected 0 <= R <= 1, got {max_infra_rate}")
     try:

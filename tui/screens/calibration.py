@@ -26,7 +26,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Select, Static, TabbedContent, TabPane
 
 from engine.calibration.calibrate import GateParams
-from engine.calibration.compare import SATURATED, Comparison, compare
+from engine.calibration.compare import SATURATED, Comparison, compare, model_params
 from engine.calibration.report import (
     CalibrationReport,
     breakdown_tables,
@@ -156,7 +156,11 @@ class CalibrationScreen(Screen[None]):
             self.query_one("#calib-histogram", Static).update("")
             self.query_one("#calib-breakdowns", Static).update("")
             return
-        rep = build_report(self.workspace, model, self._params())
+        try:
+            config = self.workspace.config
+        except Exception:
+            config = None
+        rep = build_report(self.workspace, model, model_params(model, self._params(), config))
         self.report = rep
         panel = infra_warning_panel(rep)
         warning.display = panel is not None
@@ -197,12 +201,13 @@ class CalibrationScreen(Screen[None]):
             config = self.workspace.config
         except Exception:
             config = None
-        cmp = compare(self.workspace, models, self._params(), config=config)
+        cmp = compare(self.workspace, models, self._params(), config=config)  # per-model bands
         self.comparison = cmp
         p = cmp.params
         head.update(
             Text(
-                f"pass@{cmp.k} across {len(models)} model(s), band [{p.lo:g}, {p.hi:g}], min samples "
+                f"pass@{cmp.k} across {len(models)} model(s), each on its own band (default "
+                f"[{p.lo:g}, {p.hi:g}]), min samples "
                 f"{p.min_samples}   ● in band  ▲ above (saturated)  ▼ below (too hard)  ? unknown   "
                 "Enter/click: open that model's report",
                 style="bold",
