@@ -115,6 +115,11 @@ class Episode(SQLModel, table=True):
     phases_json: str = "[]"  # [{name, timeout_s, duration_s, error}] of the last try: where time went
     origin: str = ""  # "" (ran) | regrade (this version's verifier re-run on another end state)
     source_episode_id: int | None = Field(default=None, index=True)  # the regraded episode
+    # --- calibration (#17): imported episodes and selective retries ---
+    source: str = Field(
+        default="", index=True
+    )  # "harbor:<job id>/<trial>" for an imported trial; "" ran here
+    prior_tries_json: str = "[]"  # what each `run --retry` replaced: [{outcome, error, retries, recordings}]
 
 
 class Batch(SQLModel, table=True):

@@ -8,6 +8,8 @@ Layout of an export directory (every path relative to it; nothing outside it is 
     skyrl/{train,validation}.parquet    SkyRL rows (data_source, prompt, env_class, reward_spec, extra_info)
     jsonl/{verl,skyrl}_{train,validation}.jsonl   the same rows, one JSON object per line
     pass_counts.parquet, pass_counts.csv          (task, version_hash, model, attempts, solved, infra_errors)
+    traces/traces.{jsonl,parquet}                 with --format traces: episodes as chat trajectories
+                                                  (engine/calibration/traces.py), filtered by --filter
 
 Reproducibility is a feature, not a nicety: a trainer run must be traceable to the exact set it saw, so
 the same database and the same parameters give byte-identical files. Hence no timestamps or absolute
@@ -44,7 +46,7 @@ from engine.tasks.taskdir import task_files, version_hash
 from store import queries
 from store.db import session
 
-FORMATS = ("harbor", "verl", "skyrl", "jsonl")
+FORMATS = ("harbor", "verl", "skyrl", "jsonl", "traces")
 SPLITS = ("train", "validation")
 DATA_SOURCE = "bandpass"
 ABILITY = "terminal"
@@ -82,6 +84,8 @@ class ExportParams:
     duplicate_threshold: float = 0.8
     max_infra_rate: float = 0.2
     env_class: str = "harbor"
+    trace_filter: str = "all"  # with the traces format: all | success | failure
+    against: tuple[str, ...] = ()  # reference task folders: near-duplicates of theirs are left out
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.formats if f not in FORMATS]
@@ -94,6 +98,11 @@ class ExportParams:
             raise ExportError(f"--k: expected an integer >= 1, got {self.k}")
         if not 0 <= self.val_fraction < 1:
             raise ExportError(f"--val-fraction: expected 0 <= F < 1, got {self.val_fraction}")
+        from engine.calibration.traces import FILTERS
+
+        if self.trace_filter not in FILTERS:
+            raise ExportError(f"--filter: expected one of {', '.join(FILTERS)}, got {self.trace_filter!r}")
+        self.against = tuple(self.against)
 
     def gate_params(self) -> GateParams:
         return GateParams(
@@ -109,6 +118,7 @@ class ExportParams:
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["formats"] = list(self.formats)
+        d["against"] = list(self.against)
         return d
 
 
@@ -137,6 +147,8 @@ class ExportResult:
     tasks: list[ExportedTask] = field(default_factory=list)
     excluded: dict[str, list[str]] = field(default_factory=dict)  # task -> failed gates
     files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256 (manifest excluded)
+    decontaminated: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> reference, similarity
+    traces: int = 0  # trace rows written
     manifest_sha256: str = ""
     export_id: int | None = None
 
@@ -147,6 +159,8 @@ class ExportResult:
             "tasks": [t.as_dict() for t in self.tasks],
             "excluded": self.excluded,
             "files": self.files,
+            "decontaminated": self.decontaminated,
+            "traces": self.traces,
             "manifest_sha256": self.manifest_sha256,
             "export_id": self.export_id,
         }
@@ -388,10 +402,31 @@ def _is_previous_export(out: Path) -> bool:
 # --- the export ---------------------------------------------------------------------------------------
 
 
-def plan(ws: Workspace, params: ExportParams) -> tuple[list[TaskEstimate], dict[str, list[str]]]:
-    """The tasks that pass the gates, in export order, and the failed gates of the rest."""
+GATE_CONTAMINATED = "contaminated"
+
+
+def plan(
+    ws: Workspace, params: ExportParams, decontaminated: dict[str, dict[str, Any]] | None = None
+) -> tuple[list[TaskEstimate], dict[str, list[str]]]:
+    """The tasks that pass the gates, in export order, and the failed gates of the rest.
+
+    With ``params.against``, a task near-duplicating a reference instruction fails the extra gate
+    ``contaminated:<reference>``; ``decontaminated`` (when given) receives those matches.
+    """
+    from engine.calibration.decontaminate import AgainstError, contaminated, reference_instructions
+
     ests = estimates(ws, params.model, ks=sorted({1, params.k}))
     failed = gates(ests, params.gate_params())
+    if params.against:
+        try:
+            refs = reference_instructions(params.against)
+        except AgainstError as exc:
+            raise ExportError(str(exc)) from None
+        hits = contaminated([(e.task, e.instruction) for e in ests], refs, params.duplicate_threshold)
+        for name, (ref, sim) in sorted(hits.items()):
+            failed[name].append(f"{GATE_CONTAMINATED}:{ref}")
+            if decontaminated is not None:
+                decontaminated[name] = {"reference": ref, "similarity": round(sim, 6)}
     chosen = [e for e in ests if not failed[e.task]]
     excluded = {name: why for name, why in sorted(failed.items()) if why}
     return order_tasks(chosen, params.k, params.curriculum), excluded
@@ -415,10 +450,11 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
                     f"--out: {out} is not empty and holds no Bandpass export; refusing to replace"
                 )
 
-    chosen, excluded = plan(ws, params)
+    decontaminated: dict[str, dict[str, Any]] = {}
+    chosen, excluded = plan(ws, params, decontaminated)
     split = stratified_split(chosen, params.val_fraction, params.seed)
     dirnames = _dirnames([e.task for e in chosen], [e.version_hash for e in chosen])
-    result = ExportResult(out_dir=out, params=params, excluded=excluded)
+    result = ExportResult(out_dir=out, params=params, excluded=excluded, decontaminated=decontaminated)
 
     counters = dict.fromkeys(SPLITS, 0)
     pairs: list[tuple[TaskEstimate, ExportedTask]] = []
@@ -472,6 +508,17 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
     ]
     files["pass_counts.parquet"] = _parquet_bytes(counts, PASS_COUNTS_SCHEMA)
     files["pass_counts.csv"] = _csv_bytes(counts, PASS_COUNTS_SCHEMA.names)
+    if "traces" in params.formats:
+        from engine.calibration.traces import TRACE_SCHEMA, trace_rows
+
+        with session(ws.engine) as s:
+            sources = queries.trace_sources(s, params.model)
+        trows = trace_rows(
+            sources, params.trace_filter, {e.task for e in chosen}, excluded_tasks=set(decontaminated)
+        )
+        files["traces/traces.jsonl"] = _jsonl_bytes(trows)
+        files["traces/traces.parquet"] = _parquet_bytes(trows, TRACE_SCHEMA)
+        result.traces = len(trows)
 
     partial = out.parent / f".{out.name}.partial-{os.getpid()}"
     if partial.exists():
@@ -512,6 +559,7 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
         result.files = {rel: _sha256(files[rel]) for rel in sorted(files)}
         manifest = {
             "bandpass_export": 1,
+            "decontaminated": decontaminated,
             "files": result.files,
             "params": params.as_dict(),
             "pyarrow": pa.__version__,

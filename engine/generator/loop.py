@@ -51,7 +51,7 @@ from engine.generator.attempt import (
     GeneratorContext,
     end_for,
 )
-from engine.generator.pricing import PriceTable
+from engine.generator.pricing import PriceTable, PriceUnknown
 from engine.generator.prompts import load_prompt
 from engine.generator.redact import Redactor
 from engine.generator.seeds import DIFFICULTIES, SeedAxes, load_axes, sample_axes, sample_difficulty
@@ -158,10 +158,11 @@ def generate_batch(
     except ValueError as exc:
         raise GeneratorError(str(exc)) from exc
     prices = PriceTable(ws.root)
-    try:
-        prices.price(model)
-    except KeyError as exc:
-        raise GeneratorError(str(exc)) from exc
+    if not prices.known(model):  # runs with cost unknown; only a dollar budget needs the price
+        unknown = PriceUnknown(model, prices.files)
+        if batch_budget_usd is not None:
+            raise GeneratorError(f"--budget-usd needs a price: {unknown}")
+        logging.getLogger(__name__).warning("cost unknown: %s", unknown)
     axes_lists = load_axes()
     key, url = resolve_api(ws, api_key, base_url)
     bus = default_bus if bus is None else bus

@@ -48,6 +48,7 @@ class YieldRow:
     lost_tokens_out: int = 0
     wall_s: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)  # rejection codes over non-accepted attempts
+    cost_known: bool = True  # False: the model has no price (pricing.py); cost_usd is not a real $0
 
     @property
     def yield_(self) -> float | None:
@@ -55,6 +56,8 @@ class YieldRow:
 
     @property
     def cost_per_accepted(self) -> float | None:
+        if not self.cost_known:
+            return None
         return self.cost_usd / self.accepted if self.accepted else None
 
     def top_reasons(self, n: int = 3) -> list[tuple[str, int]]:
@@ -64,17 +67,25 @@ class YieldRow:
         d = dict(self.__dict__)
         d["yield"] = self.yield_
         d["cost_per_accepted"] = self.cost_per_accepted
+        if not self.cost_known:
+            d["cost_usd"] = None  # unknown, not free
         d["top_reasons"] = [list(t) for t in self.top_reasons()]
         return d
 
 
 def generation_report(ws: Workspace, *, model: str | None = None) -> list[YieldRow]:
     """One row per (prompt version, model), sorted by both."""
+    from engine.generator.pricing import PriceTable
+
+    prices = PriceTable(ws.root)
     with session(ws.engine) as s:
         gens = queries.list_generations(s, model=model)
         rows: dict[tuple[str, str], YieldRow] = {}
         for g in gens:
-            row = rows.setdefault((g.prompt_version, g.model), YieldRow(g.prompt_version, g.model))
+            row = rows.setdefault(
+                (g.prompt_version, g.model),
+                YieldRow(g.prompt_version, g.model, cost_known=prices.known(g.model)),
+            )
             row.cost_usd += g.cost_usd
             row.tokens_in += g.tokens_in
             row.tokens_out += g.tokens_out
@@ -141,6 +152,8 @@ def render_generation_report(rows: list[YieldRow]) -> Any:
     for r in rows:
         y = f"{r.yield_:.0%}" if r.yield_ is not None else "-"
         cpa = _usd(r.cost_per_accepted) if r.cost_per_accepted is not None else "-"
+        if not r.cost_known:
+            cpa = "unknown"
         reasons = ", ".join(f"{c} ×{n}" for c, n in r.top_reasons()) or "-"
         t.add_row(
             r.prompt_version,
@@ -149,7 +162,7 @@ def render_generation_report(rows: list[YieldRow]) -> Any:
             str(r.accepted),
             y,
             cpa,
-            _usd(r.cost_usd),
+            _usd(r.cost_usd) if r.cost_known else "unknown",
             str(r.api_failures),
             str(r.docker_errors),
             str(r.internal_errors),

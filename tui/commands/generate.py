@@ -94,8 +94,8 @@ def generate_cmd(
         float | None, typer.Option("--budget-usd", help="Dollar limit for the whole batch.", min=0)
     ] = None,
     task_budget_usd: Annotated[
-        float, typer.Option("--task-budget-usd", help="Dollar limit per attempt.", min=0)
-    ] = 5.0,
+        float | None, typer.Option("--task-budget-usd", help="Dollar limit per attempt (default 5).", min=0)
+    ] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="Turn limit per attempt.", min=1)] = 40,
     max_tokens: Annotated[
         int, typer.Option("--max-tokens", help="Token limit (in + out) per attempt.", min=1)
@@ -157,6 +157,15 @@ def generate_cmd(
     if check:
         _check(ws, model, as_json)
         return
+    from engine.generator.pricing import PriceTable, PriceUnknown
+
+    prices = PriceTable(ws.root)
+    gen_model = model or ws.config.generator.model
+    if not prices.known(gen_model):
+        unknown = PriceUnknown(gen_model, prices.files)
+        if task_budget_usd is not None:
+            raise fail(f"--task-budget-usd needs a price: {unknown}", code=2)
+        typer.echo(f"warning: cost unknown: {unknown}", err=True)
     bus = EventBus()
     if not as_json:
         bus.subscribe(GenerationEvent, _progress_printer(verbose))  # type: ignore[arg-type]
@@ -172,7 +181,7 @@ def generate_cmd(
             budget=Budget(
                 max_turns=max_turns,
                 max_tokens=max_tokens,
-                max_usd=task_budget_usd,
+                max_usd=5.0 if task_budget_usd is None else task_budget_usd,
                 max_wall_s=max_wall,
                 max_no_tool_turns=max_no_tool_turns,
             ),
@@ -196,8 +205,9 @@ def generate_cmd(
         typer.echo(json.dumps(result.as_dict(), indent=2, default=str))
     else:
         accepted = result.accepted
+        spent = f"${result.spent_usd:.4f}" if prices.known(gen_model) else "cost unknown"
         typer.echo(
-            f"{len(accepted)}/{len(result.results)} accepted, ${result.spent_usd:.4f} spent"
+            f"{len(accepted)}/{len(result.results)} accepted, {spent} spent"
             + (f", {result.skipped} not started" if result.skipped else "")
         )
         if result.halted:
