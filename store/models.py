@@ -236,6 +236,7 @@ class ReviewSuggestion(SQLModel, table=True):
     tool_errors: int = 0  # malformed submit_review inputs sent back to the model
     error: str = ""
     accepted_tag_id: int | None = None  # no foreign key: undoing the tag deletes it
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class EpisodeEndState(SQLModel, table=True):
