@@ -23,6 +23,7 @@ from engine.core.workspace import Workspace
 from engine.run import rollouts
 from store import queries as q
 from store.db import session
+from tests.servers.anthropic_server import Reply, Text, running_server
 from tui.app import BandpassApp
 from tui.screens.generate import GenerateScreen
 from tui.screens.runs import RunsScreen, format_step
@@ -63,7 +64,8 @@ async def wait_for(pilot: Any, cond: Any, timeout: float = 10.0) -> None:
     end = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > end:
-            raise AssertionError("condition not met in time")
+            notes = [str(n.message) for n in pilot.app._notifications]
+            raise AssertionError(f"condition not met in time; notifications: {notes}")
         await pilot.pause(0.05)
 
 
@@ -337,43 +339,59 @@ async def test_settings_validate_refuse_save(ws: Workspace) -> None:
 async def test_generate_streams_events_and_reports_missing_entry(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tui.screens.generate as gen_mod
-
+    """The live transcript, then real batches through the real generator and SDK against a local
+    Anthropic server: the difficulty and prompt version the curator picked reach the stored attempt,
+    and a missing API key is a notification, not a crash."""
+    model = "claude-haiku-4-5-tui"  # priced as claude-haiku-4-5
+    monkeypatch.delenv("BANDPASS_TUI_TEST_KEY", raising=False)
     bus = EventBus()
-    app = BandpassApp(ws, bus=bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
-        await pilot.pause(0.1)
-        screen = app.screen
-        t = threading.Thread(
-            target=lambda: [
-                bus.publish(
-                    GenerationEvent(generation_id=1, kind="tool_use", data="write_file instruction.md")
-                ),
-                bus.publish(GenerationEvent(generation_id=1, kind="finished", data="accepted")),
-            ]
+    with running_server() as server:
+        server.script(model, [Reply([Text("I would rather not write a task.")])])  # never submits
+        ws.config_path.write_text(
+            f'[generator]\nmodel = "{model}"\napi_key_env = "BANDPASS_TUI_TEST_KEY"\n'
+            f'base_url = "{server.base_url}"\n',
+            encoding="utf-8",
         )
-        t.start()
-        t.join()
-        log = screen.query_one("#gen-log")
-        await wait_for(pilot, lambda: len(log.lines) >= 2)
-        assert "write_file" in log.lines[0].text
-        assert app.tasks_changed >= 1
+        ws = Workspace.open(ws.root)  # read the new bandpass.toml
+        app = BandpassApp(ws, bus=bus)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("3")
+            await wait_for(pilot, lambda: isinstance(app.screen, GenerateScreen))
+            screen = app.screen
+            t = threading.Thread(
+                target=lambda: [
+                    bus.publish(
+                        GenerationEvent(generation_id=1, kind="tool_use", data="write_file instruction.md")
+                    ),
+                    bus.publish(GenerationEvent(generation_id=1, kind="finished", data="accepted")),
+                ]
+            )
+            t.start()
+            t.join()
+            log = screen.query_one("#gen-log")
+            await wait_for(pilot, lambda: len(log.lines) >= 2)
+            assert "write_file" in log.lines[0].text
+            assert app.tasks_changed >= 1
 
-        monkeypatch.setattr(gen_mod, "find_generate", lambda: None)
-        await pilot.press("n")
-        await wait_for(pilot, lambda: any("not available" in str(n.message) for n in app._notifications))
+            await pilot.press("n")
+            await wait_for(
+                pilot,
+                lambda: any("BANDPASS_TUI_TEST_KEY is not set" in str(n.message) for n in app._notifications),
+            )
+            await wait_for(pilot, lambda: not screen.query_one("#gen-start").disabled)
+            assert not server.message_requests()
 
-        calls: list[dict[str, Any]] = []
-
-        def fake_generate(_ws: Workspace, *, n: int, bus: EventBus, stop: threading.Event) -> str:
-            calls.append({"n": n})
-            bus.publish(GenerationEvent(generation_id=2, kind="text", data="thinking"))
-            return "1 accepted"
-
-        monkeypatch.setattr(gen_mod, "find_generate", lambda: fake_generate)
-        await pilot.press("n")
-        await wait_for(
-            pilot, lambda: calls and any("1 accepted" in str(n.message) for n in app._notifications)
-        )
-        assert calls == [{"n": 5}]
+            monkeypatch.setenv("BANDPASS_TUI_TEST_KEY", server.api_key)
+            screen.query_one("#gen-n").value = "1"
+            screen.query_one("#gen-difficulty").value = "hard"
+            screen.query_one("#gen-prompt").value = "v1-plain"
+            await pilot.press("n")
+            await wait_for(
+                pilot, lambda: any("0 of 1 accepted" in str(n.message) for n in app._notifications), 60
+            )
+            with session(ws.engine) as s:
+                (gen,) = q.recent_generations(s)
+                assert (gen.difficulty, gen.prompt_version, gen.model) == ("hard", "v1-plain", model)
+                assert gen.outcome == "rejected"
+            history = screen.query_one("#gen-history")
+            await wait_for(pilot, lambda: history.row_count == 1)

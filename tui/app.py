@@ -1,6 +1,6 @@
 """The Textual application: the curator's cockpit over one workspace.
 
-Each area (Tasks, Runs, Generate, Settings, Calibration, and the tag queue when present) is a Textual *mode*:
+Each area (Tasks, Runs, Generate, Settings, Calibration, Tag queue) is a Textual *mode*:
 each keeps its own screen stack, so switching to Tasks while a batch runs leaves the Runs panes alive
 and still receiving output. The app holds only what all screens share: the workspace, the event bus the
 engine publishes on, and the task scope the Tasks filter last produced (what a new batch runs over).
@@ -12,8 +12,7 @@ screens start it in workers and report failures as notifications.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 
 from textual.app import App, SystemCommand
@@ -25,19 +24,12 @@ from engine.core.events import bus as default_bus
 from engine.core.workspace import Workspace
 from tui.screens.calibration import CalibrationScreen
 from tui.screens.generate import GenerateScreen
+from tui.screens.replay import ReplayScreen
 from tui.screens.runs import RunsScreen
 from tui.screens.settings import SettingsScreen
+from tui.screens.tag_queue import TagQueueScreen
 from tui.screens.tasks import TasksScreen
 from tui.widgets.live_episodes import LiveEpisodes
-
-
-def _optional_screen(module: str, name: str, ws: Workspace) -> Callable[[], Screen] | None:
-    """A screen another engineer owns, registered only when its module imports (no hard dependency)."""
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
-    return partial(cls, ws)
 
 
 class BandpassApp(App[None]):
@@ -78,9 +70,7 @@ class BandpassApp(App[None]):
         self.add_mode("generate", partial(GenerateScreen, workspace))
         self.add_mode("settings", partial(SettingsScreen, workspace))
         self.add_mode("calibration", partial(CalibrationScreen, workspace))
-        tags = _optional_screen("tui.screens.tag_queue", "TagQueueScreen", workspace)
-        if tags is not None:
-            self.add_mode("tags", tags)
+        self.add_mode("tags", partial(TagQueueScreen, workspace))
 
     def on_mount(self) -> None:
         self.switch_mode("tasks")
@@ -99,19 +89,11 @@ class BandpassApp(App[None]):
         opener()
 
     def action_show_tags(self) -> None:
-        if "tags" in self._modes:
-            self.switch_mode("tags")
-        else:
-            self.notify("The tag queue is not installed in this build.", severity="warning")
+        self.switch_mode("tags")
 
     def open_replay(self, episode_id: int) -> None:
-        """Opens an episode in the Replay screen (hook: the replay module decides how it takes one)."""
-        try:
-            mod = importlib.import_module("tui.screens.replay")
-            cls = mod.ReplayScreen
-            self.push_screen(cls(self.workspace, episode_id=episode_id))
-        except Exception as exc:  # noqa: BLE001 - missing or different API: say so, don't crash
-            self.notify(f"Replay unavailable: {exc}", severity="warning")
+        """Opens an episode in the Replay screen (a missing recording is shown there, as its error)."""
+        self.push_screen(ReplayScreen(self.workspace, episode_id=episode_id))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Every visible binding, app and screen, as a palette command (the footer's twin)."""
