@@ -183,18 +183,3 @@ async def test_unreadable_cast_shows_a_message(tmp_path: Path) -> None:
         await pilot.press("space", "right", "5", "right_square_bracket")
         status = str(screen.query_one("#replay-status", Static).content)
         assert status.startswith("nothing to replay: bad.cast line 1")
-
-
-async def test_command_palette_finds_screen_actions(workspace: Workspace) -> None:
-    from tui.widgets.screen_commands import ScreenBindingsProvider
-
-    eid = make_episode(workspace, steps=2)
-    screen = ReplayScreen(workspace, episode_id=eid)
-    async with Host(screen).run_test(size=(160, 45)) as pilot:
-        provider = ScreenBindingsProvider(screen)
-        hits = [h async for h in provider.search("next step")]
-        assert hits and "key: ]" in (hits[0].help or "")
-        hits[0].command()
-        await pilot.pause(0.05)
-        assert screen.player.position == 1.0
-        assert len([h async for h in provider.discover()]) >= 15

@@ -24,6 +24,7 @@ from engine.core.events import bus as default_bus
 from engine.core.workspace import Workspace
 from tui.screens.calibration import CalibrationScreen
 from tui.screens.generate import GenerateScreen
+from tui.screens.help import HelpScreen, screen_keys
 from tui.screens.replay import ReplayScreen
 from tui.screens.runs import RunsScreen
 from tui.screens.settings import SettingsScreen
@@ -35,15 +36,17 @@ from tui.widgets.live_episodes import LiveEpisodes
 class BandpassApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "Bandpass"
+    #: The footer shows only Help and Quit of these; the rest are in the help page (?) and the palette.
     BINDINGS = [
-        Binding("1", "switch_mode('tasks')", "Tasks"),
-        Binding("2", "switch_mode('runs')", "Runs"),
-        Binding("3", "switch_mode('generate')", "Generate"),
-        Binding("4", "switch_mode('settings')", "Settings"),
-        Binding("5", "switch_mode('calibration')", "Calibration"),
-        Binding("6", "show_replay", "Replay episode"),
-        Binding("7", "show_tags", "Tag queue"),
-        Binding("ctrl+t", "change_theme", "Theme"),
+        Binding("1", "switch_mode('tasks')", "Tasks", show=False),
+        Binding("2", "switch_mode('runs')", "Runs", show=False),
+        Binding("3", "switch_mode('generate')", "Generate", show=False),
+        Binding("4", "switch_mode('settings')", "Settings", show=False),
+        Binding("5", "switch_mode('calibration')", "Calibration", show=False),
+        Binding("6", "show_replay", "Replay episode", show=False),
+        Binding("7", "show_tags", "Tag queue", show=False),
+        Binding("ctrl+t", "change_theme", "Theme", show=False),
+        Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -91,21 +94,35 @@ class BandpassApp(App[None]):
     def action_show_tags(self) -> None:
         self.switch_mode("tags")
 
+    def action_help(self) -> None:
+        """Every key of the active screen (its own, its focused widget's, the app's) in one page."""
+        screen = self.screen
+        if isinstance(screen, HelpScreen):
+            return
+        name = type(screen).__name__.removesuffix("Screen")
+        title = "".join(f" {c}" if c.isupper() else c for c in name).strip().capitalize()
+        self.push_screen(HelpScreen(title, screen_keys(screen)))
+
     def open_replay(self, episode_id: int) -> None:
         """Opens an episode in the Replay screen (a missing recording is shown there, as its error)."""
         self.push_screen(ReplayScreen(self.workspace, episode_id=episode_id))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Every visible binding, app and screen, as a palette command (the footer's twin)."""
+        """Every binding of the screen, its focused widget and the app as a palette command (the
+        footer's and the help page's twin) — the only provider, so nothing is listed twice. App keys a
+        screen reuses (Replay's and the tag queue's digits) are still offered here, by name."""
         yield from super().get_system_commands(screen)
-        seen: set[str] = {"quit", "change_theme"}
-        for node, binding, enabled, _tooltip in screen.active_bindings.values():
-            if not enabled or not binding.description or binding.action in seen:
+        seen: set[str] = {"quit", "change_theme", "help", "Quit", "Theme", "Help"}  # actions and titles
+        active = [(node, b, enabled) for node, b, enabled, _tip in screen.active_bindings.values()]
+        active.sort(key=lambda a: 0 if a[0] is screen else 2 if a[0] is self else 1)  # screen's name wins
+        own = [b for b in self.BINDINGS if isinstance(b, Binding)]
+        for node, binding, enabled in [*active, *((self, b, True) for b in own)]:
+            if not enabled or not binding.description or {binding.action, binding.description} & seen:
                 continue
-            seen.add(binding.action)
+            seen.update((binding.action, binding.description))
+            reachable = any(b is binding for _n, b, _e in active)  # else a screen took its key
             key = binding.key_display or self.get_key_display(binding)
+            help_text = f"{binding.description} ({key})" if reachable else binding.description
             yield SystemCommand(
-                binding.description,
-                f"{binding.description} ({key})",
-                partial(self.run_action, binding.action, node),
+                binding.description, help_text, partial(self.run_action, binding.action, node)
             )

@@ -20,7 +20,6 @@ from engine.core.workspace import Workspace
 from engine.review.tagging import QueueItem, TagError, Tagger, load_queue, similar
 from engine.review.taxonomy import TaxonomyError
 from tui.screens.tag_dialog import TagChoice, TagDialog
-from tui.widgets.screen_commands import ScreenBindingsProvider
 
 COLUMNS = ("", "episode", "state", "task", "agent", "outcome", "failing tests", "tags / suggestion")
 FILTERS = ("pending", "all", "tagged", "skipped")
@@ -29,7 +28,6 @@ VERIFIER_TAIL = 40  # lines of verifier output in the detail pane
 
 class TagQueueScreen(Screen[None]):
     CSS_PATH = "tag_queue.tcss"
-    COMMANDS = {ScreenBindingsProvider}
     BINDINGS = [
         Binding("n", "next_pending", "Next"),
         Binding("p", "prev_pending", "Previous"),
