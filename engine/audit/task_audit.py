@@ -19,6 +19,7 @@ import docker
 from engine.core.events import EventBus
 from engine.core.workspace import Workspace
 from engine.review import outcomes
+from engine.review.taxonomy import ALWAYS_BLOCKING
 from engine.run.agents.builtin import CHEATS, NopAgent, OracleAgent
 from engine.run.episode import EpisodeResult, ensure_image, run_episode
 from engine.sandbox.docker_engine import get_client
@@ -34,7 +35,6 @@ CHEAT_CODES = {
     "cheat:peek": "invalidity.solution_leak",
     "cheat:touch_outputs": "misalignment.state_only_verifier",
 }
-BLOCKING_PREFIXES = ("invalidity.", "misalignment.")
 WARNING_CODES = {"invalidity.instruction_untested", "invalidity.tests_unstated_behavior"}
 
 
@@ -216,7 +216,7 @@ def audit_version(
 
 
 def _finish(ws: Workspace, report: AuditReport, started: float) -> AuditReport:
-    blocking = [c for c in report.reasons if c.startswith(BLOCKING_PREFIXES) and c not in WARNING_CODES]
+    blocking = [c for c in report.reasons if c.split(".")[0] in ALWAYS_BLOCKING and c not in WARNING_CODES]
     if blocking or "infra.image_build_failed" in report.reasons:
         report.verdict = "rejected"
     elif report.reasons:

@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Select, Static
 
+from engine.core.config import BandConfig
 from engine.core.workspace import Workspace
 from store import queries
 from store.db import session
@@ -92,7 +93,8 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
         lo, hi, k, min_samples = band.lo, band.hi, band.k, band.min_samples
         configured = list(ws.config.models)
     except Exception:  # a broken bandpass.toml must not hide the tasks; Settings shows the error
-        lo, hi, k, min_samples, configured = 0.1, 0.9, 2, 4, []
+        band, configured = BandConfig(), []
+        lo, hi, k, min_samples = band.lo, band.hi, band.k, band.min_samples
     with session(ws.engine) as s:
         rows = queries.task_rows(s)
         seen = queries.episode_agents(s)
