@@ -175,15 +175,13 @@ def audit_version(
     }
     for name, rs in results.items():
         for r in rs:
+            # The finding is the taxonomy code the outcome suggests (one mapping: outcomes.SUGGESTED_TAG).
+            code = outcomes.code_of(r.outcome)
+            where = f"{name} episode {r.episode_id} ({r.outcome}): {r.detail[:300]}"
             if outcomes.is_infra(r.outcome):
-                report.add(
-                    f"infra.{outcomes.code_of(r.outcome)}", f"{name} episode {r.episode_id}: {r.detail[:300]}"
-                )
+                report.add(outcomes.suggested_tag(r.outcome) or f"infra.{code}", where)
             elif r.outcome.startswith("agent_error") and name in ("oracle", "nop"):
-                report.add(
-                    f"harness.{outcomes.code_of(r.outcome)}",
-                    f"{name} episode {r.episode_id}: {r.detail[:300]}",
-                )
+                report.add(outcomes.suggested_tag(r.outcome) or f"harness.{code}", where)
 
     def valid_rewards(name: str) -> list[float]:
         out: list[float] = []
