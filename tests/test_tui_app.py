@@ -316,7 +316,8 @@ async def test_settings_validate_refuse_save(ws: Workspace) -> None:
         editor.load_text(
             '[models.q9]\nbase_url = "http://127.0.0.1:9/v1"\n\n[images.aliases]\n"a:1" = "b:2"\n'
         )
-        await wait_for(pilot, lambda: screen.query_one("#settings-models").row_count == 1)
+        models = screen.query_one("#settings-models")
+        await wait_for(pilot, lambda: models.row_count == 1 and models.get_row_at(0)[0] == "q9")
         await pilot.press("ctrl+s")
         assert "q9" in ws.config_path.read_text()
         assert list(ws.config.models) == ["q9"]

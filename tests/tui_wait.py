@@ -21,15 +21,12 @@ async def wait_for(
 ) -> None:
     """Returns as soon as ``cond()`` is truthy; raises AssertionError after ``timeout`` seconds."""
     end = time.monotonic() + timeout
-    while True:
-        await pilot.pause()  # let queued messages, refreshes and call_from_thread callbacks run
-        if cond():
-            return
+    while not cond():
         if time.monotonic() > end:
             notes = [str(n.message) for n in pilot.app._notifications]
             label = what or getattr(cond, "__name__", "condition")
             raise AssertionError(f"{label} not met within {timeout:g} s; notifications: {notes}")
-        await pilot.pause(0.02)  # poll interval, not a wait for the app: the condition decides
+        await pilot.pause(0.02)  # a poll interval that lets the app run; the condition decides
 
 
 async def wait_idle(pilot: Any, timeout: float = DEFAULT_TIMEOUT) -> None:
