@@ -72,15 +72,18 @@ def screen_keys(screen: Screen) -> list[KeyHelp]:
 
 
 def render_keys(title: str, rows: list[KeyHelp]) -> Table:
+    """The page: one section per group, the key as the footer shows it, what it does, and whether the
+    footer shows it (or why the key does something else here)."""
+    width = min(max((len(r.key) for r in rows), default=4), 24)
     table = Table(title=title, show_header=True, header_style="bold", expand=True, box=None, padding=(0, 1))
-    table.add_column("key", style="bold", no_wrap=True, ratio=1)
-    table.add_column("does", ratio=4)
-    table.add_column("", style="dim", no_wrap=True, ratio=1)
+    table.add_column("key", style="bold", no_wrap=True, width=width)
+    table.add_column("does", ratio=1)
+    table.add_column("", style="dim", no_wrap=True)
     group = None
     for r in rows:
         if r.group != group:
             group = r.group
-            table.add_row(Text(group, style="bold underline"), "", "")
+            table.add_row("", Text(group, style="bold underline"), "")
         table.add_row(r.key, r.description, r.note or ("footer" if r.in_footer else ""))
     return table
 
