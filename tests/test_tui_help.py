@@ -92,6 +92,7 @@ async def test_replay_help_footer_and_palette_list_each_command_once(ws: Workspa
         assert titles["Next step"] == 1 and titles["Tag"] == 1, titles
         assert not [t for t, n in titles.items() if n > 1], titles
         assert titles["Tasks"] == 1  # the app's mode switch, though Replay's digits seek
+        assert titles["Help"] == 1
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="palette open")
         await pilot.press(*"next step")

@@ -5,9 +5,11 @@ each keeps its own screen stack, so switching to Tasks while a batch runs leaves
 and still receiving output. The app holds only what all screens share: the workspace, the event bus the
 engine publishes on, and the task scope the Tasks filter last produced (what a new batch runs over).
 
-Every binding of the app and of the active screen is also offered in the command palette (ctrl+p), so
-nothing is reachable only by a key the curator has to remember. Engine work never runs on the UI thread:
-screens start it in workers and report failures as notifications.
+Every binding of the app, the active screen and its focused widget is offered in the command palette
+(ctrl+p, one provider: each command once) and listed on the help page (``?``, built from the same live
+bindings), so nothing is reachable only by a key the curator has to remember, and the footer can keep
+just the few keys that matter. Engine work never runs on the UI thread: screens start it in workers and
+report failures as notifications.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ class BandpassApp(App[None]):
         footer's and the help page's twin) — the only provider, so nothing is listed twice. App keys a
         screen reuses (Replay's and the tag queue's digits) are still offered here, by name."""
         yield from super().get_system_commands(screen)
-        seen: set[str] = {"quit", "change_theme", "help", "Quit", "Theme", "Help"}  # actions and titles
+        seen: set[str] = {"quit", "change_theme", "Quit", "Theme"}  # actions and titles Textual offers
         active = [(node, b, enabled) for node, b, enabled, _tip in screen.active_bindings.values()]
         active.sort(key=lambda a: 0 if a[0] is screen else 2 if a[0] is self else 1)  # screen's name wins
         own = [b for b in self.BINDINGS if isinstance(b, Binding)]
