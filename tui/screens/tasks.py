@@ -21,6 +21,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Select, Static
@@ -362,9 +363,14 @@ class TasksScreen(Screen[None]):
         self.app.call_from_thread(self._show_detail, version_id, text)
 
     def _show_detail(self, version_id: int, text: str) -> None:
-        """Drops a stale result: a slower read for a row the cursor has already left must not win."""
-        if self.query_one(VirtualTable).cursor_key == version_id:
-            self.query_one("#task-detail-body", Static).update(text)
+        """Drops a stale result: a slower read for a row the cursor has already left must not win, nor
+        one that arrives after the screen closed (quitting while a read is under way)."""
+        try:
+            table, body = self.query_one(VirtualTable), self.query_one("#task-detail-body", Static)
+        except NoMatches:
+            return
+        if table.cursor_key == version_id:
+            body.update(text)
 
     @on(VirtualTable.RowSelected)
     def _selected(self, event: VirtualTable.RowSelected) -> None:
