@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from engine.core.events import EventBus
 from engine.core.workspace import Workspace
@@ -113,4 +113,6 @@ async def test_tag_queue_is_a_mode_and_lists_commands_once(ws: Workspace) -> Non
         titles = Counter(c.title for c in app.get_system_commands(app.screen))
         assert titles["Suggested tag"] == 1 and titles["Select similar"] == 1
         assert not [t for t, n in titles.items() if n > 1], titles
-        assert app.screen.query_one(Footer)
+        footer = {b.description for _n, b, _e, _t in app.screen.active_bindings.values() if b.show}
+        assert {"Next", "Suggested tag", "Help", "Quit"} <= footer
+        assert not {"Tag class 1", "Clear tag", "Tasks", "Theme"} & footer  # help page and palette only

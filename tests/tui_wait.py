@@ -27,9 +27,3 @@ async def wait_for(
             label = what or getattr(cond, "__name__", "condition")
             raise AssertionError(f"{label} not met within {timeout:g} s; notifications: {notes}")
         await pilot.pause(0.02)  # a poll interval that lets the app run; the condition decides
-
-
-async def wait_idle(pilot: Any, timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Waits until no worker of the app is running and its message queues are drained."""
-    await wait_for(pilot, lambda: not any(w.is_running for w in pilot.app.workers), timeout, "workers done")
-    await pilot.pause()
