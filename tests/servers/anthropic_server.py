@@ -19,6 +19,8 @@ is the number of assistant messages in the request, so concurrent conversations 
 the script from the start. A script entry is a :class:`Reply`, a callable ``(request body) -> Reply``
 (to react to tool results), or a list of :class:`Fail` / :class:`StreamFail` followed by a Reply, served
 in order to repeated requests for that turn (``429 then success``). Past the end the last entry repeats.
+Helpers: :func:`malformed` (a tool input that is not valid JSON) and :func:`refusal` (``stop_reason:
+"refusal"``), as the reviewer's tests need.
 """
 
 from __future__ import annotations
@@ -101,6 +103,16 @@ def text(s: str) -> Text:
 
 def tool(name: str, **inputs: Any) -> Tool:
     return Tool(name, dict(inputs))
+
+
+def malformed(name: str, raw_json: str) -> Tool:
+    """A tool_use whose streamed input is ``raw_json`` verbatim (may be invalid JSON)."""
+    return Tool(name, raw_json=raw_json)
+
+
+def refusal(text: str = "I can't help with reviewing this.") -> Reply:
+    """A reply the way the API ends a turn its classifiers stopped: ``stop_reason: "refusal"``."""
+    return Reply([Text(text)], stop_reason="refusal")
 
 
 @dataclass
