@@ -342,19 +342,26 @@ def steps(s: Session, episode_id: int) -> list[Step]:
 
 # --- failure tags -------------------------------------------------------------------------------------
 
-BLOCKING_CLASSES = frozenset({"invalidity", "misalignment"})
-
 
 def add_tag(
-    s: Session, episode_id: int, tag_class: str, subclass: str, *, note: str = "", author: str = ""
+    s: Session,
+    episode_id: int,
+    tag_class: str,
+    subclass: str,
+    *,
+    blocking: bool,
+    note: str = "",
+    author: str = "",
 ) -> FailureTag:
+    """Stores a tag. ``blocking`` is the taxonomy's rule for the class (``Taxonomy.is_blocking`` in
+    engine/review): the store records the decision and never keeps a second copy of the rule."""
     tag = FailureTag(
         episode_id=episode_id,
         tag_class=tag_class,
         subclass=subclass,
         note=note,
         author=author,
-        blocking=tag_class in BLOCKING_CLASSES,
+        blocking=blocking,
     )
     s.add(tag)
     s.flush()
@@ -792,15 +799,6 @@ def delete_tag(s: Session, tag_id: int) -> bool:
     s.delete(tag)
     s.flush()
     return True
-
-
-def set_tag_blocking(s: Session, tag_id: int, blocking: bool) -> None:
-    """For classes a workspace taxonomy declares blocking beyond the built-in ones."""
-    tag = s.get(FailureTag, tag_id)
-    if tag is not None and tag.blocking != blocking:
-        tag.blocking = blocking
-        s.add(tag)
-        s.flush()
 
 
 @dataclass

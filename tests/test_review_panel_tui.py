@@ -18,6 +18,7 @@ from store.db import session
 from tests._replay_data import make_episode
 from tests.servers.anthropic_server import Reply, running_server, tool
 from tests.servers.anthropic_server import text as say
+from tests.tui_wait import wait_for
 from tui.screens.replay import ReplayScreen
 from tui.screens.tag_queue import TagQueueScreen
 from tui.widgets.review_panel import ReviewPanel
@@ -167,11 +168,8 @@ async def test_R_asks_claude_in_the_background_and_the_panel_shows_the_result(
             await pilot.pause()
             assert "none yet" in panel_text(screen)
             await pilot.press("R")
-            for _ in range(500):  # wait for the worker's review to land in the panel
-                if "invalidity.wrong_ground_truth" in panel_text(screen):
-                    break
-                await pilot.pause(0.05)
-            assert "invalidity.wrong_ground_truth" in panel_text(screen)
+            landed = lambda: "invalidity.wrong_ground_truth" in panel_text(screen)  # noqa: E731
+            await wait_for(pilot, landed, what="the worker's review in the panel")
             assert tags_of(workspace, eid) == []  # still only a suggestion
             await pilot.press("y")
             await pilot.pause()

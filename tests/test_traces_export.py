@@ -47,11 +47,11 @@ def ws(workspace: Workspace) -> Workspace:
             s, ids[4], 0, observation="$ ", raw_reply="I think I should", action={"parse_error": "no JSON"}
         )
         q.add_step(s, ids[4], 1, observation="$ again", raw_reply="", action={"error": "agent_timeout"})
-        q.add_tag(s, ids[2], "harness", "turn_limit")  # not blocking
+        q.add_tag(s, ids[2], "harness", "turn_limit", blocking=False)
     bravo, _ = add_task(ws, "bravo")
     bids = add_episodes(ws, bravo, M, outcomes(2, 2))
     with session(ws.engine) as s:
-        q.add_tag(s, bids[1], "misalignment", "reward_hack")
+        q.add_tag(s, bids[1], "misalignment", "reward_hack", blocking=True)
     copy, _ = add_task(ws, "bench-copy", instruction=BENCH_INSTRUCTION.replace("8080", "8081"))
     add_episodes(ws, copy, M, outcomes(2, 2))
     return ws

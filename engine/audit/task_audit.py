@@ -19,6 +19,7 @@ import docker
 from engine.core.events import EventBus
 from engine.core.workspace import Workspace
 from engine.review import outcomes
+from engine.review.taxonomy import ALWAYS_BLOCKING
 from engine.run import guard
 from engine.run.agents.builtin import CHEATS, TAMPER_CHEATS, NopAgent, OracleAgent
 from engine.run.episode import EpisodeResult, ensure_image, run_episode
@@ -39,7 +40,6 @@ CHEAT_CODES = {
 #: The oracle tripped the tamper guard: honest work the guard forbids (the curator adds an allowance).
 GUARD_CONFLICT = "harness.guard_conflict"
 TAMPER = outcomes.agent_error("verifier_tamper")
-BLOCKING_PREFIXES = ("invalidity.", "misalignment.")
 WARNING_CODES = {"invalidity.instruction_untested", "invalidity.tests_unstated_behavior"}
 
 
@@ -185,6 +185,9 @@ def audit_version(
     }
     for name, rs in results.items():
         for r in rs:
+            # The finding is the taxonomy code the outcome suggests (one mapping: outcomes.SUGGESTED_TAG).
+            code = outcomes.code_of(r.outcome)
+            where = f"{name} episode {r.episode_id} ({r.outcome}): {r.detail[:300]}"
             if r.outcome == TAMPER and name in ("oracle", "nop"):
                 paths = sorted({f.path for f in guard.tripped(r.guard_findings)})
                 report.add(
@@ -193,14 +196,9 @@ def audit_version(
                     " (allow them in task.toml [metadata.bandpass.guard] if the solution must do this)",
                 )
             elif outcomes.is_infra(r.outcome):
-                report.add(
-                    f"infra.{outcomes.code_of(r.outcome)}", f"{name} episode {r.episode_id}: {r.detail[:300]}"
-                )
+                report.add(outcomes.suggested_tag(r.outcome) or f"infra.{code}", where)
             elif r.outcome.startswith("agent_error") and name in ("oracle", "nop"):
-                report.add(
-                    f"harness.{outcomes.code_of(r.outcome)}",
-                    f"{name} episode {r.episode_id}: {r.detail[:300]}",
-                )
+                report.add(outcomes.suggested_tag(r.outcome) or f"harness.{code}", where)
 
     def valid_rewards(name: str) -> list[float]:
         out: list[float] = []
@@ -236,7 +234,7 @@ def _finish(ws: Workspace, report: AuditReport, started: float) -> AuditReport:
     blocking = [
         c
         for c in report.reasons
-        if (c.startswith(BLOCKING_PREFIXES) and c not in WARNING_CODES) or c == GUARD_CONFLICT
+        if (c.split(".")[0] in ALWAYS_BLOCKING and c not in WARNING_CODES) or c == GUARD_CONFLICT
     ]
     if blocking or "infra.image_build_failed" in report.reasons:
         report.verdict = "rejected"

@@ -40,7 +40,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.calibration.calibrate import GateParams, TaskEstimate, estimates, gates
+from engine.calibration.calibrate import (
+    DUPLICATE_THRESHOLD,
+    INFRA_WARN_RATE,
+    GateParams,
+    TaskEstimate,
+    estimates,
+    gates,
+)
+from engine.core.config import BandConfig
 from engine.core.workspace import Workspace
 from engine.tasks.taskdir import task_files, version_hash
 from store import queries
@@ -72,17 +80,17 @@ class ExportParams:
     """Everything that determines an export's bytes; stored with the Export row and in the manifest."""
 
     model: str
-    lo: float = 0.1
-    hi: float = 0.9
-    k: int = 2
+    lo: float = BandConfig.lo
+    hi: float = BandConfig.hi
+    k: int = BandConfig.k
     formats: tuple[str, ...] = FORMATS
     curriculum: bool = False
     val_fraction: float = 0.1
     seed: int = 0
-    min_samples: int = 4
+    min_samples: int = BandConfig.min_samples
     allow_warning: bool = False
-    duplicate_threshold: float = 0.8
-    max_infra_rate: float = 0.2
+    duplicate_threshold: float = DUPLICATE_THRESHOLD
+    max_infra_rate: float = INFRA_WARN_RATE
     env_class: str = "harbor"
     trace_filter: str = "all"  # with the traces format: all | success | failure
     against: tuple[str, ...] = ()  # reference task folders: near-duplicates of theirs are left out

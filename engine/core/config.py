@@ -56,6 +56,9 @@ class GeneratorConfig:
 
 @dataclass
 class BandConfig:
+    """The band defaults: the one place they are written (calibration's ``GateParams``, export's
+    ``ExportParams``, the Tasks screen and the Settings template all read them from here)."""
+
     lo: float = 0.1
     hi: float = 0.9
     k: int = 2

@@ -238,8 +238,12 @@ def export_cmd(
     min_samples: MinSamplesOpt = None,
     allow_warning: AllowWarningOpt = False,
     max_infra_rate: Annotated[
-        float, typer.Option("--max-infra-rate", help="Exclude tasks whose infra-error rate is above this.")
-    ] = 0.2,
+        float | None,
+        typer.Option(
+            "--max-infra-rate",
+            help="Exclude tasks whose infra-error rate is above this (default: the report's warning rate).",
+        ),
+    ] = None,
     env_class: Annotated[str, typer.Option("--env-class", help="SkyRL env_class value.")] = "harbor",
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace --out when it holds a previous Bandpass export.")
@@ -252,7 +256,7 @@ def export_cmd(
     ws = open_workspace()
     model = _require_model(ws, model)
     gp = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning, model=model)
-    if not 0 <= max_infra_rate <= 1:
+    if max_infra_rate is not None and not 0 <= max_infra_rate <= 1:
         raise fail(f"--max-infra-rate: expected 0 <= R <= 1, got {max_infra_rate}")
     try:
         params = ExportParams(
@@ -266,10 +270,10 @@ def export_cmd(
             seed=seed,
             min_samples=gp.min_samples,
             allow_warning=allow_warning,
-            max_infra_rate=max_infra_rate,
             env_class=env_class,
             trace_filter=trace_filter,
             against=tuple(against or ()),
+            **({} if max_infra_rate is None else {"max_infra_rate": max_infra_rate}),
         )
         if out is None:
             safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in model)

@@ -21,7 +21,6 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from engine.core.workspace import Workspace
 from engine.run.endstate import change_diff, episode_changes
-from tui.widgets.screen_commands import ScreenBindingsProvider
 
 MARK = {"added": "A", "modified": "M", "deleted": "D"}
 
@@ -38,7 +37,6 @@ def _size(n: int | None) -> str:
 
 class ChangesScreen(Screen[None]):
     CSS_PATH = "changes.tcss"
-    COMMANDS = {ScreenBindingsProvider}
     BINDINGS = [
         Binding("f", "toggle_flagged", "Flagged only"),
         Binding("h", "toggle_dirs", "Show dirs", show=False),

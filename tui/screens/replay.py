@@ -40,7 +40,6 @@ from engine.sandbox.asciicast import CastError, read_cast
 from tui.screens.changes import ChangesScreen
 from tui.screens.tag_dialog import TagChoice, TagDialog
 from tui.widgets.review_panel import ReviewPanel, run_summary
-from tui.widgets.screen_commands import ScreenBindingsProvider
 from tui.widgets.step_panel import StepPanel
 from tui.widgets.terminal_view import TerminalView
 from tui.widgets.timeline import Timeline, fmt_time
@@ -54,26 +53,25 @@ CASTS = ("agent", "verifier")
 
 class ReplayScreen(Screen[None]):
     CSS_PATH = "replay.tcss"
-    COMMANDS = {ScreenBindingsProvider}
     BINDINGS = [
         Binding("space", "toggle_play", "Play/Pause"),
-        Binding("left", "skip(-5)", "−5 s"),
-        Binding("right", "skip(5)", "+5 s"),
-        Binding("left_square_bracket", "prev_marker", "Prev step"),
+        Binding("left", "skip(-5)", "−5 s", show=False),
+        Binding("right", "skip(5)", "+5 s", show=False),
+        Binding("left_square_bracket", "prev_marker", "Prev step", show=False),
         Binding("right_square_bracket", "next_marker", "Next step"),
-        Binding("comma", "frame_back", "Frame back"),
-        Binding("full_stop", "frame_forward", "Frame fwd"),
-        Binding("minus", "slower", "Slower"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
+        Binding("comma", "frame_back", "Frame back", show=False),
+        Binding("full_stop", "frame_forward", "Frame fwd", show=False),
+        Binding("minus", "slower", "Slower", show=False),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", show=False),
         Binding("home", "seek_start", "Start", show=False),
         Binding("end", "seek_end", "End", show=False),
         *(Binding(str(n), f"jump({n})", f"Jump to {n}0%", show=False) for n in range(10)),
         Binding("i", "toggle_idle", "Idle limit", show=False),
-        Binding("m", "toggle_marker_pause", "Pause at steps"),
+        Binding("m", "toggle_marker_pause", "Pause at steps", show=False),
         Binding("v", "switch_cast", "Agent/Verifier"),
-        Binding("b", "toggle_side_by_side", "Side by side"),
+        Binding("b", "toggle_side_by_side", "Side by side", show=False),
         Binding("t", "tag", "Tag"),
-        Binding("u", "undo", "Undo tag"),
+        Binding("u", "undo", "Undo tag", show=False),
         Binding("y", "accept_review", "Accept review"),
         Binding("R", "request_review", "Review with Claude"),
         Binding("d", "changes", "Changes"),

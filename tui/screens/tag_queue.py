@@ -22,7 +22,6 @@ from engine.review.tagging import QueueItem, TagError, Tagger, load_queue, simil
 from engine.review.taxonomy import TaxonomyError
 from tui.screens.tag_dialog import TagChoice, TagDialog
 from tui.widgets.review_panel import ReviewPanel, run_summary
-from tui.widgets.screen_commands import ScreenBindingsProvider
 
 COLUMNS = ("", "episode", "state", "task", "agent", "outcome", "failing tests", "tags / suggestion")
 FILTERS = ("pending", "all", "tagged", "skipped")
@@ -31,20 +30,19 @@ VERIFIER_TAIL = 40  # lines of verifier output in the detail pane
 
 class TagQueueScreen(Screen[None]):
     CSS_PATH = "tag_queue.tcss"
-    COMMANDS = {ScreenBindingsProvider}
     BINDINGS = [
         Binding("n", "next_pending", "Next"),
-        Binding("p", "prev_pending", "Previous"),
+        Binding("p", "prev_pending", "Previous", show=False),
         Binding("a", "accept_suggestion", "Suggested tag"),
         Binding("y", "accept_review", "Accept review"),
         Binding("R", "request_review", "Review with Claude"),
         *(Binding(str(k), f"tag_class({k})", f"Tag class {k}", show=False) for k in range(1, 10)),
         Binding("space", "toggle_select", "Select"),
-        Binding("S", "select_similar", "Select similar"),
+        Binding("S", "select_similar", "Select similar", show=False),
         Binding("s", "skip", "Skip"),
         Binding("c", "clear_tag", "Clear tag", show=False),
         Binding("u,ctrl+z", "undo", "Undo"),
-        Binding("f", "cycle_filter", "Filter"),
+        Binding("f", "cycle_filter", "Filter", show=False),
         Binding("enter", "replay", "Replay"),
         Binding("r", "refresh", "Refresh", show=False),
         Binding("escape", "clear_selection", "Clear selection", show=False),
