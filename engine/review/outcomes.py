@@ -10,7 +10,14 @@ from __future__ import annotations
 PASSED = "passed"
 FAILED = "failed"
 
-AGENT_CODES = ("parse_error", "turn_limit", "context_overflow", "agent_timeout", "agent_crashed")
+AGENT_CODES = (
+    "parse_error",
+    "turn_limit",
+    "context_overflow",
+    "config_mismatch",
+    "agent_timeout",
+    "agent_crashed",
+)
 INFRA_CODES = (
     "image_build_failed",
     "env_start_timeout",
@@ -64,6 +71,7 @@ SUGGESTED_TAG = {
     "parse_error": "harness.parse_error",
     "turn_limit": "harness.turn_limit",
     "context_overflow": "harness.context_overflow",
+    "config_mismatch": "harness.config_mismatch",
     "agent_timeout": "harness.agent_timeout",
     "image_build_failed": "infra.image_build_failed",
     "env_start_timeout": "infra.env_start_timeout",

@@ -274,6 +274,7 @@ def _one_try(
                 observation=step.observation,
                 cuts=step.cuts,
                 marker_time=step.marker_time,
+                attempts=step.attempts,
             )
 
     sandbox: Sandbox | None = None
