@@ -302,7 +302,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             return
         if self.path.rstrip("/") == "/tokenize" and self.state.tokenizer:
-            n = prompt_tokens(body.get("messages", [])) if "messages" in body else _tokens(body.get("prompt", ""))
+            msgs = body.get("messages")
+            n = prompt_tokens(msgs) if msgs is not None else _tokens(str(body.get("prompt", "")))
             self._send(200, {"count": n, "max_model_len": self.state.window, "tokens": list(range(n))})
             return
         if self.path.rstrip("/") != "/v1/chat/completions":

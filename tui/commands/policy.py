@@ -45,25 +45,20 @@ def check_cmd(
     base_url: BaseUrlOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request.")] = 30.0,
 ) -> None:
-    """Verify an endpoint: list its models and ask for one token; say what is wrong when it fails."""
-    from engine.run.policy.client import PolicyClient, PolicyInfraError, resolve_model
+    """Verify an endpoint: list its models, its window, ask for one token; say what is wrong when it fails."""
+    from engine.run.policy.client import PolicyInfraError, check_endpoint, describe_check, resolve_model
 
     try:
         cfg = resolve_model(_config(), model, base_url)
     except ValueError as e:
         raise fail(str(e)) from None
-    client = PolicyClient(cfg, timeout=timeout, max_retries=0)
     try:
-        report = client.check()
+        report = check_endpoint(cfg, timeout=timeout)
     except PolicyInfraError as e:
         raise fail(e.detail) from None
-    finally:
-        client.close()
-    others = [m for m in report.served if m != report.model]
-    also = f" (also serves: {', '.join(others)})" if others else ""
-    typer.echo(
-        f"ok: {report.model} at {report.base_url} answered a 1-token request in {report.latency_s:.2f}s{also}"
-    )
+    typer.echo(describe_check(report))
+    for warning in report.warnings:
+        typer.echo(f"WARNING: {warning}", err=True)
 
 
 @policy_app.command("serve")

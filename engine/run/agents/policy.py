@@ -288,6 +288,9 @@ class PolicyAgent:
                 return None, AgentResult(infra_code=e.code, detail=f"step {index}: {e.detail}")
             step.attempts.extend(a.as_dict() for a in reply.attempts)
             counter.learn(fit.messages, reply.prompt_tokens)
+            # The conversation continues from what the policy was actually shown: turns cut stay cut
+            # and a capped observation stays capped, so the next prompt's prefix is counted exactly.
+            messages[:] = fit.messages
             return reply, None
         raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
 

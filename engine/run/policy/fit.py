@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,19 +135,25 @@ class PromptTooLong(RuntimeError):
         super().__init__(detail)
 
 
+_NOTE = re.compile(r"\n\n\[… (\d+) earlier turn\(s\) cut to fit the context window\]$")
+
+
 def _trimmed(messages: Messages, dropped_pairs: int) -> Messages:
-    """System + first user message (the task, with a note of what is gone) + the newer turns."""
+    """System + first user message (the task, with a note of what is gone) + the newer turns. A
+    conversation trimmed before keeps one note with the running total."""
     if dropped_pairs == 0:
         return messages
     head, turns = messages[:2], messages[2:]
-    note = f"\n\n[… {dropped_pairs} earlier turn(s) cut to fit the context window]"
-    first = {**head[1], "content": head[1]["content"] + note}
-    return [head[0], first, *turns[2 * dropped_pairs :]]
+    content = head[1]["content"]
+    earlier = _NOTE.search(content)
+    total = dropped_pairs + (int(earlier.group(1)) if earlier else 0)
+    if earlier:
+        content = content[: earlier.start()]
+    note = f"\n\n[… {total} earlier turn(s) cut to fit the context window]"
+    return [head[0], {**head[1], "content": content + note}, *turns[2 * dropped_pairs :]]
 
 
-def fit_request(
-    messages: Messages, *, window: int | None, max_tokens: int, counter: PromptCounter
-) -> Fit:
+def fit_request(messages: Messages, *, window: int | None, max_tokens: int, counter: PromptCounter) -> Fit:
     """Fits ``messages`` (system, task, then assistant/user pairs; the last pair is never dropped) and the
     reply into ``window`` tokens. Raises ``PromptTooLong`` only on an exact count; with an estimate the
     smallest request is sent anyway and the server's answer decides."""
@@ -182,8 +189,12 @@ def fit_request(
             )
     reply_room = window - count.tokens
     floor = min(max_tokens, MIN_REPLY_TOKENS)
-    if reply_room < floor and len(prompt) > 2 and prompt[-1].get("role") == "user":
-        prompt, count = _cap_last(prompt, count, window - floor, counter, cuts)
+    # Then the newest observation, then the policy's own previous reply (a reply cut at the window would
+    # otherwise fill the next prompt all by itself); the system prompt and the task are never cut.
+    for at, part in ((-1, "fit"), (-2, "reply")):
+        if reply_room >= floor or len(prompt) < 4:
+            break
+        prompt, count = _cap(prompt, at, part, count, window - floor, counter, cuts)
         reply_room = window - count.tokens
     if reply_room <= 0:
         if count.exact:
@@ -211,13 +222,19 @@ def fit_request(
     return Fit(prompt, count, sent, cuts)
 
 
-def _cap_last(
-    prompt: Messages, count: Count, target: int, counter: PromptCounter, cuts: list[dict[str, Any]]
+def _cap(
+    prompt: Messages,
+    at: int,
+    part: str,
+    count: Count,
+    target: int,
+    counter: PromptCounter,
+    cuts: list[dict[str, Any]],
 ) -> tuple[Messages, Count]:
-    """Cuts the middle of the newest user message (the observation) until the prompt is ``target``
-    tokens or less; a few rounds, each re-counted, since bytes map to tokens only roughly."""
+    """Cuts the middle of ``prompt[at]`` until the prompt is ``target`` tokens or less; a few rounds,
+    each re-counted, since bytes map to tokens only roughly."""
     before = count.tokens
-    original = prompt[-1]["content"]
+    original = prompt[at]["content"]
     keep = len(original.encode("utf-8", errors="replace"))
     total_cut = 0
     for _ in range(4):
@@ -226,13 +243,14 @@ def _cap_last(
             break
         keep = max(0, keep - int(over * counter.chars_per_token * 1.2) - 64)
         text, total_cut = cut_middle(original, keep)
-        prompt = [*prompt[:-1], {**prompt[-1], "content": text}]
+        prompt = list(prompt)
+        prompt[at] = {**prompt[at], "content": text}
         count = counter.count(prompt)
     if total_cut:
         cuts.append(
             {
-                "kind": "observation",
-                "part": "fit",
+                "kind": "observation" if part == "fit" else "history",
+                "part": part,
                 "bytes_cut": total_cut,
                 "tokens_before": before,
                 "tokens_after": count.tokens,
