@@ -344,3 +344,34 @@ def test_backoff_and_status_of_failed_attempts_are_kept() -> None:
 def server() -> Iterator[OpenAIServer]:
     with running_server() as s:
         yield s
+
+
+def test_replay_shows_a_step_that_needed_several_requests() -> None:
+    from types import SimpleNamespace
+
+    from engine.review.replay import _step_view
+
+    attempts = [
+        {"latency_s": 0.5, "error": "timeout after 0.5s"},
+        {"latency_s": 0.01, "error": "HTTP 503", "status": 503, "wait_s": 1.0},
+        {"latency_s": 2.0},
+    ]
+    view = _step_view(SimpleNamespace(index=0, attempts_json=json.dumps(attempts)))
+    assert "requests: 3 (timeout after 0.5s, HTTP 503, ok), 3.5 s in all" in view.notes
+    assert not any(n.startswith("requests:") for n in _step_view(SimpleNamespace(index=0)).notes)
+
+
+def test_run_warns_when_bandpass_toml_and_the_server_disagree(tmp_path: Path) -> None:
+    from tui.cli import _register, app
+
+    _register()
+    with running_server(window=2048) as server:
+        (tmp_path / "bandpass.toml").write_text(
+            f'[models.small]\nbase_url = "{server.base_url}"\nserved_name = "{LOOP}"\ncontext_window = 4096\n'
+        )
+        res = CliRunner().invoke(app, ["--workspace", str(tmp_path), "run", "--model", "small", "--k", "1"])
+    assert (
+        "WARNING: context_window 4096 in bandpass.toml for 'small' differs from the served window 2048"
+        in (res.output)
+    )
+    assert "using 2048" in res.output

@@ -207,9 +207,14 @@ def run_cmd(
                 if name in BUILTIN:
                     raise fail(f"--model {name}: that is a built-in agent name; use --agent {name}")
                 try:
-                    resolve_model(ws.config, name, base_url)
+                    policy_cfg = resolve_model(ws.config, name, base_url)
                 except ValueError as exc:
                     raise fail(str(exc)) from None
+                from engine.run.policy.client import window_warning
+
+                warning = window_warning(policy_cfg)  # bandpass.toml vs the served max_model_len
+                if warning:
+                    typer.echo(f"WARNING: {warning}", err=True)
             params = {"max_steps": max_steps, "request_timeout": request_timeout} if kind == "model" else {}
             versions = _version_ids(ws, tasks)
             try:

@@ -586,6 +586,18 @@ def check_endpoint(cfg: PolicyModelConfig, *, timeout: float = 30.0) -> CheckRep
         client.close()
 
 
+def window_warning(cfg: PolicyModelConfig, *, timeout: float = 5.0) -> str | None:
+    """The configured/served window mismatch line for ``run``, from one ``GET /models``; None when they
+    agree, one is unknown, or the endpoint cannot be asked (the endpoint check reports that)."""
+    if not cfg.context_window or not cfg.served_name:
+        return None
+    client = PolicyClient(cfg, timeout=timeout, max_retries=0)
+    try:
+        return window_mismatch_warning(cfg.context_window, client.served_window(), cfg.name)
+    finally:
+        client.close()
+
+
 def describe_check(report: CheckReport) -> str:
     """The one line ``policy check`` prints for an endpoint that works."""
     others = [m for m in report.served if m != report.model]
