@@ -1,14 +1,16 @@
 """The policy agent: a model behind an OpenAI-compatible endpoint, driving the terminal step by step.
 
-One step is one policy call: build the observation, trim the history, ask, parse, type. Each way an
-episode can end on the harness side has its own code, because the point of Bandpass is telling a policy
-that failed the task from a scaffold that failed the policy (DESIGN.md, "harness brittleness"):
-``parse_error``, ``turn_limit``, ``context_overflow``, ``agent_timeout`` are agent errors; a rate-limited
-or unreachable endpoint is an infra error and never counts against the model.
+One step is one policy call: build the observation, fit the request to the served window (fit.py), ask,
+parse, type. Each way an episode can end on the harness side has its own code, because the point of
+Bandpass is telling a policy that failed the task from a scaffold that failed the policy (DESIGN.md,
+"harness brittleness"): ``parse_error``, ``turn_limit``, ``context_overflow``, ``config_mismatch``,
+``agent_timeout`` are agent errors; a rate-limited or unreachable endpoint is an infra error and never
+counts against the model.
 
 Everything the policy was shown and everything it said is put on the step, including each cut (of the
-observation, of the history, of a reply stopped by ``max_tokens``), so a curator replaying the episode can
-see the failure was the harness's.
+observation, of the history, of ``max_tokens``, of a reply stopped by the window or by ``max_tokens``,
+with its true cause) and every HTTP attempt, so a curator replaying the episode can see the failure was
+the harness's.
 """
 
 from __future__ import annotations
