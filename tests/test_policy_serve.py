@@ -7,6 +7,7 @@ vLLM does on a bad flag. Bandpass runs as a real subprocess so real signals reac
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -136,6 +137,14 @@ class Serve:
                 break
         return code, "\n".join(self.seen)
 
+    def cleanup(self) -> None:
+        """After a failed test: kill bandpass and the fake vLLM's whole group, which SIGKILL orphans."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        if self.record.exists():
+            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                os.killpg(json.loads(self.record.read_text())["pid"], signal.SIGKILL)
+
     def recorded(self) -> dict:
         assert _wait_for(self.record.exists)
         return json.loads(self.record.read_text())
@@ -153,8 +162,7 @@ def test_serve_stops_the_whole_process_group(tmp_path: Path, sig: signal.Signals
         serve.proc.send_signal(sig)
         code, out = serve.finish()
     finally:
-        if serve.proc.poll() is None:
-            serve.proc.kill()
+        serve.cleanup()
     assert code == 0, out
     assert f"{sig.name if sig != signal.SIGINT else 'Ctrl-C'}: stopping vLLM" in out
     assert _wait_for(lambda: not _alive(rec["pid"]) and not _alive(rec["worker"]), 30)
@@ -186,8 +194,7 @@ def test_serve_waits_with_progress_and_uses_the_config(tmp_path: Path) -> None:
         serve.proc.send_signal(signal.SIGTERM)
         code, _ = serve.finish()
     finally:
-        if serve.proc.poll() is None:
-            serve.proc.kill()
+        serve.cleanup()
     assert code == 0
     assert rec["argv"][:6] == [
         "serve",
