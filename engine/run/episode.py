@@ -20,7 +20,7 @@ import docker
 from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus
 from engine.core.events import bus as default_bus
 from engine.core.workspace import Workspace
-from engine.review import outcomes
+from engine.review import diagnoser, outcomes
 from engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
 from engine.run.verifier import run_verifier
 from engine.sandbox import pool as sandbox_pool
@@ -210,6 +210,7 @@ def run_episode(
             verifier_output=result.verifier_output,
             retries=result.retries,
         )
+    diagnoser.after_episode(ws, episode_id)  # why it ended, stored before anyone hears it ended
     bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
     return result
 
