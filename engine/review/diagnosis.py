@@ -172,7 +172,10 @@ def last_error_line(facts: EpisodeFacts) -> str:
 # A full-screen program or pager on the screen the policy was shown: less/more/man, vim, nano, top, a
 # REPL. The last non-blank line is where pagers and editors draw their status.
 _PROGRAM_SCREENS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a pager (less/man)", re.compile(r"^(?::|\(END\)|.*lines \d+-\d+.*|Manual page .*|--More--.*)$")),
+    (
+        "a pager (less/man)",
+        re.compile(r"^(?::|.*\(END\)|.*lines \d+-\d+.*|Manual page .*|--More--.*|HELP -- .*)$"),
+    ),
     ("vim", re.compile(r"^(?:-- INSERT --.*|-- VISUAL --.*|\"[^\"]+\" \d+L, \d+B.*|~\s*)$")),
     ("nano", re.compile(r"^\s*\^G Help\b.*|^\s*GNU nano \d")),
     ("top", re.compile(r"^(?:top - \d|Tasks: \d+ total).*")),
