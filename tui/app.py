@@ -51,6 +51,7 @@ class BandpassApp(App[None]):
         Binding("5", "switch_mode('calibration')", "Calibration"),
         Binding("6", "show_replay", "Replay episode"),
         Binding("7", "show_tags", "Tag queue"),
+        Binding("8", "show_episodes", "Episodes"),
         Binding("ctrl+t", "change_theme", "Theme"),
         Binding("q", "quit", "Quit"),
     ]
@@ -103,6 +104,12 @@ class BandpassApp(App[None]):
             self.switch_mode("tags")
         else:
             self.notify("The tag queue is not installed in this build.", severity="warning")
+
+    def action_show_episodes(self) -> None:
+        """The Episodes view, of the task highlighted in Tasks (else of every task); pushed like Replay."""
+        from tui.screens.episodes import EpisodesScreen, task_under_cursor
+
+        self.push_screen(EpisodesScreen(self.workspace, task=task_under_cursor(self.workspace, self.screen)))
 
     def open_replay(self, episode_id: int) -> None:
         """Opens an episode in the Replay screen (hook: the replay module decides how it takes one)."""

@@ -134,7 +134,7 @@ class ReplayScreen(Screen[None]):
                 yield Static("", id="replay-status")
             with Vertical(id="replay-side"):
                 yield StepPanel(id="step-panel")
-                yield Static("Evidence (e: next, Enter: seek)", classes="side-heading", id="evidence-heading")
+                yield Static("Evidence (e: next, Enter: seek)", id="evidence-heading")
                 yield OptionList(id="replay-evidence")
                 yield Static("Verifier output", classes="side-heading")
                 with VerticalScroll(id="verifier-scroll"):
