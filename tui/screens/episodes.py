@@ -52,7 +52,7 @@ class EpisodesScreen(Screen[None]):
     def __init__(self, ws: Workspace, *, task: str | None = None) -> None:
         super().__init__()
         self.ws = ws
-        self.task = task
+        self.task_name = task
         self.rows: list[dq.EpisodeListRow] = []
         self.shown: list[dq.EpisodeListRow] = []
         self.marked: list[int] = []
@@ -60,7 +60,7 @@ class EpisodesScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Input(
-            value=f"task:{self.task}" if self.task else "",
+            value=f"task:{self.task_name}" if self.task_name else "",
             placeholder="filter: task:NAME agent:NAME outcome:failed|agent_error|infra_error batch:ID words…",
             id="episodes-filter",
         )
@@ -72,7 +72,7 @@ class EpisodesScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"episodes of {self.task}" if self.task else "all episodes"
+        self.sub_title = f"episodes of {self.task_name}" if self.task_name else "all episodes"
         self.query_one(DataTable).add_columns(*COLUMNS)
         self.action_refresh()
         self.query_one(DataTable).focus()
