@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from textual.app import App
-from textual.widgets import DataTable
 
 from engine.core.workspace import Workspace
 from engine.review.tagging import Tagger, load_queue
@@ -13,6 +12,7 @@ from tests._replay_data import make_episode
 from tui.screens.replay import ReplayScreen
 from tui.screens.tag_dialog import TagDialog
 from tui.screens.tag_queue import TagQueueScreen
+from tui.widgets.virtual_table import VirtualTable
 
 
 class Host(App[None]):
@@ -85,8 +85,7 @@ async def test_bulk_tag_every_episode_failing_the_same_test(workspace: Workspace
         assert all(tags_of(workspace, e) == [] for e in same)
 
         # A hand-made selection with space.
-        table = screen.query_one(DataTable)
-        table.move_cursor(row=0)
+        screen.query_one("#queue-table", VirtualTable).cursor_row = 0
         await pilot.press("space", "down", "down", "down", "space")
         assert screen.selected == {same[0], other}
         await pilot.press("escape")

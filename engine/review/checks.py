@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ class FailedCheck:
     line: int = -1
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"name": self.name, "source": self.source, "message": self.message, "line": self.line}
 
 
 _PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR)\s+(\S+::\S+?|\S+\.py)(?:\s+-\s+(.*))?$")

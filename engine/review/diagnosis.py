@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.review import outcomes
@@ -28,6 +28,9 @@ from engine.review.text import strip_controls
 
 #: Bumped whenever a rule changes, so stored diagnoses made by older rules can be found and redone.
 RULES_VERSION = 1
+
+#: Lines at the bottom of a screen the rules look at.
+TAIL_LINES = 12
 
 #: Codes that are diagnoses but not taxonomy tags: a policy that simply failed, or passed.
 POLICY_FAILED = "policy.failed_checks"
@@ -58,7 +61,13 @@ class Evidence:
     cast: str = "agent"  # agent | verifier
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "what": self.what,
+            "quote": self.quote,
+            "step": self.step,
+            "time": self.time,
+            "cast": self.cast,
+        }
 
 
 @dataclass
@@ -77,6 +86,22 @@ class StepFacts:
     observation: str
     cuts: list[dict[str, Any]]
     raw_reply: str = ""
+    _tail: list[str] | None = field(default=None, repr=False, compare=False)
+    _keys: list[str] | None = field(default=None, repr=False, compare=False)
+
+    def tail(self) -> list[str]:
+        """The last non-blank lines of the screen the policy was shown, plain text (computed once: most
+        rules look at the bottom of the screen, where prompts and pager status lines are)."""
+        if self._tail is None:
+            end = self.observation.rstrip()
+            cut = len(end)
+            for _ in range(TAIL_LINES):  # the last TAIL_LINES lines without splitting the whole screen
+                cut = end.rfind("\n", 0, cut)
+                if cut < 0:
+                    break
+            lines = strip_controls(end[cut + 1 :]).split("\n")
+            self._tail = [ln.rstrip() for ln in lines if ln.strip()]
+        return self._tail
 
 
 @dataclass
@@ -141,11 +166,15 @@ def _tail(text: str, n: int = 3) -> str:
 
 
 def _keys(step: StepFacts) -> list[str]:
-    cmds = step.action.get("commands")
-    if isinstance(cmds, list):
-        return [str(c.get("keystrokes", "")) for c in cmds if isinstance(c, dict)]
-    k = step.action.get("keystrokes")
-    return [str(k)] if k else []
+    """The keystrokes the step typed, one string per command (computed once per step)."""
+    if step._keys is None:  # noqa: SLF001 - the step's own cache
+        cmds = step.action.get("commands")
+        if isinstance(cmds, list):
+            step._keys = [str(c.get("keystrokes", "")) for c in cmds if isinstance(c, dict)]  # noqa: SLF001
+        else:
+            k = step.action.get("keystrokes")
+            step._keys = [str(k)] if k else []  # noqa: SLF001
+    return step._keys  # noqa: SLF001
 
 
 def _results(step: StepFacts) -> list[dict[str, Any]]:
@@ -161,7 +190,7 @@ def last_error_line(facts: EpisodeFacts) -> str:
     """The last meaningful line of the episode's error (else the verifier's output): what a signature
     falls back on when no check names the failure."""
     for text in (facts.error, facts.verifier_output):
-        lines = [ln.strip() for ln in _lines(text) if ln.strip()]
+        lines = [ln.strip() for ln in _lines(text[-4000:]) if ln.strip()]
         if lines:
             return lines[-1][:300]
     return ""
@@ -187,8 +216,7 @@ _SHELLISH = re.compile(
 )
 
 
-def _program_on_screen(screen: str) -> tuple[str, str] | None:
-    lines = [ln for ln in _lines(screen) if ln.strip()]
+def _program_on_screen(lines: list[str]) -> tuple[str, str] | None:
     if not lines:
         return None
     last = lines[-1].strip()
@@ -209,7 +237,7 @@ def rule_stuck_in_program(f: EpisodeFacts) -> Finding | None:
         keys = [k for k in _keys(st) if _SHELLISH.match(k)]
         if not keys:
             continue
-        prog = _program_on_screen(st.observation)
+        prog = _program_on_screen(st.tail())
         if prog is None:
             continue
         name, quote = prog
@@ -237,6 +265,8 @@ _PS2 = re.compile(r"^>\s?$|^> .*$")
 
 def _open_input(keys: str) -> str | None:
     """Why ``keys`` leave the shell waiting for more: an open quote or an unfinished heredoc."""
+    if "'" not in keys and '"' not in keys and "<<" not in keys:
+        return None
     text = keys.replace("\\'", "").replace('\\"', "")
     heredoc = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", text)
     if heredoc and not re.search(rf"^\s*{re.escape(heredoc.group(1))}\s*$", text, re.M):
@@ -260,8 +290,7 @@ def rule_unterminated_input(f: EpisodeFacts) -> Finding | None:
                 continue
             res = _results(st)
             completed = res[i].get("completed") if i < len(res) else None
-            later = f.steps[pos + 1].observation if pos + 1 < len(f.steps) else ""
-            tail = [ln for ln in _lines(later) if ln.strip()]
+            tail = f.steps[pos + 1].tail() if pos + 1 < len(f.steps) else []
             at_ps2 = bool(tail) and bool(_PS2.match(tail[-1].strip()))
             if completed is False or at_ps2:
                 ev = [
@@ -288,8 +317,8 @@ def rule_unterminated_input(f: EpisodeFacts) -> Finding | None:
     return None
 
 
-def _screen_state(obs: str) -> str:
-    return "\n".join([ln for ln in _lines(obs) if ln.strip()][-6:])
+def _screen_state(step: StepFacts) -> str:
+    return "\n".join(step.tail()[-6:])
 
 
 def rule_action_loop(f: EpisodeFacts) -> Finding | None:
@@ -301,10 +330,7 @@ def rule_action_loop(f: EpisodeFacts) -> Finding | None:
             pos < len(f.steps)
             and _keys(f.steps[pos]) == _keys(f.steps[start])
             and bool(_keys(f.steps[start]))
-            and (
-                pos == start + 1
-                or _screen_state(f.steps[pos].observation) == _screen_state(f.steps[pos - 1].observation)
-            )
+            and (pos == start + 1 or _screen_state(f.steps[pos]) == _screen_state(f.steps[pos - 1]))
         )
         if same:
             continue
@@ -330,7 +356,7 @@ def rule_action_loop(f: EpisodeFacts) -> Finding | None:
             ),
             Evidence(
                 f"step {last.index}: the screen is unchanged",
-                _screen_state(last.observation),
+                _screen_state(last),
                 last.index,
                 last.marker_time,
             ),

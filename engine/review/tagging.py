@@ -128,47 +128,44 @@ def load_queue(
     wanted = set(states) if states is not None else None
     filt = filt or QueueFilter()
     with session(ws.engine) as s:
-        rows = queries.review_rows(s)
-        ids = [r.episode.id for r in rows]
-        diags = dq.diagnoses_for(s, ids)  # type: ignore[arg-type]
-    missing = [i for i in ids if i not in diags]
+        rows = dq.queue_rows(s)
+    missing = [r.episode_id for r in rows if r.code is None]
     if missing:
         from engine.review.diagnoser import diagnose_episodes
 
-        diagnose_episodes(ws, missing)  # type: ignore[arg-type]
+        diagnose_episodes(ws, missing)
         with session(ws.engine) as s:
-            diags = dq.diagnoses_for(s, ids)  # type: ignore[arg-type]
-    checks: dict[int, tuple[str, ...]] = {}
-    with session(ws.engine) as s:
-        for eid, cj in dq.checks_for(s, ids):  # type: ignore[arg-type]
-            checks[eid] = tuple(sorted({c["name"] for c in json.loads(cj or "[]")}))
+            rows = dq.queue_rows(s)
     items = []
     for r in rows:
-        if wanted is not None and r.state not in wanted:
+        state = "tagged" if r.tags else "skipped" if r.skipped else "pending"
+        if wanted is not None and state not in wanted:
             continue
-        ep = r.episode
-        code, dtag, conf, summary, sig = diags.get(ep.id, ("", "", 0.0, "", ""))  # type: ignore[arg-type]
+        try:
+            checks = tuple(sorted({c["name"] for c in json.loads(r.checks_json or "[]")}))
+        except (ValueError, KeyError, TypeError):
+            checks = ()
         item = QueueItem(
-            episode_id=ep.id,  # type: ignore[arg-type]
+            episode_id=r.episode_id,
             task=r.task,
             version_hash=r.version_hash,
-            agent=ep.agent,
-            attempt=ep.attempt,
-            outcome=ep.outcome,
-            reward=ep.reward,
-            state=r.state,
-            tags=[f"{t.tag_class}.{t.subclass}" for t in r.tags],
-            tag_ids=[t.id for t in r.tags],  # type: ignore[misc]
-            suggestion=dtag or suggested_tag(ep.outcome),
-            failing_tests=checks.get(ep.id, ()),  # type: ignore[arg-type]
-            agent_cast=ep.agent_cast,
-            verifier_cast=ep.verifier_cast,
-            batch_id=ep.batch_id,
-            probe=is_probe(ep.agent, ep.batch_id),
-            diagnosis=code,
-            confidence=conf,
-            summary=summary,
-            signature=sig,
+            agent=r.agent,
+            attempt=r.attempt,
+            outcome=r.outcome,
+            reward=r.reward,
+            state=state,
+            tags=[t for _, t in r.tags],
+            tag_ids=[tid for tid, _ in r.tags],
+            suggestion=r.tag or suggested_tag(r.outcome),
+            failing_tests=checks,
+            agent_cast=r.agent_cast,
+            verifier_cast=r.verifier_cast,
+            batch_id=r.batch_id,
+            probe=is_probe(r.agent, r.batch_id),
+            diagnosis=r.code or "",
+            confidence=r.confidence or 0.0,
+            summary=r.summary or "",
+            signature=r.signature or "",
         )
         if filt.admits(item):
             items.append(item)

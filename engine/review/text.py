@@ -28,6 +28,8 @@ def strip_controls(text: str) -> str:
     carriage-return overwrites resolved (a progress bar keeps its last state)."""
     if not text:
         return ""
+    if text.isascii() and "\x1b" not in text and "\r" not in text and _CONTROLS.search(text) is None:
+        return text  # the common case: nothing to strip, no copy
     s = _ESCAPES.sub("", text).replace("\r\n", "\n")
     if "\r" in s:
         s = "\n".join(
