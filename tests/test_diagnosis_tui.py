@@ -119,15 +119,19 @@ async def test_queue_keys_do_not_trap_and_detail_is_plain_text(workspace: Worksp
     app = BandpassApp(workspace, bus=EventBus(), show_path=False)
     async with app.run_test(size=(170, 45)) as pilot:
         await pilot.press("7")
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, TagQueueScreen) and app.screen.items, "the queue"
+        )
         queue = app.screen
-        assert isinstance(queue, TagQueueScreen)
         info = str(queue.query_one("#queue-info", Static).content)
         assert "\x1b" not in info and "\x07" not in info and "FAILED t.py::test_q - og" in info
         assert "outcome failed" in info and "diagnosis policy.failed_checks" in info
         await pilot.press("escape")  # Escape leaves the queue
-        assert isinstance(app.screen, TasksScreen)
-        await pilot.press("7", "5")  # digits switch screens from inside the queue
-        assert app.current_mode == "calibration"
+        await wait_for(pilot, lambda: isinstance(app.screen, TasksScreen), "Tasks")
+        await pilot.press("7")
+        await wait_for(pilot, lambda: app.screen is queue, "the queue again")
+        await pilot.press("5")  # digits switch screens from inside the queue
+        await wait_for(pilot, lambda: app.current_mode == "calibration", "Calibration")
 
 
 async def test_replay_shows_why_seeks_evidence_and_keeps_speed(workspace: Workspace) -> None:

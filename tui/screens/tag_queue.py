@@ -66,14 +66,12 @@ class QueueCluster:
     def __init__(self, signature: str, items: list[QueueItem]) -> None:
         self.signature = signature
         self.items = items
-
-    @property
-    def pending(self) -> list[QueueItem]:
-        return [i for i in self.items if i.state == "pending"]
-
-    @property
-    def representative(self) -> QueueItem:
-        return max(self.items, key=lambda i: (i.confidence, -i.episode_id))
+        self.pending = [i for i in items if i.state == "pending"]
+        rep = items[0]
+        for i in items:  # the most confident diagnosis, ties: the oldest episode
+            if i.confidence > rep.confidence:
+                rep = i
+        self.representative = rep
 
     @property
     def suggestion(self) -> str | None:
@@ -89,10 +87,9 @@ def group_clusters(items: list[QueueItem]) -> list[QueueCluster]:
     by: dict[str, list[QueueItem]] = {}
     for i in items:
         by.setdefault(i.signature or f"episode {i.episode_id}", []).append(i)
-    return sorted(
-        (QueueCluster(sig, members) for sig, members in by.items()),
-        key=lambda c: (-len(c.items), c.items[0].task, c.signature),
-    )
+    out = [QueueCluster(sig, members) for sig, members in by.items()]
+    out.sort(key=lambda c: (-len(c.items), c.items[0].task, c.signature))
+    return out
 
 
 class TagQueueScreen(Screen[None]):
@@ -133,26 +130,27 @@ class TagQueueScreen(Screen[None]):
         self._all: list[QueueItem] = []  # every queue item the query filter admits
         self._records: dict[int, list[str]] = {}
         self._by_id: dict[int, QueueItem] = {}
+        self._counts: dict[str, int] = {"pending": 0, "tagged": 0, "skipped": 0}
+        self._cluster_cache: tuple[list[QueueItem], list[tuple[int, tuple[str, ...]]]] | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="queue-body"):
             yield VirtualTable(COLUMNS, id="queue-table")
-            yield VirtualTable(CLUSTER_COLUMNS, id="cluster-table")
             with VerticalScroll(id="queue-detail"):
                 yield Static("", id="queue-info", markup=False)
         yield Static("", id="queue-status")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#cluster-table").display = False
         self.action_refresh()
         self.table.focus()
 
     @property
     def table(self) -> VirtualTable:
-        """The table in view: the episode list, or the clusters."""
-        return self.query_one("#cluster-table" if self.cluster_view else "#queue-table", VirtualTable)
+        """One table for both views (its columns swap): swapping widgets re-lays out the screen and the
+        footer, ten times the cost of filling the table."""
+        return self.query_one("#queue-table", VirtualTable)
 
     # --- data --- #
 
@@ -161,14 +159,14 @@ class TagQueueScreen(Screen[None]):
         if self.cluster_view:
             c = self.current_cluster
             return c.representative if c else None
-        key = self.query_one("#queue-table", VirtualTable).cursor_key
+        key = self.table.cursor_key
         return self._by_id.get(key) if key is not None else None
 
     @property
     def current_cluster(self) -> QueueCluster | None:
         if not self.cluster_view:
             return None
-        key = self.query_one("#cluster-table", VirtualTable).cursor_key
+        key = self.table.cursor_key
         return self.clusters[key] if key is not None and 0 <= key < len(self.clusters) else None
 
     def targets(self) -> list[int]:
@@ -189,40 +187,29 @@ class TagQueueScreen(Screen[None]):
         cur = self.current
         cursor_on = keep if keep is not None else (cur.episode_id if cur else None)
         self._all = load_queue(self.ws, filt=self.query_filter)
+        self._counts = {"pending": 0, "tagged": 0, "skipped": 0}
+        for i in self._all:
+            self._counts[i.state] += 1
         self._records.clear()
         self.selected &= {i.episode_id for i in self._all}
         self.items = [
             i for i in self._all if self.filter == "all" or i.state == self.filter or i.episode_id == keep
         ]
+        self._cluster_rows()  # grouped now, with the load: opening the cluster view is then instant
         self._fill_table(cursor_on)
 
     def _fill_table(self, cursor_on: int | None = None) -> None:
         self._by_id = {i.episode_id: i for i in self.items}
-        listing = self.query_one("#queue-table", VirtualTable)
-        clusters = self.query_one("#cluster-table", VirtualTable)
-        listing.display = not self.cluster_view
-        clusters.display = self.cluster_view
+        table = self.table
+        columns = list(CLUSTER_COLUMNS if self.cluster_view else COLUMNS)
+        swapped = table.columns != columns
+        if swapped:  # keys of the other view mean nothing here: start at the top
+            table.columns = columns
+            table.sort_column = None
         if self.cluster_view:
-            self.clusters = group_clusters(self.items)
-            rows = []
-            for n, c in enumerate(self.clusters):
-                rep = c.representative
-                ids = [str(i.episode_id) for i in c.items[:PREVIEW]]
-                rows.append(
-                    (
-                        n,
-                        (
-                            str(len(c.items)),
-                            str(len(c.pending)),
-                            rep.task,
-                            rep.outcome,
-                            rep.diagnosis,
-                            describe(c.signature),
-                            ", ".join(ids) + ("…" if len(c.items) > PREVIEW else ""),
-                        ),
-                    )
-                )
-            clusters.set_rows(rows)
+            table.set_rows(self._cluster_rows())
+            if swapped:
+                table.cursor_row = 0
         else:
             rows = []
             for i in self.items:
@@ -243,15 +230,41 @@ class TagQueueScreen(Screen[None]):
                         ),
                     )
                 )
-            listing.set_rows(rows)
+            table.set_rows(rows)
+            if swapped and cursor_on is None:
+                table.cursor_row = 0
             if cursor_on is not None and cursor_on in self._by_id:
-                keys = [k for k, _ in listing._shown]  # noqa: SLF001 - the rows in display order
-                listing.cursor_row = keys.index(cursor_on)
-        self.table.focus()
+                keys = [k for k, _ in table._shown]  # noqa: SLF001 - the rows in display order
+                table.cursor_row = keys.index(cursor_on)
         self._refresh_detail()
 
+    def _cluster_rows(self) -> list[tuple[int, tuple[str, ...]]]:
+        """The cluster view's rows, grouped once per queue load (``k`` then only swaps rows in)."""
+        if self._cluster_cache is None or self._cluster_cache[0] is not self.items:
+            self.clusters = group_clusters(self.items)
+            rows = []
+            for n, c in enumerate(self.clusters):
+                rep = c.representative
+                ids = [str(i.episode_id) for i in c.items[:PREVIEW]]
+                rows.append(
+                    (
+                        n,
+                        (
+                            str(len(c.items)),
+                            str(len(c.pending)),
+                            rep.task,
+                            rep.outcome,
+                            rep.diagnosis,
+                            describe(c.signature),
+                            ", ".join(ids) + ("…" if len(c.items) > PREVIEW else ""),
+                        ),
+                    )
+                )
+            self._cluster_cache = (self.items, rows)
+        return self._cluster_cache[1]
+
     def status_text(self) -> str:
-        counts = {s: sum(i.state == s for i in self._all) for s in ("pending", "tagged", "skipped")}
+        counts = self._counts
         sel = f" · {len(self.selected)} selected" if self.selected else ""
         undo = " · u: undo" if self.tagger.can_undo else ""
         view = f"{len(self.clusters)} clusters of " if self.cluster_view else ""
@@ -343,7 +356,7 @@ class TagQueueScreen(Screen[None]):
     # --- navigation --- #
 
     def _move_to_pending(self, step: int) -> None:
-        table = self.query_one("#queue-table", VirtualTable)
+        table = self.table
         if not self.items or self.cluster_view:
             return
         keys = [k for k, _ in table._shown]  # noqa: SLF001 - the rows in display order
