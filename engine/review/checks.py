@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.review.signatures import normalise_line
 from engine.review.text import strip_controls
 
 #: Reports the verifier may leave beside its reward (CTRF is what pytest-json-ctrf and others write).
@@ -49,7 +50,10 @@ _PYTEST_E_LINE = re.compile(r"^E\s+(.*)$")
 _UNITTEST = re.compile(r"^(FAIL|ERROR):\s+(\w+)\s+\(([\w.]+)\)")
 _TAP = re.compile(r"^\s*not ok\s+(\d+)\s*(?:-\s*)?(.*?)(?:\s+#\s*(TODO|SKIP)\b.*)?$", re.IGNORECASE)
 _GENERIC = (
-    re.compile(r"\bexpected\b[:\s]+(.{1,120}?)[,;]?\s+(?:but\s+)?got\b[:\s]+(.{1,120})", re.IGNORECASE),
+    re.compile(
+        r"\bexpected\b[=:\s]+(.{1,120}?)[,;]?\s+(?:but\s+)?(?:got|actual|found|was)\b[=:\s]+(.{1,120})",
+        re.IGNORECASE,
+    ),
     re.compile(r"\b(?:FAIL|FAILED|ERROR)\b[:\s-]+(.{3,160})$"),
     re.compile(r"^\s*AssertionError:?\s*(.*)$"),
 )
@@ -146,16 +150,18 @@ def _generic(lines: list[str]) -> list[FailedCheck]:
         s = line.strip()
         if not s or len(s) > 400:
             continue
+        # A generic check is named by its line with the values that vary run to run taken out
+        # (numbers, hex ids), so "expected 8, got 53" and "expected 8, got 51" are the same check.
         m = _GENERIC[0].search(s)
         if m:
-            name = normalise_name(s[: m.start()].rstrip(" :-") or "expected/got")
+            name = normalise_line(s[: m.start()].rstrip(" :-")) or "expected/got"
             out.setdefault(name, FailedCheck(name, "generic", s, i))
             continue
         for pat in _GENERIC[1:]:
             m = pat.search(s)
             if m and not s.startswith(("PASS", "ok ")):
-                name = normalise_name(_PARAMS.sub("", m.group(1)).strip(" .:") or s)
-                out.setdefault(name, FailedCheck(name[:120], "generic", s, i))
+                name = normalise_line(_PARAMS.sub("", m.group(1)).strip(" .:") or s)[:120]
+                out.setdefault(name, FailedCheck(name, "generic", s, i))
                 break
     return list(out.values())[:20]
 
