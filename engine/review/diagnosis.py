@@ -35,6 +35,7 @@ TAIL_LINES = 12
 #: Codes that are diagnoses but not taxonomy tags: a policy that simply failed, or passed.
 POLICY_FAILED = "policy.failed_checks"
 POLICY_PASSED = "policy.passed"
+PROBE_AS_EXPECTED = "probe.as_expected"
 UNKNOWN = "unknown.no_evidence"
 
 #: Agent names of the audit's built-in probes (engine/run/agents/builtin.py).
@@ -135,7 +136,7 @@ class Diagnosis:
     @property
     def tag(self) -> str | None:
         """The taxonomy tag this diagnosis suggests (None for a plain failure, a pass, no evidence)."""
-        return None if self.code.split(".", 1)[0] in ("policy", "unknown") else self.code
+        return None if self.code.split(".", 1)[0] in ("policy", "unknown", "probe") else self.code
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -464,7 +465,7 @@ def rule_tampering(f: EpisodeFacts) -> Finding | None:
                         st.marker_time,
                     )
                 )
-    if not hits:
+    if not hits or f.agent in PROBE_AGENTS:  # a cheat probe tampers by design; rule_probe judges it
         return None
     passed = f.outcome == outcomes.PASSED
     return Finding(
@@ -520,6 +521,13 @@ def rule_probe(f: EpisodeFacts) -> Finding | None:
             0.95,
             "the reference solution did not pass",
             [Evidence("oracle's verifier output", _tail(f.verifier_output, 5), None, None, "verifier")],
+        )
+    if f.agent in _PROBE_PASS and outcomes.is_valid_sample(f.outcome) and f.outcome != outcomes.PASSED:
+        return Finding(
+            PROBE_AS_EXPECTED,
+            0.9,
+            f"the audit's {f.agent} probe failed, as it must on a sound task",
+            [Evidence(f"{f.agent} ended {f.outcome}", _tail(f.verifier_output), None, None, "verifier")],
         )
     return None
 

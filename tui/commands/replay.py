@@ -181,6 +181,7 @@ def queue_cmd(
     for i in items:
         shown = ", ".join(i.tags) if i.tags else (f"({i.suggestion}?)" if i.suggestion else "")
         typer.echo(
-            f"{i.episode_id:>5} {i.state:<8} {i.task[:28]:<28} {i.outcome:<{width}} {i.diagnosis[:28]:<28} {shown}"
+            f"{i.episode_id:>5} {i.state:<8} {i.task[:28]:<28} {i.outcome:<{width}} "
+            f"{i.diagnosis[:28]:<28} {shown}"
         )
     typer.echo(", ".join(f"{n} {s}" for s, n in counts.items()))
