@@ -48,7 +48,7 @@ _PYTEST_PROGRESS = re.compile(r"^(\S+::\S+)\s+(?:FAILED|ERROR)\b")
 _PYTEST_RA_HEADER = re.compile(r"^_{3,}\s+(?:ERROR at \w+ of )?(\S+?)\s+_{3,}$")
 _PYTEST_E_LINE = re.compile(r"^E\s+(.*)$")
 _UNITTEST = re.compile(r"^(FAIL|ERROR):\s+(\w+)\s+\(([\w.]+)\)")
-_TAP = re.compile(r"^\s*not ok\s+(\d+)\s*(?:-\s*)?(.*?)(?:\s+#\s*(TODO|SKIP)\b.*)?$", re.IGNORECASE)
+_TAP = re.compile(r"^\s*not ok\s+(\d+)\s*(?:-\s*)?(.*?)(?:\s*#\s*(TODO|SKIP)\b.*)?$", re.IGNORECASE)
 _GENERIC = (
     re.compile(
         r"\bexpected\b[=:\s]+(.{1,120}?)[,;]?\s+(?:but\s+)?(?:got|actual|found|was)\b[=:\s]+(.{1,120})",

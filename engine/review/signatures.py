@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-_HEX = re.compile(r"\b[0-9a-f]{8,}\b", re.IGNORECASE)
+_HEX = re.compile(r"\b(?:0x[0-9a-f]+|[0-9a-f]{8,})\b", re.IGNORECASE)
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 _TMP = re.compile(r"/tmp/[\w.-]+")
 _TRY = re.compile(r"^try \d+:\s*")
