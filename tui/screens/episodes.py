@@ -20,7 +20,7 @@ from store import diagnoses as dq
 from store.db import session
 from tui.widgets.screen_commands import ScreenBindingsProvider
 
-COLUMNS = ("", "episode", "task", "version", "agent", "batch", "outcome", "reward", "diagnosis", "tags")
+COLUMNS = ("", "episode", "task", "agent", "outcome", "diagnosis", "reward", "tags", "version", "batch")
 FIELDS = ("task", "agent", "outcome", "batch")
 
 
@@ -102,13 +102,13 @@ class EpisodesScreen(Screen[None]):
                 "◆" if r.episode_id in self.marked else "",
                 str(r.episode_id),
                 r.task,
-                r.version_hash[:12],
                 r.agent,
-                r.batch_id,
                 r.outcome or r.status,
-                reward,
                 r.diagnosis,
+                reward,
                 ", ".join(r.tags),
+                r.version_hash[:12],
+                r.batch_id,
             )
             hay = " ".join(cells).lower()
             if all(w in hay for w in words):
