@@ -24,7 +24,9 @@ from engine.review.text import strip_controls
 
 #: Reports the verifier may leave beside its reward (CTRF is what pytest-json-ctrf and others write).
 REPORT_NAMES = ("ctrf.json", "ctrf-report.json", "report.json", "results.json")
-REPORTS_DIR = "verifier-reports"  # beside an episode's casts
+#: Reports are kept beside an episode's casts as ``verifier-report-<name>``: flat, so they travel with the
+#: casts wherever those go (a Ray node ships the recording folder's files).
+REPORT_PREFIX = "verifier-report-"
 MAX_REPORT_BYTES = 2 * 1024 * 1024
 
 
@@ -215,17 +217,15 @@ def pick_reports(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def save_reports(rec_dir: Path, reports: dict[str, bytes]) -> None:
-    """Keeps the verifier's reports beside the episode's casts (``<rec_dir>/verifier-reports/``)."""
-    if not reports:
-        return
-    d = Path(rec_dir) / REPORTS_DIR
-    d.mkdir(parents=True, exist_ok=True)
+    """Keeps the verifier's reports beside the episode's casts (``<rec_dir>/verifier-report-<name>``)."""
     for name, data in reports.items():
-        (d / Path(name).name).write_bytes(data)
+        (Path(rec_dir) / f"{REPORT_PREFIX}{Path(name).name}").write_bytes(data)
 
 
 def load_reports(rec_dir: Path) -> dict[str, bytes]:
-    d = Path(rec_dir) / REPORTS_DIR
-    if not d.is_dir():
-        return {}
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
+    """The reports saved beside the casts, by their original names."""
+    return {
+        p.name.removeprefix(REPORT_PREFIX): p.read_bytes()
+        for p in sorted(Path(rec_dir).glob(f"{REPORT_PREFIX}*"))
+        if p.is_file()
+    }

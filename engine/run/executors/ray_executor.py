@@ -423,6 +423,9 @@ def commit_result(ws: Any, episode_id: int, version_id: int, result: dict[str, A
             verifier_output=row["verifier_output"],
             retries=row["retries"],
         )
+    from engine.review.diagnoser import after_episode
+
+    after_episode(ws, episode_id)  # diagnosed on the head, which alone holds the store
     return row
 
 
