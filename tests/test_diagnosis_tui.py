@@ -191,3 +191,39 @@ async def test_episodes_screen_filters_replays_and_compares(workspace: Workspace
         await pilot.press("escape")
         await pilot.press("enter")
         assert isinstance(app.screen, ReplayScreen) and app.screen.source.episode_id == b
+
+
+async def test_settings_asks_before_dropping_unsaved_edits(workspace: Workspace) -> None:
+    from textual.widgets import TextArea
+
+    from tui.screens.confirm import ConfirmDialog
+    from tui.screens.settings import SettingsScreen
+
+    app = BandpassApp(workspace, bus=EventBus(), show_path=False)
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), "Settings")
+        assert not app.screen.dirty
+        await pilot.press("q")  # nothing edited: q quits at once, no question
+    assert app.return_code == 0
+
+    app = BandpassApp(workspace, bus=EventBus(), show_path=False)
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), "Settings")
+        settings = app.screen
+        editor = settings.query_one("#settings-text", TextArea)
+        editor.insert("# my unsaved note\n", (0, 0))
+        await pilot.pause()
+        assert settings.dirty
+        settings.query_one("#settings-models").focus()
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the question")
+        await pilot.press("n")  # keep editing: nothing lost
+        await wait_for(pilot, lambda: app.screen is settings, "Settings again")
+        assert "# my unsaved note" in editor.text
+        await pilot.press("ctrl+r")  # reload asks too
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the reload question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: "# my unsaved note" not in editor.text, "the reload")
+        assert not settings.dirty

@@ -65,7 +65,7 @@ class SettingsScreen(Screen[None]):
         Binding("ctrl+s", "save", "Save", priority=True),
         Binding("ctrl+r", "reload_checked", "Reload from disk"),
         Binding("ctrl+e", "check_endpoints", "Check endpoints"),
-        Binding("q,ctrl+q", "quit_checked", "Quit"),
+        Binding("q,ctrl+q", "quit_checked", "Quit", show=False),
     ]
 
     def __init__(self, workspace: Workspace) -> None:
