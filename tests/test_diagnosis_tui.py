@@ -227,3 +227,17 @@ async def test_settings_asks_before_dropping_unsaved_edits(workspace: Workspace)
         await pilot.press("y")
         await wait_for(pilot, lambda: "# my unsaved note" not in editor.text, "the reload")
         assert not settings.dirty
+
+
+async def test_queue_opens_the_replay_at_the_evidence(workspace: Workspace) -> None:
+    eid = make_loop_episode(workspace)
+    screen = TagQueueScreen(workspace)
+    app = Host(screen)
+    async with app.run_test(size=(170, 45)) as pilot:
+        info = str(screen.query_one("#queue-info", Static).content)
+        assert "outcome agent_error:turn_limit" in info and "[step 0 @ 1.0s]" in info
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), "Replay")
+        replay = app.screen
+        assert replay.source.episode_id == eid
+        await wait_for(pilot, lambda: replay.player is not None and replay.player.position == 1.0, "the seek")

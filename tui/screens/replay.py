@@ -233,6 +233,14 @@ class ReplayScreen(Screen[None]):
             self.player.seek(float(e["time"]))
             self._seeked()
 
+    def seek_first_evidence(self) -> None:
+        """Seeks to the first evidence item tied to a step (a queue opens the replay there)."""
+        for n, e in enumerate(self.evidence_items()):
+            if e.get("time") is not None:
+                self.query_one("#replay-evidence", OptionList).highlighted = n
+                self.seek_evidence(n)
+                return
+
     def action_next_evidence(self) -> None:
         items = self.evidence_items()
         if not items:

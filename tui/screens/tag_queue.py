@@ -540,7 +540,7 @@ class TagQueueScreen(Screen[None]):
             return
         from tui.screens.replay import ReplayScreen
 
-        self.app.push_screen(
-            ReplayScreen(self.ws, episode_id=cur.episode_id, tagger=self.tagger),
-            lambda _: self.action_refresh(),
-        )
+        screen = ReplayScreen(self.ws, episode_id=cur.episode_id, tagger=self.tagger)
+        self.app.push_screen(screen, lambda _: self.action_refresh())
+        # Open where the diagnosis points: its first evidence item that cites a step.
+        self.app.call_after_refresh(screen.seek_first_evidence)
