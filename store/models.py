@@ -64,10 +64,15 @@ class Generation(SQLModel, table=True):
     wall_s: float = 0.0
     api_retries: int = 0
     transcript_json: str = "[]"
-    outcome: str = "running"  # running | accepted | rejected | budget_exhausted | error
+    outcome: str = "running"  # running | accepted | rejected | budget_exhausted | error | cancelled
     reason: str = ""
     task_version_id: int | None = Field(default=None, foreign_key="task_version.id")
     created_at: datetime = Field(default_factory=utcnow)
+    # schema 5 (generation transcripts): turns taken, tokens of broken streams (kept apart), failure line
+    turns: int = 0
+    lost_tokens_in: int = 0
+    lost_tokens_out: int = 0
+    detail: str = ""
 
 
 class Audit(SQLModel, table=True):
@@ -206,4 +211,40 @@ class Diagnosis(SQLModel, table=True):
     checks_json: str = "[]"
     signature: str = Field(default="", index=True)
     rules_version: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ReviewSuggestion(SQLModel, table=True):
+    """Claude's review of one episode (issue #16): a *suggestion* beside the curator's tags, never a tag.
+
+    Only validated content is kept in ``tag_class``/``subclass``/``citations_json``; what validation dropped
+    (unknown class, a step that does not exist, a quote not in the stored record) is in ``dropped_json``,
+    so the report can say how often the model's evidence could not be trusted. ``cost_usd`` is NULL when
+    the model has no price (unknown, never $0). ``accepted_tag_id`` is the tag a curator wrote from it.
+    """
+
+    __tablename__ = "review_suggestion"
+
+    id: int | None = Field(default=None, primary_key=True)
+    episode_id: int = Field(foreign_key="episode.id", index=True)
+    model: str = ""
+    prompt_version: str = ""
+    run_id: str = Field(default="", index=True)
+    cluster: str = ""  # the failure signature the episode was sampled from (bandpass review --cluster)
+    status: str = ""  # ok | refused | invalid | error | budget
+    verdict: str = ""  # true_pass | false_pass | true_fail | false_fail | infra ("" unless ok)
+    tag_class: str = ""  # "" when the model named no code, or validation dropped it
+    subclass: str = ""
+    explanation: str = ""
+    citations_json: str = "[]"  # validated [{"source", "step", "quote"}]
+    dropped_json: str = "[]"  # [{"what", "reason", ...}] every part of the answer validation refused
+    raw_input_json: str = "{}"  # the submit_review input as the model sent it (audit trail)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    api_retries: int = 0
+    tool_errors: int = 0  # malformed submit_review inputs sent back to the model
+    error: str = ""
+    accepted_tag_id: int | None = None  # no foreign key: undoing the tag deletes it
     created_at: datetime = Field(default_factory=utcnow)

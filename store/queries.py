@@ -836,13 +836,19 @@ def get_generation(s: Session, generation_id: int) -> Generation | None:
 
 
 def list_generations(
-    s: Session, *, prompt_version: str | None = None, model: str | None = None
+    s: Session,
+    *,
+    prompt_version: str | None = None,
+    model: str | None = None,
+    outcome: str | None = None,
 ) -> list[Generation]:
     q = select(Generation)
     if prompt_version is not None:
         q = q.where(Generation.prompt_version == prompt_version)
     if model is not None:
         q = q.where(Generation.model == model)
+    if outcome is not None:
+        q = q.where(Generation.outcome == outcome)
     return list(s.exec(q.order_by(col(Generation.id))).all())
 
 

@@ -342,7 +342,7 @@ def test_malformed_tool_input_gets_tool_errors_not_a_crash(
     result = run(workspace, server, model)
 
     (res,) = result.results
-    assert res.outcome == "rejected" and res.reason == "generator.no_submit"
+    assert res.outcome == "rejected" and res.reason == "generator.no_tool_use"
     results = seen["results"]
     assert len(results) == 8
     assert [bool(r.get("is_error")) for r in results] == [True] * 7 + [False]
@@ -381,7 +381,7 @@ def test_rate_limit_and_overload_are_retried_and_counted_apart(
 
     (res,) = result.results
     # The meta-agent's own failure (no submit) is the outcome; the API trouble is only api_retries.
-    assert res.outcome == "rejected" and res.reason == "generator.no_submit"
+    assert res.outcome == "rejected" and res.reason == "generator.no_tool_use"
     g = generation(workspace, res.generation_id)
     assert g.api_retries == 3
     reqs = server.message_requests()
@@ -552,7 +552,7 @@ def test_cli_generate_and_report(workspace: Workspace, server: AnthropicServer) 
     assert proc.returncode == 0, proc.stderr
     rows = {(r["prompt_version"], r["model"]): r for r in json.loads(proc.stdout)}
     assert rows[("v1-plain", model)]["attempts"] == 2 and rows[("v2-context", model)]["attempts"] == 1
-    assert rows[("v1-plain", model)]["top_reasons"] == [["generator.no_submit", 2]]
+    assert rows[("v1-plain", model)]["top_reasons"] == [["generator.no_tool_use", 2]]
     proc = subprocess.run([*cmd, "report", "generation"], capture_output=True, text=True, env=env, timeout=60)
     assert "v1-plain" in proc.stdout and "yield" in proc.stdout
 

@@ -6,6 +6,10 @@ the store (outcome, reason, tokens, cost per attempt) and the accepted-yield per
 number a prompt change is judged by. Accepted tasks appear in Tasks: the app's ``tasks_changed`` counter
 makes the Tasks screen reload when it is shown next.
 
+Enter (or ``o``) on a history row opens the attempt turn by turn (the Generation screen, the same reading
+as ``bandpass generations show``); ``k`` checks the generator's endpoint, key, model and tool use with a
+one-token request (``bandpass generate --check``) and explains a refusal.
+
 The generator lives in ``engine.generator``; this screen calls ``generate_batch`` in a worker thread with
 whatever of (n, difficulty, prompt_version, bus, stop) it accepts, and sets ``stop`` to cancel. If the
 generator cannot be imported, Start says so instead of failing; its errors (no API key, unknown price,
@@ -33,6 +37,7 @@ from engine.core.events import GenerationEvent
 from engine.core.workspace import Workspace
 from store import queries
 from store.db import session
+from tui.screens.generation import GenerationScreen
 from tui.widgets.threadsafe import UiCaller
 
 _KIND_STYLE = {
@@ -40,6 +45,7 @@ _KIND_STYLE = {
     "tool_use": "bold cyan",
     "tool_result": "dim",
     "turn": "bold magenta",
+    "api_retry": "yellow",
     "finished": "bold green",
     "error": "bold red",
 }
@@ -66,8 +72,11 @@ def describe_result(result: Any) -> str:
     if isinstance(accepted, list) and isinstance(results, list):
         spent = getattr(result, "spent_usd", 0.0) or 0.0
         skipped = getattr(result, "skipped", 0)
-        return f"{len(accepted)} of {len(results)} accepted · ${spent:.2f} spent" + (
-            f" · {skipped} not started" if skipped else ""
+        halted = getattr(result, "halted", "")
+        return (
+            f"{len(accepted)} of {len(results)} accepted · ${spent:.2f} spent"
+            + (f" · {skipped} not started" if skipped else "")
+            + (f" · halted: {halted}" if halted else "")
         )
     return "done" if result is None else str(result)
 
@@ -87,6 +96,8 @@ class GenerateScreen(Screen[None]):
         Binding("n", "start", "Start generation"),
         Binding("x", "stop", "Stop"),
         Binding("r", "refresh", "Refresh history"),
+        Binding("o", "open_attempt", "Open attempt"),
+        Binding("k", "check", "Check generator"),
     ]
 
     class Got(Message):
@@ -132,6 +143,7 @@ class GenerateScreen(Screen[None]):
             )
             yield Button("Start", id="gen-start", variant="primary")
             yield Button("Stop", id="gen-stop", variant="error", disabled=True)
+            yield Button("Check", id="gen-check")
         yield Static("idle", id="gen-status")
         with Horizontal(id="gen-main"):
             with Vertical(id="gen-live"):
@@ -145,7 +157,7 @@ class GenerateScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#gen-history", DataTable).add_columns(
-            "id", "outcome", "difficulty", "prompt", "tokens in/out", "cost $", "reason"
+            "id", "outcome", "difficulty", "prompt", "turns", "tokens in/out", "cost $", "reason"
         )
         bus = self.app.bus  # type: ignore[attr-defined]
         ui = UiCaller()
@@ -180,6 +192,7 @@ class GenerateScreen(Screen[None]):
                         g.outcome,
                         g.difficulty,
                         g.prompt_version,
+                        g.turns,
                         f"{g.tokens_in}/{g.tokens_out}",
                         f"{g.cost_usd:.3f}",
                         g.reason,
@@ -196,9 +209,61 @@ class GenerateScreen(Screen[None]):
         table = self.query_one("#gen-history", DataTable)
         table.clear()
         for row in gens:
-            table.add_row(*(str(c) for c in row))
+            table.add_row(*(str(c) for c in row), key=str(row[0]))
         text = " · ".join(f"{pv}: {acc}/{n} accepted ({(acc / n if n else 0):.0%})" for pv, n, acc in yields)
         self.query_one("#gen-yield", Static).update(f"yield per prompt version: {text or 'no attempts yet'}")
+
+    @on(DataTable.RowSelected, "#gen-history")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.app.push_screen(GenerationScreen(self.workspace, int(event.row_key.value)))
+
+    def action_open_attempt(self) -> None:
+        table = self.query_one("#gen-history", DataTable)
+        if not table.row_count:
+            self.notify("No generation attempts yet.", severity="warning")
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        if key is not None:
+            self.app.push_screen(GenerationScreen(self.workspace, int(key)))
+
+    # --- check --- #
+
+    @on(Button.Pressed, "#gen-check")
+    def action_check(self) -> None:
+        self.query_one("#gen-status", Static).update("checking the generator…")
+        self._check()
+
+    @work(thread=True, exclusive=True, group="gen-check")
+    def _check(self) -> None:
+        from engine.generator import GeneratorError, resolve_api
+        from engine.generator.check import check_generator
+
+        ws = self.workspace
+        model = ws.config.generator.model
+        try:
+            key, url = resolve_api(ws)
+            report = check_generator(ws, model, api_key=key, base_url=url)
+        except GeneratorError as exc:
+            self.app.call_from_thread(
+                self._show_check, [f"[bold red]check[/] {escape(str(exc))}"], False, str(exc)
+            )
+            return
+        lines = [f"[bold]check[/] generator {escape(model)} at {escape(report.url)}"]
+        for step in report.steps:
+            mark = {True: "[green]ok[/]  ", False: "[red]FAIL[/]", None: "[dim]-[/]   "}[step.ok]
+            lines.append(f"  {mark} {escape(step.name):<9} {escape(step.detail)}")
+        if report.hint:
+            lines.append(f"  [yellow]hint:[/] {escape(report.hint)}")
+        summary = "generator ready" if report.ok else (report.error or "check failed")
+        self.app.call_from_thread(self._show_check, lines, report.ok, summary)
+
+    def _show_check(self, lines: list[str], ok: bool, summary: str) -> None:
+        log = self.query_one("#gen-log", RichLog)
+        for line in lines:
+            log.write(line)
+        self.query_one("#gen-status", Static).update("idle")
+        self.notify(summary, title="Generator check", severity="information" if ok else "error", timeout=15)
 
     # --- running --- #
 

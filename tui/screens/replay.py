@@ -34,11 +34,13 @@ from engine.review.replay import (
     load_source,
     settle_gc,
 )
+from engine.review.reviewer import ReviewError
 from engine.review.tagging import TagError, Tagger
 from engine.review.taxonomy import TaxonomyError
 from engine.review.text import strip_controls
 from engine.sandbox.asciicast import CastError, read_cast
 from tui.screens.tag_dialog import TagChoice, TagDialog
+from tui.widgets.review_panel import ReviewPanel, run_summary
 from tui.widgets.screen_commands import ScreenBindingsProvider
 from tui.widgets.step_panel import StepPanel
 from tui.widgets.terminal_view import TerminalView
@@ -76,6 +78,8 @@ class ReplayScreen(Screen[None]):
         Binding("greater_than_sign", "pan(20)", "Pan right", key_display=">"),
         Binding("t", "tag", "Tag"),
         Binding("u", "undo", "Undo tag"),
+        Binding("y", "accept_review", "Accept review"),
+        Binding("R", "request_review", "Review with Claude"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -136,6 +140,7 @@ class ReplayScreen(Screen[None]):
                 yield StepPanel(id="step-panel")
                 yield Static("Evidence (e: next, Enter: seek)", id="evidence-heading")
                 yield OptionList(id="replay-evidence")
+                yield ReviewPanel(self.ws, id="review-panel")
                 yield Static("Verifier output", classes="side-heading")
                 with VerticalScroll(id="verifier-scroll"):
                     yield Static(
@@ -145,6 +150,7 @@ class ReplayScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.sub_title = self.source.title
+        self.query_one(ReviewPanel).show(self.source.episode_id)
         paths = {"agent": self.source.agent_cast, "verifier": self.source.verifier_cast}
         problems = [self.error] if self.error else []
         for kind, path in paths.items():
@@ -514,3 +520,33 @@ class ReplayScreen(Screen[None]):
     def action_undo(self) -> None:
         label = self.tagger.undo() if self.tagger is not None else None
         self.notify(f"undone: {label}" if label else "nothing to undo", timeout=3)
+        self.query_one(ReviewPanel).show(self.source.episode_id)
+
+    def action_request_review(self) -> None:
+        """Claude reviews this episode in the background; the panel repaints when it is stored."""
+        eid = self.source.episode_id
+        if eid is None:
+            self.notify("only an episode can be reviewed (this is a bare cast file)", severity="warning")
+            return
+        self.notify("asking Claude to review this episode…", timeout=3)
+
+        def done(result, error: str) -> None:  # noqa: ANN001 - ReviewRunResult | None
+            message, severity = run_summary(result, error)
+            self.notify(message, severity=severity)  # type: ignore[arg-type]
+
+        self.query_one(ReviewPanel).request([eid], done)
+
+    def action_accept_review(self) -> None:
+        """Claude's review becomes the curator's tag in one key (undo with u)."""
+        tagger = self.tagger
+        if tagger is None:
+            self.notify("only an episode has reviews (this is a bare cast file)", severity="warning")
+            return
+        try:
+            tag = self.query_one(ReviewPanel).accept(tagger)
+        except (ReviewError, TagError, TaxonomyError) as e:
+            self.notify(str(e), severity="warning")
+            return
+        self.notify(
+            f"tagged episode {tag.episode_id}: {tag.tag_class}.{tag.subclass} from the review (u: undo)"
+        )

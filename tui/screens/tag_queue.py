@@ -25,11 +25,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from engine.core.workspace import Workspace
+from engine.review.reviewer import ReviewError
 from engine.review.signatures import describe
 from engine.review.tagging import QueueFilter, QueueItem, TagError, Tagger, load_queue, similar
 from engine.review.taxonomy import TaxonomyError
 from engine.review.text import strip_controls
 from tui.screens.tag_dialog import TagChoice, TagDialog
+from tui.widgets.review_panel import ReviewPanel, run_summary
 from tui.widgets.screen_commands import ScreenBindingsProvider
 from tui.widgets.virtual_table import Column, VirtualTable, numeric_key
 
@@ -100,6 +102,8 @@ class TagQueueScreen(Screen[None]):
         Binding("p", "prev_pending", "Previous"),
         Binding("t", "tag", "Tag…"),
         Binding("a", "accept_suggestion", "Suggested tag"),
+        Binding("y", "accept_review", "Accept review"),
+        Binding("R", "request_review", "Review with Claude"),
         Binding("space", "toggle_select", "Select"),
         Binding("S", "select_similar", "Select same signature"),
         Binding("k", "toggle_clusters", "Clusters"),
@@ -138,6 +142,7 @@ class TagQueueScreen(Screen[None]):
         with Horizontal(id="queue-body"):
             yield VirtualTable(COLUMNS, id="queue-table")
             with VerticalScroll(id="queue-detail"):
+                yield ReviewPanel(self.ws, id="queue-review")
                 yield Static("", id="queue-info", markup=False)
         yield Static("", id="queue-status")
         yield Footer()
@@ -280,6 +285,8 @@ class TagQueueScreen(Screen[None]):
     def _refresh_detail(self) -> None:
         self.query_one("#queue-status", Static).update(self.status_text())
         info = self.query_one("#queue-info", Static)
+        shown = self.current  # in the cluster view: its representative
+        self.query_one(ReviewPanel).show(shown.episode_id if shown else None)
         if self.cluster_view:
             c = self.current_cluster
             if c is None:
@@ -517,6 +524,30 @@ class TagQueueScreen(Screen[None]):
             return
         self.notify(f"cleared {cur.tags[-1]} on episode {cur.episode_id} (u: undo)", timeout=3)
         self.action_refresh()
+
+    def action_accept_review(self) -> None:
+        """The highlighted episode's review becomes the curator's tag in one key (undo with u)."""
+        try:
+            tag = self.query_one(ReviewPanel).accept(self.tagger)
+        except (ReviewError, TagError, TaxonomyError) as e:
+            self.notify(str(e), severity="warning")
+            return
+        self.notify(
+            f"tagged episode {tag.episode_id}: {tag.tag_class}.{tag.subclass} from the review (u: undo)"
+        )
+        self.action_refresh(keep=tag.episode_id)
+
+    def action_request_review(self) -> None:
+        """Claude reviews the selection (or the highlighted episode) in the background."""
+        ids = self.targets()
+        self.notify(f"asking Claude to review {len(ids)} episode(s)…", timeout=3)
+
+        def done(result, error: str) -> None:  # noqa: ANN001 - ReviewRunResult | None
+            message, severity = run_summary(result, error)
+            self.notify(message, severity=severity)  # type: ignore[arg-type]
+            self.action_refresh()
+
+        self.query_one(ReviewPanel).request(ids, done)
 
     def action_undo(self) -> None:
         label = self.tagger.undo()

@@ -1,4 +1,5 @@
--- Diagnosis: one row per finished episode saying why it ended (engine/review/diagnosis.py). Recomputed on
+-- Diagnosis (issue 15; written as 0005 on its branch, renumbered after main's 0005 and 0006): one row per
+-- finished episode saying why it ended (engine/review/diagnosis.py). Recomputed on
 -- demand (`bandpass diagnose`); rules_version tells rows made by older rules apart. checks_json holds the
 -- failing checks parsed from the verifier output and reports; signature groups failures into clusters.
 CREATE TABLE diagnosis (
