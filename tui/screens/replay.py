@@ -150,6 +150,7 @@ class ReplayScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.sub_title = self.source.title
+        self._load_record()  # diagnoses if needed, so the review panel shows the diagnosis beside the review
         self.query_one(ReviewPanel).show(self.source.episode_id)
         paths = {"agent": self.source.agent_cast, "verifier": self.source.verifier_cast}
         problems = [self.error] if self.error else []
@@ -181,7 +182,6 @@ class ReplayScreen(Screen[None]):
             self.notify("\n".join(problems), severity="warning", timeout=8)
         self.problems = problems
         self._apply_layout()
-        self._load_record()
         self._last = time.perf_counter()
         self._timer = self.set_interval(1 / FPS, self._tick)
         self._refresh_all()
