@@ -205,6 +205,25 @@ class ReviewState(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
+class Diagnosis(SQLModel, table=True):
+    """Why one finished episode ended (engine/review/diagnosis.py): a suggested tag (``""`` when the
+    code is not a tag, e.g. ``policy.failed_checks``), its confidence, the evidence and the failing
+    checks as JSON, and the failure signature clusters group by. Derived data: recomputable any time."""
+
+    __tablename__ = "diagnosis"
+
+    episode_id: int = Field(primary_key=True, foreign_key="episode.id")
+    code: str = ""
+    tag: str = ""
+    confidence: float = 0.0
+    summary: str = ""
+    evidence_json: str = "[]"
+    checks_json: str = "[]"
+    signature: str = Field(default="", index=True)
+    rules_version: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class ReviewSuggestion(SQLModel, table=True):
     """Claude's review of one episode (issue #16): a *suggestion* beside the curator's tags, never a tag.
 

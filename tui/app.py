@@ -47,6 +47,7 @@ class BandpassApp(App[None]):
         Binding("5", "switch_mode('calibration')", "Calibration", show=False),
         Binding("6", "show_replay", "Replay episode", show=False),
         Binding("7", "show_tags", "Tag queue", show=False),
+        Binding("8", "show_episodes", "Episodes", show=False),
         Binding("ctrl+t", "change_theme", "Theme", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
@@ -104,6 +105,12 @@ class BandpassApp(App[None]):
         name = type(screen).__name__.removesuffix("Screen")
         title = "".join(f" {c}" if c.isupper() else c for c in name).strip().capitalize()
         self.push_screen(HelpScreen(title, screen_keys(screen)))
+
+    def action_show_episodes(self) -> None:
+        """The Episodes view, of the task highlighted in Tasks (else of every task); pushed like Replay."""
+        from tui.screens.episodes import EpisodesScreen, task_under_cursor
+
+        self.push_screen(EpisodesScreen(self.workspace, task=task_under_cursor(self.workspace, self.screen)))
 
     def open_replay(self, episode_id: int) -> None:
         """Opens an episode in the Replay screen (a missing recording is shown there, as its error)."""

@@ -82,12 +82,14 @@ SUGGESTED_TAG = {
     "verifier_timeout": "infra.verifier_crash",
     "reward_missing": "infra.reward_missing",
     "rate_limited": "infra.rate_limited",
-    "policy_unavailable": "infra.orchestrator_failure",
-    "policy_auth": "infra.orchestrator_failure",
-    "policy_model_not_found": "infra.orchestrator_failure",
-    "policy_rejected": "infra.orchestrator_failure",
-    "daemon_unavailable": "infra.orchestrator_failure",
-    "disk_full": "infra.orchestrator_failure",
+    "policy_unavailable": "infra.policy_unavailable",
+    "policy_auth": "infra.policy_auth",
+    "policy_model_not_found": "infra.policy_model_not_found",
+    "policy_rejected": "infra.policy_rejected",
+    "daemon_unavailable": "infra.daemon_unavailable",
+    "disk_full": "infra.disk_full",
+    "orchestrator_failure": "infra.orchestrator_failure",
+    "agent_crashed": "harness.agent_crashed",
 }
 
 

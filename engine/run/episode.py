@@ -19,7 +19,7 @@ import docker
 from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus
 from engine.core.events import bus as default_bus
 from engine.core.workspace import Workspace
-from engine.review import outcomes
+from engine.review import diagnoser, outcomes
 from engine.run import endstate, guard, phases
 from engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
 from engine.run.endstate import EndState, StoredEndState
@@ -190,6 +190,7 @@ def run_episode(
     result.try_errors = try_errors
 
     _store_result(ws, episode_id, result)
+    diagnoser.after_episode(ws, episode_id)  # why it ended, stored before anyone hears it ended
     bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
     return result
 

@@ -8,6 +8,7 @@ The reward is then read back from the file, ``reward.json`` first, then ``reward
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path
 import docker
 
 from engine.core.events import EventBus
+from engine.review.checks import pick_reports, save_reports
 from engine.run.guard import VERIFIER_PATH
 from engine.sandbox.asciicast import CastWriter
 from engine.sandbox.container import Sandbox, SandboxError
@@ -146,6 +148,9 @@ def run_verifier(
         reward, problem = parse_reward(files.get("reward.json"), files.get("reward.txt"))
     except SandboxError as exc:
         return VerifierResult(None, exc.code, output, str(exc))
+    if recorder is not None:  # a CTRF report beside the casts: the diagnosis reads failing checks from it
+        with contextlib.suppress(OSError):
+            save_reports(Path(recorder.path).parent, pick_reports(files))
     if reward is None:
         return VerifierResult(None, "reward_missing", output, problem)
     return VerifierResult(reward, None, output, f"test.sh exit status {res.exit_code}")

@@ -211,6 +211,8 @@ class TerminalView(Widget, can_focus=True):
         self._cursor_style: RichStyle = RichStyle(reverse=True)
         self._cursor: tuple[int, int] = (-1, -1)
         self._origin: tuple[int, int] = (0, 0)  # (left column, top row) of the viewport
+        #: Left column fixed by the viewer (replay panning a wide recording); None follows the cursor.
+        self.pan_left: int | None = None
         #: Number of flushes that repainted something: benchmarks and tests read it.
         self.paint_count = 0
         #: ``time.perf_counter()`` of the last flush that repainted something.
@@ -248,6 +250,21 @@ class TerminalView(Widget, can_focus=True):
         self._cursor = (-1, -1)
         self.request_paint()
         self.refresh()
+
+    def hidden_columns(self) -> tuple[int, int, int]:
+        """(first visible column, last visible column, screen columns), 1-based: a viewer says when a
+        wide recording does not fit instead of cutting it silently."""
+        left = max(self._origin[0], 0)
+        return (left + 1, min(left + self.size.width, self._emulator.cols), self._emulator.cols)
+
+    def pan(self, delta: int) -> None:
+        """Moves the viewport ``delta`` columns sideways (fixing it: it no longer follows the cursor)."""
+        w, cols = self.size.width, self._emulator.cols
+        start = self._origin[0] if self.pan_left is None else self.pan_left
+        self.pan_left = max(0, min(max(start, 0) + delta, max(cols - w, 0)))
+        self._origin = (-1, -1)
+        self._rows.clear()
+        self.request_paint()
 
     def request_paint(self) -> None:
         """Asks for a repaint of whatever changed. Safe from any thread; coalesced to one per frame."""
@@ -372,6 +389,10 @@ class TerminalView(Widget, can_focus=True):
         cell shows the prompt and the latest output rather than the first rows."""
         w, h = self.size.width, self.size.height
         cols, rows = self._emulator.cols, self._emulator.rows
+        if self.pan_left is not None:
+            left = max(0, min(self.pan_left, cols - w))
+            top = 0 if rows <= h or cy < h or not self.follow_cursor else min(cy - h + 1, rows - h)
+            return (left, max(top, 0))
         if not self.follow_cursor:
             return (0, 0)
         left = 0 if cols <= w or cx < w else min(cx - w + 1, cols - w)

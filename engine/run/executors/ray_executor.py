@@ -448,6 +448,9 @@ def commit_result(ws: Any, episode_id: int, version_id: int, result: dict[str, A
         endstate_store.set_phases(s, episode_id, json.loads(result.get("phases_json") or "[]"))
         if result.get("endstate"):
             endstate_store.record_endstate(s, episode_id, **result["endstate"])
+    from engine.review.diagnoser import after_episode
+
+    after_episode(ws, episode_id)  # diagnosed on the head, which alone holds the store
     return row
 
 
