@@ -42,7 +42,7 @@ async def open_help(pilot, app: BandpassApp) -> HelpScreen:  # noqa: ANN001
         ("3", {"Start generation", "Refresh history"}),
         ("4", {"Save", "Check endpoints"}),
         ("5", {"Refresh"}),
-        ("7", {"Next", "Tag class 1", "Tag class 9", "Clear tag", "Clear selection"}),
+        ("7", {"Next", "Tag…", "Clusters", "Clear tag", "Clear filters"}),
     ],
 )
 async def test_help_lists_every_binding_of_each_screen(ws: Workspace, key: str, must_list: set[str]) -> None:
@@ -111,7 +111,7 @@ async def test_tag_queue_is_a_mode_and_lists_commands_once(ws: Workspace) -> Non
         await pilot.press("7")
         await wait_for(pilot, lambda: isinstance(app.screen, TagQueueScreen), what="tag queue open")
         titles = Counter(c.title for c in app.get_system_commands(app.screen))
-        assert titles["Suggested tag"] == 1 and titles["Select similar"] == 1
+        assert titles["Suggested tag"] == 1 and titles["Select same signature"] == 1
         assert not [t for t, n in titles.items() if n > 1], titles
         footer = {b.description for _n, b, _e, _t in app.screen.active_bindings.values() if b.show}
         assert {"Next", "Suggested tag", "Help", "Quit"} <= footer

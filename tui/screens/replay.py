@@ -78,7 +78,7 @@ class ReplayScreen(Screen[None]):
         Binding("t", "tag", "Tag"),
         Binding("u", "undo", "Undo tag", show=False),
         Binding("y", "accept_review", "Accept review"),
-        Binding("R", "request_review", "Review with Claude"),
+        Binding("R", "request_review", "Review with Claude", show=False),
         Binding("d", "changes", "Changes"),
         Binding("escape", "back", "Back"),
     ]
