@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.sandbox.asciicast import Cast, CastEvent
-from engine.sandbox.emulator import Screen, ScreenSnapshot
+from engine.sandbox.emulator import Screen, ScreenSnapshot, SnapshotError
 
 if TYPE_CHECKING:
     from engine.core.workspace import Workspace
@@ -158,10 +158,14 @@ class KeyframeIndex:
             self._built = i
             at_marker = events[i - 1].code == "m"
             if (at_marker or self.offsets[i] - last_kf_offset >= self.every) and i != self._kf_index[-1]:
-                kf = Keyframe(i, self.times[i - 1], self._builder.snapshot())
-                with self._lock:
-                    self.keyframes.append(kf)
-                    self._kf_index.append(i)
+                try:
+                    kf: Keyframe | None = Keyframe(i, self.times[i - 1], self._builder.snapshot())
+                except SnapshotError:  # rare native refusal: no keyframe here, seeks stay exact
+                    kf = None
+                if kf is not None:
+                    with self._lock:
+                        self.keyframes.append(kf)
+                        self._kf_index.append(i)
                 last_kf_offset = self.offsets[i]
             if deadline is not None and time.monotonic() >= deadline:
                 break

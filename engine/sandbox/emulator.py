@@ -97,7 +97,9 @@ class CellStyle:
 
 DEFAULT_STYLE = CellStyle()
 
-#: Scroll-back is not part of the screen a policy or a pane sees; keeping none saves memory per pane.
+#: Scroll-back is not part of the screen a policy or a pane sees; keeping none saves memory per pane and
+#: keeps a resize's reflow from pulling rows out of history a keyframe does not hold. (A *line* limit of
+#: 0 still keeps a page of history; a *byte* limit of 0 keeps none.)
 _SCROLLBACK = 0
 #: Bytes of an unfinished escape sequence kept across a snapshot (a keyframe cut mid-sequence).
 _CONTINUATION_MAX = 65536
@@ -262,6 +264,11 @@ class _Decoder:
         return out
 
 
+class SnapshotError(RuntimeError):
+    """The native encoder refused this state (seen after a resize cuts a wide character in two). A replay
+    index then simply takes no keyframe there: seeking stays exact, just a little slower."""
+
+
 @dataclass(frozen=True)
 class ScreenSnapshot:
     """An immutable keyframe for replay; restore it any number of times. ``data`` is libghostty-vt's
@@ -286,7 +293,7 @@ class Screen:
         self._t = _terminal
         _check(
             lib.ghostty_terminal_set(
-                self._t, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_LINES, ffi.new("size_t*", _SCROLLBACK)
+                self._t, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, ffi.new("size_t*", _SCROLLBACK)
             ),
             "set scrollback",
         )
@@ -295,6 +302,14 @@ class Screen:
                 self._t, lib.GHOSTTY_TERMINAL_OPT_CONTINUATION_MAX_BYTES, ffi.new("size_t*", _CONTINUATION_MAX)
             ),
             "set continuation",
+        )
+        # Growing the window must not pull rows back from history: the visible screen is all there is
+        # (a keyframe holds no history, so pulling would make a seek differ from playing through).
+        _check(
+            lib.ghostty_terminal_set(
+                self._t, lib.GHOSTTY_TERMINAL_OPT_RESIZE_PULL_SCROLLBACK, ffi.new("bool*", False)
+            ),
+            "set resize_pull_scrollback",
         )
         rs = ffi.new("GhosttyRenderState*")
         _check(lib.ghostty_render_state_new(ffi.NULL, rs), "render_state_new")
@@ -492,7 +507,9 @@ class Screen:
             n = ffi.new("size_t*")
             lib.ghostty_snapshot_encode_buf(self._t, ffi.NULL, 0, n)
             buf = ffi.new("uint8_t[]", max(n[0], 1))
-            _check(lib.ghostty_snapshot_encode_buf(self._t, buf, n[0], n), "snapshot_encode")
+            res = lib.ghostty_snapshot_encode_buf(self._t, buf, n[0], n)
+            if res:
+                raise SnapshotError(f"libghostty-vt cannot encode this screen state (code {res})")
             return ScreenSnapshot(ffi.buffer(buf, n[0])[:], self._cols, self._rows)
 
     @classmethod
