@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,11 @@ def _xterm_256() -> list[str]:
 
 
 _PALETTE = _xterm_256()
+#: How a style names palette colours: ANSI names for 0-15 (so a theme's ANSI palette applies), Rich's
+#: ``color(N)`` for 16-255 (a widget keeps the exact xterm colour number).
+_STYLE_PALETTE = (*ANSI_NAMES, *(f"color({n})" for n in range(16, 256)))
+#: Style colour -> the plain colour a :class:`Cell` carries (hex for 16-255).
+_CELL_COLOUR = {f"color({n})": _PALETTE[n] for n in range(16, 256)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,36 @@ _COLOR_RGB = lib.GHOSTTY_STYLE_COLOR_RGB
 _OSC133 = re.compile(r"\x1b\]133;[^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
+#: Longest OSC 133 mark held back while waiting for its end (ours are ~12 bytes; beyond this, pass it on).
+_MARKER_MAX = 256
+
+
+def _hold_marker_tail(data: str) -> tuple[str, str]:
+    """Splits off an OSC 133 mark cut by the end of this chunk (or the start of one: ``ESC``, ``ESC ]1``)
+    so it can be cut out whole once the next chunk completes it. What is held is an unfinished escape
+    sequence, which shows nothing on screen yet, so holding it changes no visible state."""
+    j = data.rfind(_MARK, max(0, len(data) - _MARKER_MAX))
+    if j >= 0:
+        body = data[j + len(_MARK) :]
+        if "\x07" not in body and "\x1b" not in body.rstrip("\x1b"):
+            return data[:j], data[j:]
+    i = data.rfind("\x1b")
+    if i >= 0 and _MARK.startswith(data[i:]):
+        return data[:i], data[i:]
+    return data, ""
+
+
+_MARK = "\x1b]133;"
+#: Unicode categories of characters that modify the character before them (combining marks, joiners and
+#: variation selectors, emoji modifiers).
+_JOINERS = frozenset({"Mn", "Mc", "Me", "Cf", "Sk"})
+_JOINER_RE = re.compile(
+    "[\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0900-\u0903\u093a-\u094f"
+    "\u0951-\u0957\u0981-\u09cd\u1ab0-\u1aff\u1dc0-\u1dff\u200b-\u200f\u20d0-\u20ff\u3099\u309a"
+    "\ufe00-\ufe0f\ufe20-\ufe2f\U0001f3fb-\U0001f3ff\U000e0000-\U000e01ef]"
+)
+
+
 def _check(res: int, what: str) -> None:
     if res:
         raise RuntimeError(f"libghostty-vt: {what} failed (code {res})")
@@ -134,7 +170,7 @@ def _check(res: int, what: str) -> None:
 
 def _style_colour(c: Any) -> str | None:
     if c.tag == _COLOR_PALETTE:
-        return _PALETTE[c.value.palette]
+        return _STYLE_PALETTE[c.value.palette]
     if c.tag == _COLOR_RGB:
         v = c.value.rgb
         return f"#{v.r:02x}{v.g:02x}{v.b:02x}"
@@ -186,7 +222,7 @@ class _Decoder:
         bg = None
         if tag == _TAG_BG_PALETTE:
             lib.ghostty_cell_get(raw, lib.GHOSTTY_CELL_DATA_COLOR_PALETTE, self.c_pal)
-            bg = _PALETTE[self.c_pal[0]]
+            bg = _STYLE_PALETTE[self.c_pal[0]]
             cp = 0
         elif tag == _TAG_BG_RGB:
             lib.ghostty_cell_get(raw, lib.GHOSTTY_CELL_DATA_COLOR_RGB, self.rgb)
@@ -277,6 +313,7 @@ class ScreenSnapshot:
     data: bytes
     cols: int
     rows: int
+    pending: str = ""  # an OSC 133 mark cut at the keyframe, held back (see Screen.feed)
 
 
 class Screen:
@@ -331,20 +368,32 @@ class Screen:
         self._grid: list[list[tuple[str, CellStyle]]] = []
         self._fed = True  # the render state must be pulled before the next read
         self._dirty: set[int] = set(range(self._rows))
+        self._pending = ""  # an OSC 133 mark cut by a chunk boundary, waiting for its end
+        self._force_full = False
 
     # --- input --- #
 
     def feed(self, data: str | bytes) -> None:
-        if isinstance(data, str):
+        if not isinstance(data, str):
+            data = data.decode("utf-8", "surrogateescape")
+        with self._lock:
+            if self._pending:
+                data = self._pending + data
+                self._pending = ""
             if "\x1b]133;" in data:
                 data = _OSC133.sub("", data)
+            if "\x1b" in data[-_MARKER_MAX:]:
+                data, self._pending = _hold_marker_tail(data)
+            if data and not data.isascii() and (
+                unicodedata.category(data[0]) in _JOINERS or _JOINER_RE.search(data) is not None
+            ):
+                # A mark joining a character printed earlier (by a previous chunk, or before an escape
+                # sequence) changes a cell libghostty-vt's render state does not report dirty.
+                self._force_full = True
             try:
                 raw = data.encode("utf-8", "surrogateescape")
             except UnicodeEncodeError:  # a lone surrogate: becomes U+FFFD, never an exception
                 raw = data.encode("utf-8", "replace")
-        else:
-            raw = _OSC133.sub("", data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
-        with self._lock:
             lib.ghostty_terminal_vt_write(self._t, raw, len(raw))
             self._fed = True
 
@@ -370,12 +419,24 @@ class Screen:
         if not self._fed:
             return
         self._fed = False
+        if self._force_full:
+            # The render state copies only rows the terminal marked dirty, and joining a mark onto a
+            # cell printed earlier marks nothing: a fresh render state copies every row.
+            fresh = ffi.new("GhosttyRenderState*")
+            _check(lib.ghostty_render_state_new(ffi.NULL, fresh), "render_state_new")
+            lib.ghostty_render_state_free(self._rs)
+            self._rs = fresh[0]
+            self._free.detach()
+            self._free = weakref.finalize(self, _free_native, self._t, self._rs, self._it_p[0], self._cells_p[0])
         rs, cells_p, it_p = self._rs, self._cells_p, self._it_p
         _check(lib.ghostty_render_state_update(rs, self._t), "render_state_update")
         state = ffi.new("GhosttyRenderStateDirty*")
         lib.ghostty_render_state_get(rs, lib.GHOSTTY_RENDER_STATE_DATA_DIRTY, state)
-        full = state[0] == lib.GHOSTTY_RENDER_STATE_DIRTY_FULL or len(self._grid) != self._rows
-        if full:
+        full = (
+            state[0] == lib.GHOSTTY_RENDER_STATE_DIRTY_FULL or len(self._grid) != self._rows or self._force_full
+        )
+        self._force_full = False
+        if len(self._grid) != self._rows:
             self._grid = [[] for _ in range(self._rows)]
         _check(lib.ghostty_render_state_get(rs, lib.GHOSTTY_RENDER_STATE_DATA_ROW_ITERATOR, it_p), "rows")
         it = it_p[0]
@@ -436,8 +497,12 @@ class Screen:
     def styled_rows(self) -> list[list[Cell]]:
         with self._lock:
             self._sync()
+            cc = _CELL_COLOUR
             return [
-                [Cell(ch, st.fg, st.bg, st.bold, st.italic, st.underline, st.reverse) for ch, st in row]
+                [
+                    Cell(ch, cc.get(st.fg, st.fg), cc.get(st.bg, st.bg), st.bold, st.italic, st.underline, st.reverse)  # type: ignore[arg-type]
+                    for ch, st in row
+                ]
                 for row in self._grid
             ]
 
@@ -510,12 +575,14 @@ class Screen:
             res = lib.ghostty_snapshot_encode_buf(self._t, buf, n[0], n)
             if res:
                 raise SnapshotError(f"libghostty-vt cannot encode this screen state (code {res})")
-            return ScreenSnapshot(ffi.buffer(buf, n[0])[:], self._cols, self._rows)
+            return ScreenSnapshot(ffi.buffer(buf, n[0])[:], self._cols, self._rows, self._pending)
 
     @classmethod
     def restore(cls, snap: ScreenSnapshot) -> Screen:
         """A new, independent screen in exactly the snapshot's state."""
-        return cls.from_snapshot_bytes(snap.data, snap.cols, snap.rows)
+        screen = cls.from_snapshot_bytes(snap.data, snap.cols, snap.rows)
+        screen._pending = snap.pending
+        return screen
 
     @classmethod
     def from_snapshot_bytes(cls, data: bytes, cols: int, rows: int) -> Screen:

@@ -38,6 +38,8 @@ _WRITE_CHUNK = 4096
 _RECENT_CAP = 1 << 20  # recent_output() keeps the last 1 MiB
 _OUTPUT_CAP = 4 << 20  # WaitResult.output keeps the last 4 MiB: a flood must not grow memory unbounded
 
+#: Silence after the prompt marker that counts as "the prompt is fully drawn".
+_PROMPT_SETTLE = 0.05
 PROMPT_COMMAND = "__bp_s=$?; printf '\\033]133;D;%s\\007' \"$__bp_s\""
 PS1 = "\\[\\e]133;A\\a\\]\\$ "
 
@@ -376,6 +378,14 @@ class TerminalSession:
                     idx = self._markers.index(done)
                     while not any(k == "A" for k, _ in self._markers[idx:]) and self._alive:
                         left = prompt_deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cond.wait(left)
+                    # The prompt's own tail (readline's erase-to-end-of-line) may arrive in the next
+                    # read: wait for a short silence so the observation holds the whole prompt.
+                    while self._alive:
+                        now = time.monotonic()
+                        left = min(prompt_deadline, self._last_output + _PROMPT_SETTLE) - now
                         if left <= 0:
                             break
                         self._cond.wait(left)
