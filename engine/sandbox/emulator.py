@@ -448,7 +448,7 @@ class Screen:
             if full or flag[0]:
                 lib.ghostty_render_state_row_get(it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS, cells_p)
                 row = dec.row(cells_p[0])
-                if row != grid[y]:
+                if full or row != grid[y]:
                     grid[y] = row
                     dirty.add(y)
                 lib.ghostty_render_state_row_set(it, lib.GHOSTTY_RENDER_STATE_ROW_OPTION_DIRTY, self._false)
