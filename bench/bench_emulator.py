@@ -151,7 +151,10 @@ def main() -> None:
         t = time.perf_counter()
         rows = [screen.styled_runs(y, 0, COLS) for y in range(ROWS)]
         dirty_ms.append(time.perf_counter() - t)
-    print(f"read all {len(rows)} rows as styled runs after a 4 KiB SGR chunk: {statistics.median(dirty_ms) * 1000:.2f} ms")
+    print(
+        f"read all {len(rows)} rows as styled runs after a 4 KiB SGR chunk: "
+        f"{statistics.median(dirty_ms) * 1000:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

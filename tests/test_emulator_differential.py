@@ -87,7 +87,9 @@ CASES: dict[str, tuple[str, ...]] = {
         "".join(f"line{i}\r\n" for i in range(12)),
         "\x1b[3;6r\x1b[6;1H\r\nA\r\nB\x1b[4;1H\x1b[2L\x1b[M\x1b[r\x1b[H\x1b[2S\x1b[T",
     ),
-    "cursor_movement": ("\x1b[5;10Hx\x1b[2Ay\x1b[3Cz\x1b[10D\x1b[Bw\x1b7\x1b[1;1Ha\x1b8b\x1b[Gc\x1b[20Gd\x1b[3dq\tT\x1b[Zk\bK",),
+    "cursor_movement": (
+        "\x1b[5;10Hx\x1b[2Ay\x1b[3Cz\x1b[10D\x1b[Bw\x1b7\x1b[1;1Ha\x1b8b\x1b[Gc\x1b[20Gd\x1b[3dq\tT\x1b[Zk\bK",
+    ),
     "erase_insert_delete": (
         "".join(f"{i}" * 20 + "\r\n" for i in range(8)),
         "\x1b[3;5H\x1b[K\x1b[4;5H\x1b[1K\x1b[5;1H\x1b[2K\x1b[6;3H\x1b[3X\x1b[7;3H\x1b[2P\x1b[8;3H\x1b[2@",

@@ -91,6 +91,15 @@ def apply_events(screen: Screen, events: list[CastEvent], start: int, end: int) 
         screen.feed("".join(buf))
 
 
+#: Version of the saved keyframe index file (bump when the layout or the emulator's snapshot changes).
+INDEX_FORMAT = "bandpass-keyframes-1/libghostty-vt-0.1.3"
+
+
+def index_path(cast_path: Path) -> Path:
+    """Where a cast's keyframe index is kept: beside it, ``agent.cast`` -> ``agent.cast.kfi``."""
+    return cast_path.with_name(cast_path.name + ".kfi")
+
+
 class KeyframeIndex:
     """Emulator snapshots along one cast; thread-safe to build in one thread while others seek."""
 
@@ -170,6 +179,75 @@ class KeyframeIndex:
             if deadline is not None and time.monotonic() >= deadline:
                 break
         return self.complete
+
+    # --- persistence --- #
+
+    def save(self, path: Path) -> bool:
+        """Writes a complete index beside its cast, so re-opening the cast seeks at once (no rebuild).
+        Keyframes are libghostty-vt snapshots (bytes). Best effort: returns False when it cannot write."""
+        if not self.complete:
+            return False
+        with self._lock:
+            frames = list(self.keyframes)
+        header = {
+            "format": INDEX_FORMAT,
+            "events": len(self.events),
+            "output_chars": self.offsets[-1],
+            "every": self.every,
+            "frames": [
+                [
+                    k.event_index,
+                    k.time,
+                    k.snapshot.cols,
+                    k.snapshot.rows,
+                    len(k.snapshot.data),
+                    k.snapshot.pending,
+                ]
+                for k in frames
+            ],
+        }
+        blob = json.dumps(header).encode() + b"\n" + b"".join(k.snapshot.data for k in frames)
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            tmp.write_bytes(blob)
+            tmp.replace(path)
+        except OSError:
+            return False
+        return True
+
+    @classmethod
+    def open(cls, cast: Cast, path: Path | None, *, every: int = KEYFRAME_EVERY) -> KeyframeIndex:
+        """The index of ``cast``: read from ``path`` when a saved one matches this cast, else a new one to
+        build. A stale, foreign or damaged file is ignored (and later overwritten), never trusted."""
+        index = cls(cast, every=every)
+        if path is None:
+            return index
+        try:
+            raw = path.read_bytes()
+            head, _, body = raw.partition(b"\n")
+            header = json.loads(head)
+            if (
+                header.get("format") != INDEX_FORMAT
+                or header.get("events") != len(index.events)
+                or header.get("output_chars") != index.offsets[-1]
+            ):
+                return index
+            frames: list[Keyframe] = []
+            pos = 0
+            for ev_index, t, cols, rows, size, pending in header["frames"]:
+                data = body[pos : pos + size]
+                if len(data) != size:
+                    return index
+                pos += size
+                frames.append(Keyframe(int(ev_index), float(t), ScreenSnapshot(data, cols, rows, pending)))
+        except (OSError, ValueError, KeyError, TypeError):
+            return index
+        if not frames or frames[0].event_index != 0:
+            return index
+        index.keyframes = frames
+        index._kf_index = [k.event_index for k in frames]
+        index._built = len(index.events)
+        return index
 
     # --- seeking --- #
 

@@ -336,7 +336,9 @@ class Screen:
         )
         _check(
             lib.ghostty_terminal_set(
-                self._t, lib.GHOSTTY_TERMINAL_OPT_CONTINUATION_MAX_BYTES, ffi.new("size_t*", _CONTINUATION_MAX)
+                self._t,
+                lib.GHOSTTY_TERMINAL_OPT_CONTINUATION_MAX_BYTES,
+                ffi.new("size_t*", _CONTINUATION_MAX),
             ),
             "set continuation",
         )
@@ -384,8 +386,10 @@ class Screen:
                 data = _OSC133.sub("", data)
             if "\x1b" in data[-_MARKER_MAX:]:
                 data, self._pending = _hold_marker_tail(data)
-            if data and not data.isascii() and (
-                unicodedata.category(data[0]) in _JOINERS or _JOINER_RE.search(data) is not None
+            if (
+                data
+                and not data.isascii()
+                and (unicodedata.category(data[0]) in _JOINERS or _JOINER_RE.search(data) is not None)
             ):
                 # A mark joining a character printed earlier (by a previous chunk, or before an escape
                 # sequence) changes a cell libghostty-vt's render state does not report dirty.
@@ -427,13 +431,17 @@ class Screen:
             lib.ghostty_render_state_free(self._rs)
             self._rs = fresh[0]
             self._free.detach()
-            self._free = weakref.finalize(self, _free_native, self._t, self._rs, self._it_p[0], self._cells_p[0])
+            self._free = weakref.finalize(
+                self, _free_native, self._t, self._rs, self._it_p[0], self._cells_p[0]
+            )
         rs, cells_p, it_p = self._rs, self._cells_p, self._it_p
         _check(lib.ghostty_render_state_update(rs, self._t), "render_state_update")
         state = ffi.new("GhosttyRenderStateDirty*")
         lib.ghostty_render_state_get(rs, lib.GHOSTTY_RENDER_STATE_DATA_DIRTY, state)
         full = (
-            state[0] == lib.GHOSTTY_RENDER_STATE_DIRTY_FULL or len(self._grid) != self._rows or self._force_full
+            state[0] == lib.GHOSTTY_RENDER_STATE_DIRTY_FULL
+            or len(self._grid) != self._rows
+            or self._force_full
         )
         self._force_full = False
         if len(self._grid) != self._rows:
@@ -500,7 +508,15 @@ class Screen:
             cc = _CELL_COLOUR
             return [
                 [
-                    Cell(ch, cc.get(st.fg, st.fg), cc.get(st.bg, st.bg), st.bold, st.italic, st.underline, st.reverse)  # type: ignore[arg-type]
+                    Cell(
+                        ch,
+                        cc.get(st.fg, st.fg),
+                        cc.get(st.bg, st.bg),
+                        st.bold,
+                        st.italic,
+                        st.underline,
+                        st.reverse,
+                    )  # type: ignore[arg-type]
                     for ch, st in row
                 ]
                 for row in self._grid
