@@ -13,8 +13,8 @@ the key, refreshed, and is compositing the frame). Two phases in the same proces
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
+import os
 import random
 import statistics
 import sys
