@@ -154,7 +154,10 @@ def test_ten_megabytes_of_output_do_not_stall(session: TerminalSession) -> None:
     assert r.completed and r.exit_code == 0, r
     assert "END-OF-FLOOD" in session.screen_text()
     assert len(session.recent_output(500_000).encode()) == 500_000
-    assert session.recent_output(100).endswith("END-OF-FLOOD\r\n\x1b[?2004h# \x1b[K")
+    # readline appends an erase-to-end-of-line only when it redraws the prompt line, which depends on
+    # how far behind the reader was when bash started it (with the native emulator it no longer is).
+    tail = session.recent_output(100)
+    assert tail.endswith(("END-OF-FLOOD\r\n\x1b[?2004h# \x1b[K", "END-OF-FLOOD\r\n\x1b[?2004h# ")), tail
     assert len(session.recent_output(50_000_000)) < 2_000_000  # the buffer is capped, not the stream
 
 
