@@ -116,6 +116,8 @@ _K_STYLING = lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_HAS_STYLING
 _K_STYLE = lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_STYLE
 _K_GLEN = lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_LEN
 _K_GBUF = lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_BUF
+_K_ROW_RAW = lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS_RAW
+_K_ROW_CELLS = lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS
 _TAG_CP = lib.GHOSTTY_CELL_CONTENT_CODEPOINT
 _TAG_GRAPHEME = lib.GHOSTTY_CELL_CONTENT_CODEPOINT_GRAPHEME
 _TAG_BG_PALETTE = lib.GHOSTTY_CELL_CONTENT_BG_COLOR_PALETTE
@@ -207,12 +209,14 @@ class _Decoder:
         self.c_pal = ffi.new("uint8_t*")
         self.cvalues = ffi.new("void*[4]", [self.c_tag, self.c_cp, self.c_wide, self.c_pal])
         self.rgb = ffi.new("GhosttyColorRgb*")
-        #: raw cell value -> (char, wide, bg colour of a colour-only cell, is a grapheme cluster)
-        self.raw_cache: dict[int, tuple[str, int, str | None, bool]] = {}
+        #: raw cell value -> (char, wide, bg colour of a colour-only cell, is a grapheme cluster, style id)
+        self.raw_cache: dict[int, tuple[str, int, str | None, bool, int]] = {}
+        self.sid = ffi.new("uint16_t*")
+        self.view = ffi.new("GhosttyCellsView*")
         #: style struct bytes -> interned CellStyle
         self.style_cache: dict[bytes, CellStyle] = {}
 
-    def content(self, raw: int) -> tuple[str, int, str | None, bool]:
+    def content(self, raw: int) -> tuple[str, int, str | None, bool, int]:
         """(text, wide flag, background colour of a colour-only cell) of a raw cell, cached by value."""
         got = self.raw_cache.get(raw)
         if got is not None:
@@ -234,7 +238,8 @@ class _Decoder:
             ch = chr(cp)
         else:
             ch = " "
-        got = (ch, wide, bg, tag == _TAG_GRAPHEME)
+        lib.ghostty_cell_get(raw, lib.GHOSTTY_CELL_DATA_STYLE_ID, self.sid)
+        got = (ch, wide, bg, tag == _TAG_GRAPHEME, self.sid[0])
         if len(self.raw_cache) > 65536:
             self.raw_cache.clear()
         self.raw_cache[raw] = got
@@ -272,29 +277,46 @@ class _Decoder:
         lib.ghostty_render_state_row_cells_get(cells, _K_GBUF, self.gbuf)
         return "".join(map(chr, self.gbuf[0:n]))
 
-    def row(self, cells: Any) -> list[tuple[str, CellStyle]]:
-        """One row of the render state as ``[(char, style)]``; ``char`` is ``""`` for a wide tail."""
+    def row(self, it: Any, cells_p: Any) -> list[tuple[str, CellStyle]]:
+        """One row of the render state as ``[(char, style)]``; ``char`` is ``""`` for a wide tail.
+
+        Why this shape: the row's raw cells come in one call (a view of 64-bit values), and a raw value
+        decides text, width and style id, so most cells cost a dict lookup. Only the first cell of each
+        style id in the row (ids are per page, a row lives in one page) and grapheme clusters go back
+        through the FFI, by column."""
+        _check(lib.ghostty_render_state_row_get(it, _K_ROW_RAW, self.view), "row cells raw")
+        raws = ffi.unpack(self.view.ptr, self.view.len)
         out: list[tuple[str, CellStyle]] = []
         append = out.append
-        nxt = lib.ghostty_render_state_row_cells_next
-        get_multi = lib.ghostty_render_state_row_cells_get_multi
-        keys, values, written, raw, styling = self.keys, self.values, self.written, self.raw, self.styling
-        content = self.content
+        cache = self.raw_cache
         blank = (" ", DEFAULT_STYLE)
-        while nxt(cells):
-            get_multi(cells, 2, keys, values, written)
-            r = raw[0]
+        styles: dict[int, CellStyle] = {}
+        cells = None
+        for x, r in enumerate(raws):
             if r == 0:  # an untouched cell: by far the commonest
                 append(blank)
                 continue
-            ch, _wide, bg, cluster = content(r)
-            if styling[0]:
-                st = self.cell_style(cells)
+            got = cache.get(r)
+            if got is None:
+                got = self.content(r)
+            ch, _wide, bg, cluster, sid = got
+            if sid:
+                st = styles.get(sid)
+                if st is None:
+                    if cells is None:
+                        _check(lib.ghostty_render_state_row_get(it, _K_ROW_CELLS, cells_p), "row cells")
+                        cells = cells_p[0]
+                    lib.ghostty_render_state_row_cells_select(cells, x)
+                    st = styles[sid] = self.cell_style(cells)
             elif bg is not None:
                 st = CellStyle(bg=bg)
             else:
                 st = DEFAULT_STYLE
             if cluster:  # a grapheme cluster (base + combining marks) is stored beside the cell
+                if cells is None:
+                    _check(lib.ghostty_render_state_row_get(it, _K_ROW_CELLS, cells_p), "row cells")
+                    cells = cells_p[0]
+                lib.ghostty_render_state_row_cells_select(cells, x)
                 ch = self.graphemes(cells)
             append((ch, st))
         return out
@@ -454,8 +476,7 @@ class Screen:
         while lib.ghostty_render_state_row_iterator_next(it) and y < len(grid):
             lib.ghostty_render_state_row_get(it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_DIRTY, flag)
             if full or flag[0]:
-                lib.ghostty_render_state_row_get(it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS, cells_p)
-                row = dec.row(cells_p[0])
+                row = dec.row(it, cells_p)
                 if full or row != grid[y]:
                     grid[y] = row
                     dirty.add(y)
