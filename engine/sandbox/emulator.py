@@ -110,19 +110,14 @@ _SCROLLBACK = 0
 #: Bytes of an unfinished escape sequence kept across a snapshot (a keyframe cut mid-sequence).
 _CONTINUATION_MAX = 65536
 
-_RC = lib  # short alias for the hot loop
-_K_RAW = lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_RAW
-_K_STYLING = lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_HAS_STYLING
 _K_STYLE = lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_STYLE
 _K_GLEN = lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_LEN
 _K_GBUF = lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_BUF
 _K_ROW_RAW = lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS_RAW
 _K_ROW_CELLS = lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS
-_TAG_CP = lib.GHOSTTY_CELL_CONTENT_CODEPOINT
 _TAG_GRAPHEME = lib.GHOSTTY_CELL_CONTENT_CODEPOINT_GRAPHEME
 _TAG_BG_PALETTE = lib.GHOSTTY_CELL_CONTENT_BG_COLOR_PALETTE
 _TAG_BG_RGB = lib.GHOSTTY_CELL_CONTENT_BG_COLOR_RGB
-_WIDE = lib.GHOSTTY_CELL_WIDE_WIDE
 _TAIL = lib.GHOSTTY_CELL_WIDE_SPACER_TAIL
 _COLOR_PALETTE = lib.GHOSTTY_STYLE_COLOR_PALETTE
 _COLOR_RGB = lib.GHOSTTY_STYLE_COLOR_RGB
@@ -180,19 +175,15 @@ def _style_colour(c: Any) -> str | None:
 
 
 class _Decoder:
-    """Per-thread-free scratch buffers and caches for decoding render-state rows into Python tuples."""
+    """Scratch buffers and caches for decoding render-state rows into Python tuples (one per Screen, used
+    under its lock)."""
 
     def __init__(self) -> None:
-        self.raw = ffi.new("GhosttyCell*")
-        self.styling = ffi.new("bool*")
         self.style = ffi.new("GhosttyStyle*")
         self.style.size = ffi.sizeof("GhosttyStyle")
         self.style_buf = ffi.buffer(self.style)
         self.glen = ffi.new("uint32_t*")
         self.gbuf = ffi.new("uint32_t[]", 64)
-        keys = ffi.new("GhosttyRenderStateRowCellsData[2]", [_K_RAW, _K_STYLING])
-        self.keys = keys
-        self.values = ffi.new("void*[2]", [self.raw, self.styling])
         self.written = ffi.new("size_t*")
         self.ckeys = ffi.new(
             "GhosttyCellData[4]",
