@@ -1,13 +1,14 @@
 """Replay of asciicast recordings: a keyframe index for instant seek and a UI-free player clock.
 
-Why keyframes: the emulator ingests 1-5 MB/s (bench/BENCHMARKS.md), so rebuilding the screen of a
-one-hour, 20 MB agent session from the first byte takes seconds, and a curator scrubbing a timeline
+Why keyframes: even at the native emulator's 20-170 MB/s (bench/BENCHMARKS.md) rebuilding the screen of
+a one-hour, 24 MB agent session from the first byte takes up to a second, and a curator scrubbing a timeline
 seeks dozens of times a minute. One pass over the cast takes an emulator snapshot every
 ``KEYFRAME_EVERY`` characters of output and right after every marker (the places a curator jumps to
-most: step boundaries); a seek then restores the nearest keyframe at or before the target (~5 ms) and
+most: step boundaries); a seek then restores the nearest keyframe at or before the target (~0.3 ms) and
 feeds at most ``KEYFRAME_EVERY`` characters. The index can be built incrementally, in a background
 thread, while the player already works: until it is complete, a seek simply starts from the furthest
-keyframe built so far, which is still correct, only slower.
+keyframe built so far, which is still correct, only slower. A complete index is saved beside its cast
+(:meth:`KeyframeIndex.save`, keyframes are snapshot bytes) and read back by :meth:`KeyframeIndex.open`.
 
 Why a UI-free player: the Replay screen, ``bandpass replay --print-at`` and the tests all drive the same
 :class:`Player`, so what the tests prove (seeking to t shows exactly what playing to t shows) is what

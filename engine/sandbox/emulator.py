@@ -2,7 +2,7 @@
 
 The policy's observation, the curator's live pane and the replay must all show the same state, so they
 all read it through :class:`Screen`. The backend is libghostty-vt (Ghostty's emulator, native code) through
-pyghostty's raw cffi binding: measured 50-190x faster than pyte and 30-100x faster than bittty on our
+pyghostty's raw cffi binding: measured 90-440x faster than pyte and 63-147x faster than bittty on our
 streams (bench/BENCHMARKS.md), cell-for-cell equal to bittty on every sample recording
 (tests/test_emulator_differential.py), and it keeps a real alternate screen, so a policy that quits ``vim``
 sees the shell again. Swapping the backend means rewriting this file only.
