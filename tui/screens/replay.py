@@ -31,6 +31,7 @@ from engine.review.replay import (
     Player,
     ReplaySource,
     ReplaySourceError,
+    index_path,
     load_source,
     settle_gc,
 )
@@ -162,7 +163,9 @@ class ReplayScreen(Screen[None]):
             except CastError as e:
                 problems.append(str(e))
                 continue
-            player = Player(KeyframeIndex(cast), idle_limit=self._idle_arg, speed=self._speed)
+            kf_path = index_path(Path(path))
+            index = KeyframeIndex.open(cast, kf_path)  # a saved index seeks at once
+            player = Player(index, idle_limit=self._idle_arg, speed=self._speed)
             self.players[kind] = player
             self._generations[kind] = player.screen_generation
             self.query_one(f"#view-{kind}", TerminalView).set_screen(player.screen)
@@ -171,7 +174,7 @@ class ReplayScreen(Screen[None]):
                     f"{path.name}: last line was cut (crashed writer); replaying what precedes it"
                 )
             self.run_worker(
-                lambda idx=player.index: self._build_index(idx),
+                lambda idx=player.index, kp=kf_path: self._build_index(idx, kp),
                 thread=True,
                 group="keyframes",
                 exit_on_error=False,
@@ -265,9 +268,13 @@ class ReplayScreen(Screen[None]):
         view.pan(delta)
         self._refresh_status()
 
-    def _build_index(self, index: KeyframeIndex) -> None:
-        """Runs in a thread worker: index the whole cast, then keep full GC passes off the snapshots."""
+    def _build_index(self, index: KeyframeIndex, path: Path) -> None:
+        """Runs in a thread worker: index the whole cast (unless a saved index was loaded), save it beside
+        the cast for next time, then keep full GC passes off the snapshots."""
+        loaded = index.complete
         if index.build(cancel=self._cancel):
+            if not loaded:
+                index.save(path)
             settle_gc()
 
     def on_unmount(self) -> None:
