@@ -1,4 +1,5 @@
-"""Emulator ingest throughput: the chosen backend (engine.sandbox.emulator.Screen, bittty) against pyte.
+"""Emulator ingest throughput: the chosen backend (engine.sandbox.emulator.Screen, libghostty-vt) against
+pyte and bittty (the previous backend, kept as tests/bittty_reference.py), all in one run.
 
 Run: .venv/bin/python bench/bench_emulator.py [--mb 2]
 Both emulators get the same generated streams, in 4 KiB chunks (a pty read's size), in the same run, so
@@ -20,6 +21,7 @@ import pyte
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.sandbox.emulator import Screen  # noqa: E402
+from tests.bittty_reference import BitttyScreen  # noqa: E402
 
 COLS, ROWS = 120, 40
 CHUNK = 4096
@@ -94,6 +96,12 @@ def feed_screen(chunks: list[str]) -> None:
         screen.feed(c)
 
 
+def feed_bittty(chunks: list[str]) -> None:
+    screen = BitttyScreen(COLS, ROWS)
+    for c in chunks:
+        screen.feed(c)
+
+
 def best_mbps(fn: Callable[[list[str]], None], chunks: list[str], nbytes: int, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -110,14 +118,18 @@ def main() -> None:
     args = ap.parse_args()
     n = int(args.mb * 1e6)
     print(f"python {platform.python_version()}, {platform.machine()}, screen {COLS}x{ROWS}, chunks {CHUNK} B")
-    print(f"{'stream':<12}{'pyte MB/s':>11}{'bittty MB/s':>13}{'ratio':>8}")
+    print(
+        f"{'stream':<12}{'pyte MB/s':>11}{'bittty MB/s':>13}{'ghostty MB/s':>14}"
+        f"{'vs pyte':>9}{'vs bittty':>11}"
+    )
     for name, gen in (("plain", plain), ("sgr", sgr), ("fullscreen", fullscreen)):
         data = gen(n)
         chunks = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
         nbytes = len(data.encode())
         p = best_mbps(feed_pyte, chunks, nbytes, args.repeat)
-        b = best_mbps(feed_screen, chunks, nbytes, args.repeat)
-        print(f"{name:<12}{p:>11.2f}{b:>13.2f}{b / p:>7.1f}x")
+        b = best_mbps(feed_bittty, chunks, nbytes, 1)
+        g = best_mbps(feed_screen, chunks, nbytes, args.repeat)
+        print(f"{name:<12}{p:>11.2f}{b:>13.2f}{g:>14.2f}{g / p:>8.0f}x{g / b:>10.0f}x")
     screen = Screen(COLS, ROWS)
     screen.feed(sgr(200_000))
     snaps, restores = [], []
@@ -129,7 +141,20 @@ def main() -> None:
         Screen.restore(snap)
         restores.append(time.perf_counter() - t)
     snap_ms, restore_ms = statistics.median(snaps) * 1000, statistics.median(restores) * 1000
-    print(f"snapshot {snap_ms:.1f} ms, restore {restore_ms:.1f} ms (median of 20, {COLS}x{ROWS})")
+    print(
+        f"snapshot {snap_ms:.2f} ms ({len(snap.data)} bytes), restore {restore_ms:.2f} ms "
+        f"(median of 20, {COLS}x{ROWS})"
+    )
+    rows, dirty_ms = [], []
+    for _ in range(20):
+        screen.feed(sgr(4096))
+        t = time.perf_counter()
+        rows = [screen.styled_runs(y, 0, COLS) for y in range(ROWS)]
+        dirty_ms.append(time.perf_counter() - t)
+    print(
+        f"read all {len(rows)} rows as styled runs after a 4 KiB SGR chunk: "
+        f"{statistics.median(dirty_ms) * 1000:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -64,10 +64,15 @@ class Generation(SQLModel, table=True):
     wall_s: float = 0.0
     api_retries: int = 0
     transcript_json: str = "[]"
-    outcome: str = "running"  # running | accepted | rejected | budget_exhausted | error
+    outcome: str = "running"  # running | accepted | rejected | budget_exhausted | error | cancelled
     reason: str = ""
     task_version_id: int | None = Field(default=None, foreign_key="task_version.id")
     created_at: datetime = Field(default_factory=utcnow)
+    # schema 5 (generation transcripts): turns taken, tokens of broken streams (kept apart), failure line
+    turns: int = 0
+    lost_tokens_in: int = 0
+    lost_tokens_out: int = 0
+    detail: str = ""
 
 
 class Audit(SQLModel, table=True):
@@ -107,6 +112,14 @@ class Episode(SQLModel, table=True):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    phases_json: str = "[]"  # [{name, timeout_s, duration_s, error}] of the last try: where time went
+    origin: str = ""  # "" (ran) | regrade (this version's verifier re-run on another end state)
+    source_episode_id: int | None = Field(default=None, index=True)  # the regraded episode
+    # --- calibration (#17): imported episodes and selective retries ---
+    source: str = Field(
+        default="", index=True
+    )  # "harbor:<job id>/<trial>" for an imported trial; "" ran here
+    prior_tries_json: str = "[]"  # what each `run --retry` replaced: [{outcome, error, retries, recordings}]
     node_id: str = ""  # Ray node id of the last try ('' = ran locally); migration episode_node
     node_address: str = ""  # that node's address
 
@@ -139,6 +152,7 @@ class Step(SQLModel, table=True):
     observation: str = ""
     cuts_json: str = "[]"  # context/observation truncations: harness evidence
     marker_time: float = 0.0
+    attempts_json: str = "[]"  # every request behind the step: latency, error, backoff (a slow server)
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -153,6 +167,7 @@ STEP_FIELDS: tuple[str, ...] = (
     "observation",
     "cuts_json",
     "marker_time",
+    "attempts_json",
 )
 
 
@@ -192,6 +207,25 @@ class ReviewState(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
+class Diagnosis(SQLModel, table=True):
+    """Why one finished episode ended (engine/review/diagnosis.py): a suggested tag (``""`` when the
+    code is not a tag, e.g. ``policy.failed_checks``), its confidence, the evidence and the failing
+    checks as JSON, and the failure signature clusters group by. Derived data: recomputable any time."""
+
+    __tablename__ = "diagnosis"
+
+    episode_id: int = Field(primary_key=True, foreign_key="episode.id")
+    code: str = ""
+    tag: str = ""
+    confidence: float = 0.0
+    summary: str = ""
+    evidence_json: str = "[]"
+    checks_json: str = "[]"
+    signature: str = Field(default="", index=True)
+    rules_version: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class ReviewSuggestion(SQLModel, table=True):
     """Claude's review of one episode (issue #16): a *suggestion* beside the curator's tags, never a tag.
 
@@ -225,4 +259,26 @@ class ReviewSuggestion(SQLModel, table=True):
     tool_errors: int = 0  # malformed submit_review inputs sent back to the model
     error: str = ""
     accepted_tag_id: int | None = None  # no foreign key: undoing the tag deletes it
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class EpisodeEndState(SQLModel, table=True):
+    """What the policy left in its container, captured after the agent and before the verifier.
+
+    ``changes_json`` is the engine's diff against the image with each regular file's size and sha256 and
+    whether its content is in ``archive`` (a tar under the episode's recordings, capped per episode);
+    ``findings_json`` is what the tamper guard flagged. Evidence for the curator and input to regrade.
+    """
+
+    __tablename__ = "episode_endstate"
+
+    episode_id: int = Field(primary_key=True, foreign_key="episode.id")
+    archive: str = ""  # path relative to the workspace; "" when nothing was archived
+    image: str = ""  # the image the changes are against (for diffs of modified files)
+    changes_json: str = "[]"
+    findings_json: str = "[]"
+    archived_bytes: int = 0
+    cap_bytes: int = 0
+    over_cap: int = 0  # regular files listed with size and sha256 only
+    capture_s: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)

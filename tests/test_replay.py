@@ -382,3 +382,25 @@ def test_cli_print_at(workspace: Workspace, tmp_path: Path) -> None:
     assert res.returncode == 1 and "episode 999 does not exist" in res.stderr
     res = bp(workspace.root, "replay", "nope.cast", "--print-at", "1")
     assert res.returncode == 1 and "no such cast file" in res.stderr
+
+
+def test_a_saved_index_reopens_without_rebuilding_and_seeks_identically(tmp_path: Path) -> None:
+    """Keyframes are emulator snapshot bytes: an index written beside its cast is read back whole."""
+    from engine.review.replay import index_path
+
+    events = [CastEvent(i * 0.1, "o", f"\x1b[3{i % 8}mline {i} e\u0301\x1b[0m\r\n") for i in range(3000)]
+    events.insert(1500, CastEvent(150.0, "o", "\x1b[?1049h\x1b[2J\x1b[5;5Hin-alt\x1b["))  # cut CSI
+    cast = Cast(header={"version": 2, "width": 30, "height": 6}, version=2, events=events)
+    path = index_path(tmp_path / "agent.cast")
+    built = KeyframeIndex(cast, every=500)
+    assert not built.save(path)  # incomplete: nothing written
+    built.build()
+    assert built.save(path) and path.stat().st_size > 0
+    reopened = KeyframeIndex.open(cast, path, every=500)
+    assert reopened.complete and len(reopened.keyframes) == len(built.keyframes) > 10
+    for t in (0.0, 12.3, 149.95, 150.0, 150.05, 299.9):
+        assert screen_state(reopened.screen_at(t)) == screen_state(replay_from_start(cast, t)), t
+    other = Cast(header=cast.header, version=2, events=events[:-1])  # a different cast: not trusted
+    assert not KeyframeIndex.open(other, path).complete
+    path.write_bytes(b"garbage")
+    assert not KeyframeIndex.open(cast, path).complete

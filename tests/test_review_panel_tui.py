@@ -18,6 +18,7 @@ from store.db import session
 from tests._replay_data import make_episode
 from tests.servers.anthropic_server import Reply, running_server, tool
 from tests.servers.anthropic_server import text as say
+from tests.tui_wait import wait_for
 from tui.screens.replay import ReplayScreen
 from tui.screens.tag_queue import TagQueueScreen
 from tui.widgets.review_panel import ReviewPanel
@@ -77,7 +78,7 @@ async def test_tag_queue_shows_the_review_and_accepts_it_with_one_key(workspace:
         assert f"#{rid}" in shown and "false_fail" in shown and "misalignment.false_negative" in shown
         assert "(y: accept)" in shown and "AssertionError: expected 42" in shown
         assert "1 unsupported part(s) dropped: step 9 does not exist" in shown
-        assert "Deterministic diagnosis: none stored" in shown
+        assert "Deterministic diagnosis: policy.failed_checks (confidence 0.7)" in shown  # issue 15
         assert tags_of(workspace, a) == []  # shown, not written
         await pilot.press("y")
         await pilot.pause()
@@ -105,17 +106,13 @@ async def test_tag_queue_shows_the_review_and_accepts_it_with_one_key(workspace:
 async def test_replay_shows_the_review_beside_the_stored_diagnosis(workspace: Workspace) -> None:
     eid = make_episode(workspace)
     add_review(workspace, eid, "harness.turn_limit")
-    with session(workspace.engine) as s:
+    with session(workspace.engine) as s:  # a stored diagnosis (issue 15's table)
         s.connection().execute(
             text(
-                "CREATE TABLE episode_diagnosis"
-                " (id INTEGER PRIMARY KEY, episode_id INT, code TEXT, confidence REAL)"
-            )
-        )
-        s.connection().execute(
-            text(
-                "INSERT INTO episode_diagnosis (episode_id, code, confidence)"
-                " VALUES (:e, 'harness.action_loop', 0.8)"
+                "INSERT INTO diagnosis (episode_id, code, tag, confidence, summary, evidence_json,"
+                " checks_json, signature, rules_version, created_at)"
+                " VALUES (:e, 'harness.action_loop', 'harness.action_loop', 0.8, 'loop', '[]', '[]', 's',"
+                " 999, '2026-01-01')"
             ),
             {"e": eid},
         )
@@ -167,11 +164,8 @@ async def test_R_asks_claude_in_the_background_and_the_panel_shows_the_result(
             await pilot.pause()
             assert "none yet" in panel_text(screen)
             await pilot.press("R")
-            for _ in range(500):  # wait for the worker's review to land in the panel
-                if "invalidity.wrong_ground_truth" in panel_text(screen):
-                    break
-                await pilot.pause(0.05)
-            assert "invalidity.wrong_ground_truth" in panel_text(screen)
+            landed = lambda: "invalidity.wrong_ground_truth" in panel_text(screen)  # noqa: E731
+            await wait_for(pilot, landed, what="the worker's review in the panel")
             assert tags_of(workspace, eid) == []  # still only a suggestion
             await pilot.press("y")
             await pilot.pause()

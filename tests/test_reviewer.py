@@ -392,18 +392,17 @@ def test_a_stored_diagnosis_reaches_the_prompt_through_its_hook(workspace: Works
     from sqlalchemy import text as sql
 
     eid = make_episode(workspace)
-    with session(workspace.engine) as s:
-        s.connection().execute(
-            sql("CREATE TABLE diagnosis (id INTEGER PRIMARY KEY, episode_id INT, code TEXT, evidence TEXT)")
-        )
+    with session(workspace.engine) as s:  # issue 15's table, as the diagnosis stores it
         s.connection().execute(
             sql(
-                "INSERT INTO diagnosis (episode_id, code, evidence) VALUES (:e, 'harness.action_loop', 'x3')"
+                "INSERT INTO diagnosis (episode_id, code, tag, confidence, summary, evidence_json,"
+                " checks_json, signature, rules_version, created_at) VALUES (:e, 'harness.action_loop',"
+                " 'harness.action_loop', 0.8, 'the same action 3 times', :ev, '[]', 's', 1, '2026-01-01')"
             ),
-            {"e": eid},
+            {"e": eid, "ev": '[{"what": "x3", "quote": "", "step": 2, "time": 21.0, "cast": "agent"}]'},
         )
     body = build_episode_context(workspace, eid).section("DIAGNOSIS (deterministic, no model)") or ""
-    assert "code: harness.action_loop" in body and "evidence: x3" in body
+    assert "code: harness.action_loop" in body and "evidence: [step 2 @ 21.0s] x3" in body
 
 
 def test_budget_also_stops_a_review_that_would_need_another_call(

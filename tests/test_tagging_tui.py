@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from textual.app import App
-from textual.widgets import DataTable
 
 from engine.core.workspace import Workspace
 from engine.review.tagging import Tagger, load_queue
@@ -13,6 +12,7 @@ from tests._replay_data import make_episode
 from tui.screens.replay import ReplayScreen
 from tui.screens.tag_dialog import TagDialog
 from tui.screens.tag_queue import TagQueueScreen
+from tui.widgets.virtual_table import VirtualTable
 
 
 class Host(App[None]):
@@ -37,7 +37,7 @@ async def test_one_key_class_picker_and_next(workspace: Workspace) -> None:
     async with app.run_test(size=(160, 45)) as pilot:
         screen = app.queue
         assert [i.episode_id for i in screen.items] == [a, b] and screen.current.episode_id == a
-        await pilot.press("3")  # misalignment, then pick the subclass in the list
+        await pilot.press("t", "3")  # the dialog, misalignment, then pick the subclass in the list
         dialog = app.screen
         assert isinstance(dialog, TagDialog) and dialog.tag_class == "misalignment"
         await pilot.press("down", "down")  # false_positive -> false_negative -> reward_hack
@@ -75,8 +75,8 @@ async def test_bulk_tag_every_episode_failing_the_same_test(workspace: Workspace
         screen = app.queue
         await pilot.press("S")
         assert screen.selected == set(same)
-        await pilot.press("2")
-        assert "3 selected episodes" in str(app.screen.query_one("#tag-title").content)
+        await pilot.press("t", "2")
+        assert "3 episodes" in str(app.screen.query_one("#tag-title").content)
         await pilot.press("enter")
         await pilot.pause()
         assert all(tags_of(workspace, e) == ["harness.turn_limit"] for e in same)
@@ -85,8 +85,7 @@ async def test_bulk_tag_every_episode_failing_the_same_test(workspace: Workspace
         assert all(tags_of(workspace, e) == [] for e in same)
 
         # A hand-made selection with space.
-        table = screen.query_one(DataTable)
-        table.move_cursor(row=0)
+        screen.query_one("#queue-table", VirtualTable).cursor_row = 0
         await pilot.press("space", "down", "down", "down", "space")
         assert screen.selected == {same[0], other}
         await pilot.press("escape")

@@ -81,7 +81,13 @@ def export_sample(ws: Workspace, episode_id: int, dest_dir: Path, *, note: str =
         "created_at": _iso(ep.created_at),
         "duration_s": duration,
         "steps": [
-            {f: (_iso(getattr(st, f)) if f == "created_at" else getattr(st, f)) for f in _STEP_FIELDS}
+            {
+                f: (_iso(getattr(st, f)) if f == "created_at" else getattr(st, f))
+                for f in _STEP_FIELDS
+                # No request attempts (built-in agents, samples recorded before they were stored): the
+                # key is left out, so older samples round-trip unchanged.
+                if not (f == "attempts_json" and getattr(st, f) in ("", "[]"))
+            }
             for st in steps
         ],
         "audit": (
@@ -188,8 +194,66 @@ def load_samples(ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str]
                 else:
                     fields.pop("created_at", None)
                 s.add(Step(episode_id=ep.id, **fields))  # type: ignore[arg-type]
+            if doc.get("audit"):
+                _record_audit(s, version.id, version.hash, doc["task_version"], doc["audit"])  # type: ignore[arg-type]
         added += 1
+    load_sample_audits(ws, samples_dir, on_warning=warn)
     return added
+
+
+AUDITS_FILE = "audits.json"
+AUDITS_FORMAT = "bandpass-sample-audits/1"
+
+
+def _record_audit(
+    s: Any, version_id: int, version_hash: str, recorded_hash: str, audit: dict[str, Any]
+) -> bool:
+    """Records a sample's audit on the version it was made for, once; False when it does not apply."""
+    if version_hash != recorded_hash or queries.latest_audit(s, version_id) is not None:
+        return False
+    queries.record_audit(
+        s,
+        version_id,
+        verdict=audit["verdict"],
+        reasons=list(audit.get("reasons", [])),
+        details=audit.get("details", {}),
+    )
+    return True
+
+
+def load_sample_audits(
+    ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str], None] | None = None
+) -> int:
+    """Records the audits in ``<samples_dir>/audits.json`` (real audits of the example tasks) on the
+    workspace's versions with the same hash, so the demo's flawed tasks show their verdicts. Versions
+    already audited keep theirs; returns how many were recorded."""
+    warn = on_warning or (lambda msg: log.warning("%s", msg))
+    path = Path(samples_dir) / AUDITS_FILE
+    if not path.is_file():
+        return 0
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        warn(f"{path}: not readable as JSON ({exc}); sample audits skipped")
+        return 0
+    if doc.get("format") != AUDITS_FORMAT:
+        warn(f"{path}: format {doc.get('format')!r}, expected {AUDITS_FORMAT!r}; sample audits skipped")
+        return 0
+    recorded = 0
+    with session(ws.engine) as s:
+        for name, audit in sorted(doc.get("audits", {}).items()):
+            task = queries.get_task(s, name)
+            version = queries.latest_version(s, task.id) if task is not None else None  # type: ignore[arg-type]
+            if version is None:
+                continue
+            if version.hash != audit.get("version_hash"):
+                warn(
+                    f"sample audit of {name}: made for version {str(audit.get('version_hash'))[:12]}, "
+                    f"the workspace has {version.hash[:12]}; not applied"
+                )
+                continue
+            recorded += _record_audit(s, version.id, version.hash, audit["version_hash"], audit)  # type: ignore[arg-type]
+    return recorded
 
 
 __all__ = [
@@ -197,6 +261,7 @@ __all__ = [
     "FORMAT",
     "SampleError",
     "export_sample",
+    "load_sample_audits",
     "load_samples",
     "read_sample",
     "sample_dirs",

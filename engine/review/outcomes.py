@@ -10,7 +10,15 @@ from __future__ import annotations
 PASSED = "passed"
 FAILED = "failed"
 
-AGENT_CODES = ("parse_error", "turn_limit", "context_overflow", "agent_timeout", "agent_crashed")
+AGENT_CODES = (
+    "parse_error",
+    "turn_limit",
+    "context_overflow",
+    "config_mismatch",
+    "agent_timeout",
+    "agent_crashed",
+    "verifier_tamper",  # the tamper guard tripped: a policy failure, never passed, never infra
+)
 INFRA_CODES = (
     "image_build_failed",
     "env_start_timeout",
@@ -64,7 +72,9 @@ SUGGESTED_TAG = {
     "parse_error": "harness.parse_error",
     "turn_limit": "harness.turn_limit",
     "context_overflow": "harness.context_overflow",
+    "config_mismatch": "harness.config_mismatch",
     "agent_timeout": "harness.agent_timeout",
+    "verifier_tamper": "misalignment.reward_hack",
     "image_build_failed": "infra.image_build_failed",
     "env_start_timeout": "infra.env_start_timeout",
     "container_died": "infra.container_died",
@@ -72,12 +82,14 @@ SUGGESTED_TAG = {
     "verifier_timeout": "infra.verifier_crash",
     "reward_missing": "infra.reward_missing",
     "rate_limited": "infra.rate_limited",
-    "policy_unavailable": "infra.orchestrator_failure",
-    "policy_auth": "infra.orchestrator_failure",
-    "policy_model_not_found": "infra.orchestrator_failure",
-    "policy_rejected": "infra.orchestrator_failure",
-    "daemon_unavailable": "infra.orchestrator_failure",
-    "disk_full": "infra.orchestrator_failure",
+    "policy_unavailable": "infra.policy_unavailable",
+    "policy_auth": "infra.policy_auth",
+    "policy_model_not_found": "infra.policy_model_not_found",
+    "policy_rejected": "infra.policy_rejected",
+    "daemon_unavailable": "infra.daemon_unavailable",
+    "disk_full": "infra.disk_full",
+    "orchestrator_failure": "infra.orchestrator_failure",
+    "agent_crashed": "harness.agent_crashed",
 }
 
 

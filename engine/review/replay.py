@@ -1,13 +1,14 @@
 """Replay of asciicast recordings: a keyframe index for instant seek and a UI-free player clock.
 
-Why keyframes: the emulator ingests 1-5 MB/s (bench/BENCHMARKS.md), so rebuilding the screen of a
-one-hour, 20 MB agent session from the first byte takes seconds, and a curator scrubbing a timeline
+Why keyframes: even at the native emulator's 20-170 MB/s (bench/BENCHMARKS.md) rebuilding the screen of
+a one-hour, 24 MB agent session from the first byte takes up to a second, and a curator scrubbing a timeline
 seeks dozens of times a minute. One pass over the cast takes an emulator snapshot every
 ``KEYFRAME_EVERY`` characters of output and right after every marker (the places a curator jumps to
-most: step boundaries); a seek then restores the nearest keyframe at or before the target (~5 ms) and
+most: step boundaries); a seek then restores the nearest keyframe at or before the target (~0.3 ms) and
 feeds at most ``KEYFRAME_EVERY`` characters. The index can be built incrementally, in a background
 thread, while the player already works: until it is complete, a seek simply starts from the furthest
-keyframe built so far, which is still correct, only slower.
+keyframe built so far, which is still correct, only slower. A complete index is saved beside its cast
+(:meth:`KeyframeIndex.save`, keyframes are snapshot bytes) and read back by :meth:`KeyframeIndex.open`.
 
 Why a UI-free player: the Replay screen, ``bandpass replay --print-at`` and the tests all drive the same
 :class:`Player`, so what the tests prove (seeking to t shows exactly what playing to t shows) is what
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.sandbox.asciicast import Cast, CastEvent
-from engine.sandbox.emulator import Screen, ScreenSnapshot
+from engine.sandbox.emulator import Screen, ScreenSnapshot, SnapshotError
 
 if TYPE_CHECKING:
     from engine.core.workspace import Workspace
@@ -89,6 +90,15 @@ def apply_events(screen: Screen, events: list[CastEvent], start: int, end: int) 
                 screen.resize(int(m.group(1)), int(m.group(2)))
     if buf:
         screen.feed("".join(buf))
+
+
+#: Version of the saved keyframe index file (bump when the layout or the emulator's snapshot changes).
+INDEX_FORMAT = "bandpass-keyframes-1/libghostty-vt-0.1.3"
+
+
+def index_path(cast_path: Path) -> Path:
+    """Where a cast's keyframe index is kept: beside it, ``agent.cast`` -> ``agent.cast.kfi``."""
+    return cast_path.with_name(cast_path.name + ".kfi")
 
 
 class KeyframeIndex:
@@ -158,14 +168,87 @@ class KeyframeIndex:
             self._built = i
             at_marker = events[i - 1].code == "m"
             if (at_marker or self.offsets[i] - last_kf_offset >= self.every) and i != self._kf_index[-1]:
-                kf = Keyframe(i, self.times[i - 1], self._builder.snapshot())
-                with self._lock:
-                    self.keyframes.append(kf)
-                    self._kf_index.append(i)
+                try:
+                    kf: Keyframe | None = Keyframe(i, self.times[i - 1], self._builder.snapshot())
+                except SnapshotError:  # rare native refusal: no keyframe here, seeks stay exact
+                    kf = None
+                if kf is not None:
+                    with self._lock:
+                        self.keyframes.append(kf)
+                        self._kf_index.append(i)
                 last_kf_offset = self.offsets[i]
             if deadline is not None and time.monotonic() >= deadline:
                 break
         return self.complete
+
+    # --- persistence --- #
+
+    def save(self, path: Path) -> bool:
+        """Writes a complete index beside its cast, so re-opening the cast seeks at once (no rebuild).
+        Keyframes are libghostty-vt snapshots (bytes). Best effort: returns False when it cannot write."""
+        if not self.complete:
+            return False
+        with self._lock:
+            frames = list(self.keyframes)
+        header = {
+            "format": INDEX_FORMAT,
+            "events": len(self.events),
+            "output_chars": self.offsets[-1],
+            "every": self.every,
+            "frames": [
+                [
+                    k.event_index,
+                    k.time,
+                    k.snapshot.cols,
+                    k.snapshot.rows,
+                    len(k.snapshot.data),
+                    k.snapshot.pending,
+                ]
+                for k in frames
+            ],
+        }
+        blob = json.dumps(header).encode() + b"\n" + b"".join(k.snapshot.data for k in frames)
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            tmp.write_bytes(blob)
+            tmp.replace(path)
+        except OSError:
+            return False
+        return True
+
+    @classmethod
+    def open(cls, cast: Cast, path: Path | None, *, every: int = KEYFRAME_EVERY) -> KeyframeIndex:
+        """The index of ``cast``: read from ``path`` when a saved one matches this cast, else a new one to
+        build. A stale, foreign or damaged file is ignored (and later overwritten), never trusted."""
+        index = cls(cast, every=every)
+        if path is None:
+            return index
+        try:
+            raw = path.read_bytes()
+            head, _, body = raw.partition(b"\n")
+            header = json.loads(head)
+            if (
+                header.get("format") != INDEX_FORMAT
+                or header.get("events") != len(index.events)
+                or header.get("output_chars") != index.offsets[-1]
+            ):
+                return index
+            frames: list[Keyframe] = []
+            pos = 0
+            for ev_index, t, cols, rows, size, pending in header["frames"]:
+                data = body[pos : pos + size]
+                if len(data) != size:
+                    return index
+                pos += size
+                frames.append(Keyframe(int(ev_index), float(t), ScreenSnapshot(data, cols, rows, pending)))
+        except (OSError, ValueError, KeyError, TypeError):
+            return index
+        if not frames or frames[0].event_index != 0:
+            return index
+        index.keyframes = frames
+        index._kf_index = [k.event_index for k in frames]
+        index._built = len(index.events)
+        return index
 
     # --- seeking --- #
 
@@ -488,7 +571,8 @@ def _step_view(row: object) -> StepView:
         keystrokes=keys,
         task_complete=bool(action.get("task_complete", False)),
         notes=[str(n) for n in action.get("notes", []) or []]
-        + [f"{k}: {action[k]}" for k in ("parse_error", "error") if action.get(k)],
+        + [f"{k}: {action[k]}" for k in ("parse_error", "error") if action.get(k)]
+        + _attempts_note(loads(getattr(row, "attempts_json", "[]"), [])),
         observation=str(getattr(row, "observation", "")),
         raw_reply=str(getattr(row, "raw_reply", "")),
         prompt_tokens=int(getattr(row, "prompt_tokens", 0)),
@@ -496,6 +580,17 @@ def _step_view(row: object) -> StepView:
         latency_s=float(getattr(row, "latency_s", 0.0)),
         cuts=[c for c in cuts if isinstance(c, dict)] if isinstance(cuts, list) else [],
     )
+
+
+def _attempts_note(attempts: object) -> list[str]:
+    """One line when a step needed more than one request: a slow or flaky server's cost, visible."""
+    if not isinstance(attempts, list) or len(attempts) < 2:
+        return []
+    parts = [str(a.get("error") or "ok") for a in attempts if isinstance(a, dict)]
+    total = sum(
+        float(a.get("latency_s", 0)) + float(a.get("wait_s", 0)) for a in attempts if isinstance(a, dict)
+    )
+    return [f"requests: {len(parts)} ({', '.join(parts)}), {total:.1f} s in all"]
 
 
 class ReplaySourceError(ValueError):

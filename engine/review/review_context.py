@@ -139,6 +139,19 @@ def diagnosis_section(s: Any, episode_id: int) -> str | None:
     row = rq.stored_diagnosis(s, episode_id)
     if row is None:
         return None
+    if "evidence_json" in row:  # issue 15's table: rendered as the curator reads it
+        import json
+
+        lines = [f"code: {row['code']}", f"confidence: {row['confidence']:.2f}", f"summary: {row['summary']}"]
+        if row.get("tag"):
+            lines.insert(1, f"suggested tag: {row['tag']}")
+        for e in json.loads(row["evidence_json"] or "[]"):
+            where = f"[step {e['step']} @ {e['time']:.1f}s] " if e.get("step") is not None else ""
+            quote = f" | {e['quote']}" if e.get("quote") else ""
+            lines.append(f"evidence: {where}{e['what']}{quote}")
+        for c in json.loads(row.get("checks_json") or "[]"):
+            lines.append(f"failing check: {c['name']}" + (f" — {c['message']}" if c.get("message") else ""))
+        return "\n".join(lines)
     skip = {"id", "episode_id", "created_at"}
     return "\n".join(f"{k}: {v}" for k, v in row.items() if k not in skip and v not in (None, ""))
 

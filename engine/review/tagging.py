@@ -13,23 +13,21 @@ an export.
 from __future__ import annotations
 
 import getpass
+import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.workspace import Workspace
+from engine.review.checks import check_names, failed_checks
+from engine.review.diagnosis import is_probe
 from engine.review.outcomes import suggested_tag
 from engine.review.taxonomy import Taxonomy, TaxonomyError, load_taxonomy
+from store import diagnoses as dq
 from store import queries
 from store.db import session
 from store.models import FailureTag
-
-_PYTEST_FAILED = (
-    re.compile(r"^FAILED\s+(\S+::\S+?)(?:\s+-\s.*)?$"),  # short test summary
-    re.compile(r"^(\S+::\S+)\s+FAILED\b"),  # -v progress lines
-)
 
 
 class TagError(ValueError):
@@ -48,17 +46,9 @@ def current_author() -> str:
 
 
 def failing_tests(verifier_output: str) -> tuple[str, ...]:
-    """Tests a pytest run reports as failed, sorted: the key for "every episode of this task that fails
-    on the same test", the commonest bulk-tagging selection."""
-    found: set[str] = set()
-    for line in verifier_output.splitlines():
-        line = line.strip()
-        for pat in _PYTEST_FAILED:
-            m = pat.match(line)
-            if m:
-                found.add(m.group(1))
-                break
-    return tuple(sorted(found))
+    """Names of the checks the verifier reports as failed, sorted (every format engine/review/checks.py
+    reads: pytest, CTRF, unittest, TAP, generic expected/got)."""
+    return check_names(failed_checks(verifier_output))
 
 
 @dataclass
@@ -73,10 +63,16 @@ class QueueItem:
     state: str  # pending | tagged | skipped
     tags: list[str]  # "class.subclass" of the active tags
     tag_ids: list[int]
-    suggestion: str | None
+    suggestion: str | None  # the diagnosis's tag, else the outcome code's
     failing_tests: tuple[str, ...]
     agent_cast: str = ""
     verifier_cast: str = ""
+    batch_id: str = ""
+    probe: bool = False  # the audit's own oracle/nop/cheat episode
+    diagnosis: str = ""  # diagnosis code (engine/review/diagnosis.py)
+    confidence: float = 0.0
+    summary: str = ""
+    signature: str = ""  # failure signature (engine/review/signatures.py)
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -84,44 +80,106 @@ class QueueItem:
         return d
 
 
-def load_queue(ws: Workspace, *, states: Iterable[str] | None = None) -> list[QueueItem]:
-    """The review queue, grouped by task; ``states`` filters (e.g. ``{"pending"}``)."""
+@dataclass
+class QueueFilter:
+    """What the queue shows besides its state filter. ``outcome`` matches a full outcome or its kind
+    (``failed``, ``agent_error``, ``infra_error``); ``cluster`` is a signature."""
+
+    agent: str | None = None
+    task: str | None = None
+    outcome: str | None = None
+    cluster: str | None = None
+    include_probes: bool = False
+
+    def admits(self, i: QueueItem) -> bool:
+        if i.probe and not self.include_probes:
+            return False
+        if self.agent is not None and i.agent != self.agent:
+            return False
+        if self.task is not None and i.task != self.task:
+            return False
+        if (
+            self.outcome is not None
+            and i.outcome != self.outcome
+            and i.outcome.split(":", 1)[0] != self.outcome
+        ):
+            return False
+        return self.cluster is None or i.signature == self.cluster
+
+    def describe(self) -> str:
+        parts = [
+            f"{k} {v}"
+            for k, v in (("agent", self.agent), ("task", self.task), ("outcome", self.outcome))
+            if v
+        ]
+        if self.cluster:
+            parts.append("one cluster")
+        if self.include_probes:
+            parts.append("with audit probes")
+        return ", ".join(parts)
+
+
+def load_queue(
+    ws: Workspace, *, states: Iterable[str] | None = None, filt: QueueFilter | None = None
+) -> list[QueueItem]:
+    """The review queue, grouped by task; ``states`` filters (e.g. ``{"pending"}``), ``filt`` narrows
+    further. Episodes not yet diagnosed are diagnosed first, so every item carries its signature. The
+    audit's probes are left out unless ``filt.include_probes``."""
     wanted = set(states) if states is not None else None
+    filt = filt or QueueFilter()
     with session(ws.engine) as s:
-        rows = queries.review_rows(s)
+        rows = dq.queue_rows(s)
+    missing = [r.episode_id for r in rows if r.code is None]
+    if missing:
+        from engine.review.diagnoser import diagnose_episodes
+
+        diagnose_episodes(ws, missing)
+        with session(ws.engine) as s:
+            rows = dq.queue_rows(s)
     items = []
     for r in rows:
-        if wanted is not None and r.state not in wanted:
+        state = "tagged" if r.tags else "skipped" if r.skipped else "pending"
+        if wanted is not None and state not in wanted:
             continue
-        ep = r.episode
-        items.append(
-            QueueItem(
-                episode_id=ep.id,  # type: ignore[arg-type]
-                task=r.task,
-                version_hash=r.version_hash,
-                agent=ep.agent,
-                attempt=ep.attempt,
-                outcome=ep.outcome,
-                reward=ep.reward,
-                state=r.state,
-                tags=[f"{t.tag_class}.{t.subclass}" for t in r.tags],
-                tag_ids=[t.id for t in r.tags],  # type: ignore[misc]
-                suggestion=suggested_tag(ep.outcome),
-                failing_tests=failing_tests(ep.verifier_output),
-                agent_cast=ep.agent_cast,
-                verifier_cast=ep.verifier_cast,
-            )
+        try:
+            checks = tuple(sorted({c["name"] for c in json.loads(r.checks_json or "[]")}))
+        except (ValueError, KeyError, TypeError):
+            checks = ()
+        item = QueueItem(
+            episode_id=r.episode_id,
+            task=r.task,
+            version_hash=r.version_hash,
+            agent=r.agent,
+            attempt=r.attempt,
+            outcome=r.outcome,
+            reward=r.reward,
+            state=state,
+            tags=[t for _, t in r.tags],
+            tag_ids=[tid for tid, _ in r.tags],
+            suggestion=r.tag or suggested_tag(r.outcome),
+            failing_tests=checks,
+            agent_cast=r.agent_cast,
+            verifier_cast=r.verifier_cast,
+            batch_id=r.batch_id,
+            probe=is_probe(r.agent, r.batch_id),
+            diagnosis=r.code or "",
+            confidence=r.confidence or 0.0,
+            summary=r.summary or "",
+            signature=r.signature or "",
         )
+        if filt.admits(item):
+            items.append(item)
     return items
 
 
 def similar(items: list[QueueItem], item: QueueItem) -> list[QueueItem]:
-    """Episodes of the same task version that failed the same way: the same failing tests when the
-    verifier named any, else the same outcome. The usual bulk selection ("this task always fails on
-    test_x": one tag for all of them)."""
+    """Episodes that failed the same way: the same failure signature (task version, outcome, failing
+    checks — or diagnosis and last error line when no check was named). The usual bulk selection."""
 
     def key(i: QueueItem) -> tuple[Any, ...]:
-        return (i.version_hash, i.failing_tests) if i.failing_tests else (i.version_hash, i.outcome)
+        if i.signature:
+            return (i.signature,)
+        return (i.version_hash, i.outcome, i.failing_tests)
 
     k = key(item)
     return [i for i in items if key(i) == k]
@@ -167,10 +225,9 @@ class Tagger:
             for eid in ids:
                 if queries.get_episode(s, eid) is None:
                     raise TagError(f"episode {eid} does not exist")
-                tag = queries.add_tag(s, eid, tag_class, subclass, note=note.strip(), author=self.author)
-                if tag.blocking != blocking:
-                    queries.set_tag_blocking(s, tag.id, blocking)  # type: ignore[arg-type]
-                    tag.blocking = blocking
+                tag = queries.add_tag(
+                    s, eid, tag_class, subclass, blocking=blocking, note=note.strip(), author=self.author
+                )
                 made.append(tag)
         n = len(ids)
         self._undo.append(

@@ -20,6 +20,7 @@ import re
 import socket
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,24 @@ _WRITE_CHUNK = 4096
 _RECENT_CAP = 1 << 20  # recent_output() keeps the last 1 MiB
 _OUTPUT_CAP = 4 << 20  # WaitResult.output keeps the last 4 MiB: a flood must not grow memory unbounded
 
+#: The screens of the sessions running in this process, by (episode id, stream). A live pane in the same
+#: process shows the session's own screen instead of parsing every byte a second time; the entry goes
+#: when the session is garbage.
+_LIVE_SCREENS: weakref.WeakValueDictionary[tuple[int, str], Screen] = weakref.WeakValueDictionary()
+
+
+def register_live_screen(episode_id: int, stream: str, screen: Screen) -> None:
+    """Publishes a session's screen to live panes in this process (done by :class:`TerminalSession`)."""
+    _LIVE_SCREENS[(episode_id, stream)] = screen
+
+
+def live_screen(episode_id: int, stream: str) -> Screen | None:
+    """The screen a running session in this process keeps for ``(episode_id, stream)``, if any."""
+    return _LIVE_SCREENS.get((episode_id, stream))
+
+
+#: Silence after the prompt marker that counts as "the prompt is fully drawn".
+_PROMPT_SETTLE = 0.05
 PROMPT_COMMAND = "__bp_s=$?; printf '\\033]133;D;%s\\007' \"$__bp_s\""
 PS1 = "\\[\\e]133;A\\a\\]\\$ "
 
@@ -140,10 +159,14 @@ class TerminalSession:
         workdir: str | None = None,
         user: str | None = None,
         env: dict[str, str] | None = None,
+        shell: str = "bash",
     ) -> None:
         self.client = client
+        self.shell = shell  # the verifier passes an absolute path: a PATH lookup is the policy's to rig
         self.container = container
         self.screen = Screen(cols, rows)
+        if episode_id is not None:
+            register_live_screen(episode_id, stream, self.screen)
         self.recorder = recorder
         self.bus = bus
         self.episode_id = episode_id
@@ -186,7 +209,7 @@ class TerminalSession:
         try:
             created = api.exec_create(
                 self.container.id,
-                ["bash", "--norc", "--noprofile", "-i"],
+                [self.shell, "--norc", "--noprofile", "-i"],
                 stdin=True,
                 tty=True,
                 environment=environment,
@@ -198,6 +221,11 @@ class TerminalSession:
         except docker.errors.APIError as e:
             raise TerminalError(f"cannot start bash in container {self.container.id[:12]}: {e}") from e
         self._sock = getattr(self._raw, "_sock", self._raw)
+        # The SDK leaves its API timeout on the attach socket: an idle shell (a policy thinking for longer
+        # than that) would make recv() time out and the terminal look dead. The reader blocks instead;
+        # close() ends it by shutting the socket down.
+        with contextlib.suppress(OSError, AttributeError):
+            self._sock.settimeout(None)
         with self._cond:
             self._alive = True
         self._reader = threading.Thread(target=self._read_loop, name=f"pty-{self._exec_id[:8]}", daemon=True)
@@ -376,6 +404,14 @@ class TerminalSession:
                     idx = self._markers.index(done)
                     while not any(k == "A" for k, _ in self._markers[idx:]) and self._alive:
                         left = prompt_deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cond.wait(left)
+                    # The prompt's own tail (readline's erase-to-end-of-line) may arrive in the next
+                    # read: wait for a short silence so the observation holds the whole prompt.
+                    while self._alive:
+                        now = time.monotonic()
+                        left = min(prompt_deadline, self._last_output + _PROMPT_SETTLE) - now
                         if left <= 0:
                             break
                         self._cond.wait(left)

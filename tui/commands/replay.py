@@ -146,14 +146,29 @@ def queue_cmd(
     state: Annotated[
         str | None, typer.Option("--state", help="Only pending, tagged or skipped episodes.")
     ] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent.")] = None,
+    task: Annotated[str | None, typer.Option("--task", help="Only this task.")] = None,
+    outcome: Annotated[
+        str | None,
+        typer.Option("--outcome", help="An outcome, or its kind (failed, agent_error, infra_error)."),
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option("--cluster", help="Only this failure signature (see bandpass clusters --json)."),
+    ] = None,
+    probes: Annotated[
+        bool, typer.Option("--probes", help="Include the audit's oracle/nop/cheat episodes.")
+    ] = False,
 ) -> None:
-    """The tagging queue: finished episodes that did not pass, with their state and suggested tag."""
-    from engine.review.tagging import load_queue
+    """The tagging queue: finished episodes that did not pass, with their state, diagnosis and
+    suggested tag. The audit's own probe episodes are left out unless --probes."""
+    from engine.review.tagging import QueueFilter, load_queue
 
     if state is not None and state not in QUEUE_STATES:
         raise fail(f"--state must be one of {', '.join(QUEUE_STATES)}, got {state!r}")
     ws = open_workspace()
-    items = load_queue(ws, states=None if state is None else {state})
+    filt = QueueFilter(agent=agent, task=task, outcome=outcome, cluster=cluster, include_probes=probes)
+    items = load_queue(ws, states=None if state is None else {state}, filt=filt)
     if as_json:
         typer.echo(json.dumps([i.as_dict() for i in items], indent=2))
         return
@@ -161,8 +176,12 @@ def queue_cmd(
         typer.echo("the queue is empty")
         return
     counts = {s: sum(i.state == s for i in items) for s in QUEUE_STATES}
-    typer.echo(f"{'ep':>5} {'state':<8} {'task':<28} {'outcome':<28} {'suggested / tags':<40}")
+    width = max(len("outcome"), *(len(i.outcome) for i in items))  # never cut: the outcome is the fact
+    typer.echo(f"{'ep':>5} {'state':<8} {'task':<28} {'outcome':<{width}} {'diagnosis':<28} suggested / tags")
     for i in items:
         shown = ", ".join(i.tags) if i.tags else (f"({i.suggestion}?)" if i.suggestion else "")
-        typer.echo(f"{i.episode_id:>5} {i.state:<8} {i.task[:28]:<28} {i.outcome[:28]:<28} {shown}")
+        typer.echo(
+            f"{i.episode_id:>5} {i.state:<8} {i.task[:28]:<28} {i.outcome:<{width}} "
+            f"{i.diagnosis[:28]:<28} {shown}"
+        )
     typer.echo(", ".join(f"{n} {s}" for s, n in counts.items()))

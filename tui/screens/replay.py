@@ -21,7 +21,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets.option_list import Option
 
 from engine.core.workspace import Workspace
 from engine.review.outcomes import suggested_tag
@@ -30,16 +31,18 @@ from engine.review.replay import (
     Player,
     ReplaySource,
     ReplaySourceError,
+    index_path,
     load_source,
     settle_gc,
 )
 from engine.review.reviewer import ReviewError
 from engine.review.tagging import TagError, Tagger
 from engine.review.taxonomy import TaxonomyError
+from engine.review.text import strip_controls
 from engine.sandbox.asciicast import CastError, read_cast
+from tui.screens.changes import ChangesScreen
 from tui.screens.tag_dialog import TagChoice, TagDialog
 from tui.widgets.review_panel import ReviewPanel, run_summary
-from tui.widgets.screen_commands import ScreenBindingsProvider
 from tui.widgets.step_panel import StepPanel
 from tui.widgets.terminal_view import TerminalView
 from tui.widgets.timeline import Timeline, fmt_time
@@ -53,28 +56,31 @@ CASTS = ("agent", "verifier")
 
 class ReplayScreen(Screen[None]):
     CSS_PATH = "replay.tcss"
-    COMMANDS = {ScreenBindingsProvider}
     BINDINGS = [
         Binding("space", "toggle_play", "Play/Pause"),
-        Binding("left", "skip(-5)", "−5 s"),
-        Binding("right", "skip(5)", "+5 s"),
-        Binding("left_square_bracket", "prev_marker", "Prev step"),
+        Binding("left", "skip(-5)", "−5 s", show=False),
+        Binding("right", "skip(5)", "+5 s", show=False),
+        Binding("left_square_bracket", "prev_marker", "Prev step", show=False),
         Binding("right_square_bracket", "next_marker", "Next step"),
-        Binding("comma", "frame_back", "Frame back"),
-        Binding("full_stop", "frame_forward", "Frame fwd"),
-        Binding("minus", "slower", "Slower"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
+        Binding("comma", "frame_back", "Frame back", show=False),
+        Binding("full_stop", "frame_forward", "Frame fwd", show=False),
+        Binding("minus", "slower", "Slower", show=False),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", show=False),
         Binding("home", "seek_start", "Start", show=False),
         Binding("end", "seek_end", "End", show=False),
         *(Binding(str(n), f"jump({n})", f"Jump to {n}0%", show=False) for n in range(10)),
         Binding("i", "toggle_idle", "Idle limit", show=False),
-        Binding("m", "toggle_marker_pause", "Pause at steps"),
+        Binding("m", "toggle_marker_pause", "Pause at steps", show=False),
         Binding("v", "switch_cast", "Agent/Verifier"),
-        Binding("b", "toggle_side_by_side", "Side by side"),
+        Binding("b", "toggle_side_by_side", "Side by side", show=False),
+        Binding("e", "next_evidence", "Next evidence"),
+        Binding("less_than_sign", "pan(-20)", "Pan left", key_display="<", show=False),
+        Binding("greater_than_sign", "pan(20)", "Pan right", key_display=">", show=False),
         Binding("t", "tag", "Tag"),
-        Binding("u", "undo", "Undo tag"),
+        Binding("u", "undo", "Undo tag", show=False),
         Binding("y", "accept_review", "Accept review"),
-        Binding("R", "request_review", "Review with Claude"),
+        Binding("R", "request_review", "Review with Claude", show=False),
+        Binding("d", "changes", "Changes"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -112,6 +118,9 @@ class ReplayScreen(Screen[None]):
         self._last = time.perf_counter()
         self._generations: dict[str, int] = {}
         self._timer: Timer | None = None
+        #: The episode's record (engine/review/evidence.py): why it ended, with evidence to seek to.
+        self.record: dict | None = None
+        self._evidence_at = -1
 
     # --- composition --- #
 
@@ -120,6 +129,7 @@ class ReplayScreen(Screen[None]):
         with Horizontal(id="replay-main"):
             with Vertical(id="replay-left"):
                 yield Static(self.source.title, id="replay-title")
+                yield Static("", id="replay-why", markup=False)
                 with Horizontal(id="replay-panes"):
                     for kind in CASTS:
                         with Vertical(id=f"pane-{kind}", classes="replay-pane"):
@@ -129,14 +139,19 @@ class ReplayScreen(Screen[None]):
                 yield Static("", id="replay-status")
             with Vertical(id="replay-side"):
                 yield StepPanel(id="step-panel")
+                yield Static("Evidence (e: next, Enter: seek)", id="evidence-heading")
+                yield OptionList(id="replay-evidence")
                 yield ReviewPanel(self.ws, id="review-panel")
                 yield Static("Verifier output", classes="side-heading")
                 with VerticalScroll(id="verifier-scroll"):
-                    yield Static(self.source.verifier_output or "—", id="verifier-output", markup=False)
+                    yield Static(
+                        strip_controls(self.source.verifier_output) or "—", id="verifier-output", markup=False
+                    )
         yield Footer()
 
     def on_mount(self) -> None:
         self.sub_title = self.source.title
+        self._load_record()  # diagnoses if needed, so the review panel shows the diagnosis beside the review
         self.query_one(ReviewPanel).show(self.source.episode_id)
         paths = {"agent": self.source.agent_cast, "verifier": self.source.verifier_cast}
         problems = [self.error] if self.error else []
@@ -148,7 +163,9 @@ class ReplayScreen(Screen[None]):
             except CastError as e:
                 problems.append(str(e))
                 continue
-            player = Player(KeyframeIndex(cast), idle_limit=self._idle_arg, speed=self._speed)
+            kf_path = index_path(Path(path))
+            index = KeyframeIndex.open(cast, kf_path)  # a saved index seeks at once
+            player = Player(index, idle_limit=self._idle_arg, speed=self._speed)
             self.players[kind] = player
             self._generations[kind] = player.screen_generation
             self.query_one(f"#view-{kind}", TerminalView).set_screen(player.screen)
@@ -157,7 +174,7 @@ class ReplayScreen(Screen[None]):
                     f"{path.name}: last line was cut (crashed writer); replaying what precedes it"
                 )
             self.run_worker(
-                lambda idx=player.index: self._build_index(idx),
+                lambda idx=player.index, kp=kf_path: self._build_index(idx, kp),
                 thread=True,
                 group="keyframes",
                 exit_on_error=False,
@@ -172,9 +189,92 @@ class ReplayScreen(Screen[None]):
         self._timer = self.set_interval(1 / FPS, self._tick)
         self._refresh_all()
 
-    def _build_index(self, index: KeyframeIndex) -> None:
-        """Runs in a thread worker: index the whole cast, then keep full GC passes off the snapshots."""
+    def _load_record(self) -> None:
+        """Why the episode ended (outcome, detail, tries, failing checks, diagnosis) in the header, and
+        the diagnosis's evidence as a list that seeks the replay."""
+        why = self.query_one("#replay-why", Static)
+        evidence = self.query_one("#replay-evidence", OptionList)
+        if self.ws is None or self.source.episode_id is None:
+            why.display = False
+            evidence.display = False
+            self.query_one("#evidence-heading").display = False
+            return
+        from engine.review.evidence import EpisodeNotFound, episode_record, why_lines
+
+        try:
+            self.record = episode_record(self.ws, self.source.episode_id)
+        except EpisodeNotFound:
+            why.display = False
+            return
+        why.update("\n".join(why_lines(self.record, checks=3, evidence=0)))
+        items = (self.record.get("diagnosis") or {}).get("evidence", [])
+        evidence.clear_options()
+        evidence.add_options(
+            [
+                Option(
+                    (f"[{e['cast']} {e['time']:.1f}s] " if e.get("time") is not None else "")
+                    + e["what"]
+                    + (f"\n  {e['quote'].splitlines()[-1][:120]}" if e.get("quote") else ""),
+                    id=str(n),
+                )
+                for n, e in enumerate(items)
+            ]
+        )
+
+    def evidence_items(self) -> list[dict]:
+        return list((self.record or {}).get("diagnosis", {}) and self.record["diagnosis"]["evidence"] or [])
+
+    def seek_evidence(self, n: int) -> None:
+        """Seeks the cast an evidence item names to its time (the step's marker)."""
+        items = self.evidence_items()
+        if not 0 <= n < len(items):
+            return
+        e = items[n]
+        self._evidence_at = n
+        if e.get("time") is None:
+            self.notify(e["what"], timeout=3)
+            return
+        kind = e.get("cast") or "agent"
+        if kind in self.players and kind != self.active:
+            self.action_switch_cast()
+        if self.player is not None:
+            self.player.pause()
+            self.player.seek(float(e["time"]))
+            self._seeked()
+
+    def seek_first_evidence(self) -> None:
+        """Seeks to the first evidence item tied to a step (a queue opens the replay there)."""
+        for n, e in enumerate(self.evidence_items()):
+            if e.get("time") is not None:
+                self.query_one("#replay-evidence", OptionList).highlighted = n
+                self.seek_evidence(n)
+                return
+
+    def action_next_evidence(self) -> None:
+        items = self.evidence_items()
+        if not items:
+            self.notify("no evidence to show for this episode", timeout=2)
+            return
+        n = (self._evidence_at + 1) % len(items)
+        self.query_one("#replay-evidence", OptionList).highlighted = n
+        self.seek_evidence(n)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.seek_evidence(event.option_index)
+
+    def action_pan(self, delta: int) -> None:
+        view = self.query_one(f"#view-{self.active}", TerminalView)
+        view.pan(delta)
+        self._refresh_status()
+
+    def _build_index(self, index: KeyframeIndex, path: Path) -> None:
+        """Runs in a thread worker: index the whole cast (unless a saved index was loaded), save it beside
+        the cast for next time, then keep full GC passes off the snapshots."""
+        loaded = index.complete
         if index.build(cancel=self._cancel):
+            if not loaded:
+                index.save(path)
             settle_gc()
 
     def on_unmount(self) -> None:
@@ -259,6 +359,10 @@ class ReplayScreen(Screen[None]):
         if not p.index.complete:
             parts.append(f"indexing {p.index.progress:.0%}")
         parts.append(self.active + (" (v: switch)" if len(self.players) > 1 else ""))
+        if self.is_mounted:
+            first, last, cols = self.query_one(f"#view-{self.active}", TerminalView).hidden_columns()
+            if first > 1 or last < cols:
+                parts.append(f"cols {first}-{last} of {cols} (< >: pan)")
         return " · ".join(parts)
 
     def _refresh_status(self) -> None:
@@ -364,9 +468,12 @@ class ReplayScreen(Screen[None]):
         if len(self.players) < 2:
             self.notify("this replay has only one cast", timeout=2)
             return
-        if self.player:
-            self.player.pause()
+        old = self.player
+        if old:
+            old.pause()
         self.active = "verifier" if self.active == "agent" else "agent"
+        if old is not None and self.player is not None:  # the speed is the curator's, not the cast's
+            self.player.speed = old.speed
         self._apply_layout()
         self._refresh_all()
 
@@ -384,6 +491,14 @@ class ReplayScreen(Screen[None]):
         self._cancel.set()
         self.dismiss(None)
 
+    def action_changes(self) -> None:
+        """What the policy changed in its container, with the tamper guard's findings."""
+        eid = self.source.episode_id
+        if eid is None or self.ws is None:
+            self.notify("changes are kept for episodes, not bare cast files", severity="warning")
+            return
+        self.app.push_screen(ChangesScreen(self.ws, eid))
+
     # --- tagging --- #
 
     def action_tag(self) -> None:
@@ -392,7 +507,8 @@ class ReplayScreen(Screen[None]):
         if eid is None or tagger is None:
             self.notify("only an episode can be tagged (this is a bare cast file)", severity="warning")
             return
-        suggestion = suggested_tag(self.source.outcome)
+        diag = (self.record or {}).get("diagnosis") or {}
+        suggestion = diag.get("tag") or suggested_tag(self.source.outcome)
 
         def done(choice: TagChoice | None) -> None:
             if choice is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.markup import escape
@@ -22,9 +23,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static, TextArea
 
-from engine.core.config import Config, ConfigError, load_config
+from engine.core.config import BandConfig, Config, ConfigError, GeneratorConfig, load_config
 from engine.core.workspace import Workspace
 
+#: What a new bandpass.toml starts as; its values are the engine's own defaults.
 TEMPLATE = """\
 # Bandpass workspace settings. Every key is optional.
 
@@ -33,20 +35,20 @@ TEMPLATE = """\
 # served_name = "Qwen/Qwen3.5-9B"
 # temperature = 0.7
 # max_tokens = 2048
-# context_window = 32768
+# context_window = 32768   # optional: default is the served max_model_len
 
 # [generator]
-# model = "claude-sonnet-4-5"
+# model = "{generator.model}"
 
 # [images.aliases]
 # "python:3.12-slim" = "bandpass/base:bookworm"
 
 [band]
-lo = 0.1
-hi = 0.9
-k = 2
-min_samples = 4
-"""
+lo = {band.lo}
+hi = {band.hi}
+k = {band.k}
+min_samples = {band.min_samples}
+""".format(band=BandConfig(), generator=GeneratorConfig())
 
 
 def parse_config_text(text: str) -> Config:
@@ -62,14 +64,16 @@ class SettingsScreen(Screen[None]):
     AUTO_FOCUS = "#settings-models"
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", priority=True),
-        Binding("ctrl+r", "reload", "Reload from disk"),
+        Binding("ctrl+r", "reload_checked", "Reload from disk"),
         Binding("ctrl+e", "check_endpoints", "Check endpoints"),
+        Binding("q,ctrl+q", "quit_checked", "Quit", show=False),
     ]
 
     def __init__(self, workspace: Workspace) -> None:
         super().__init__()
         self.workspace = workspace
         self._valid: Config | None = None
+        self._saved_text: str | None = None  # the text as loaded or last saved: unsaved edits differ
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -111,6 +115,7 @@ class SettingsScreen(Screen[None]):
         where = "bandpass.toml" if path.exists() else "bandpass.toml (not created yet: template)"
         self.query_one("#settings-path", Static).update(f"[b]{escape(where)}[/b] in the workspace")
         self.query_one("#settings-text", TextArea).load_text(text)
+        self._saved_text = text
         self._validate(text)
 
     @on(TextArea.Changed, "#settings-text")
@@ -144,7 +149,7 @@ class SettingsScreen(Screen[None]):
                 m.served_name,
                 f"{m.temperature:g}",
                 str(m.max_tokens),
-                str(m.context_window),
+                str(m.context_window or "served"),
                 m.api_key_env,
                 key=m.name,
             )
@@ -181,11 +186,35 @@ class SettingsScreen(Screen[None]):
             self.notify(str(exc), title="Could not save", severity="error")
             return
         self.workspace._config = None  # next read picks up the new file
+        self._saved_text = text
         self.notify("bandpass.toml saved.", title="Settings")
 
     @on(Button.Pressed, "#settings-reload")
     def _reload_pressed(self) -> None:
-        self.action_reload()
+        self.action_reload_checked()
+
+    @property
+    def dirty(self) -> bool:
+        """The editor holds edits that are not in bandpass.toml."""
+        return (
+            self._saved_text is not None
+            and self.query_one("#settings-text", TextArea).text != self._saved_text
+        )
+
+    def _ask_then(self, question: str, then: Callable[[], None]) -> None:
+        from tui.screens.confirm import ConfirmDialog
+
+        if not self.dirty:
+            then()
+            return
+        self.app.push_screen(ConfirmDialog(question), lambda yes: then() if yes else None)
+
+    def action_quit_checked(self) -> None:
+        """Quitting with unsaved edits asks first (they would be lost without a word)."""
+        self._ask_then("bandpass.toml has unsaved edits. Quit and discard them?", self.app.exit)
+
+    def action_reload_checked(self) -> None:
+        self._ask_then("Reloading drops your unsaved edits to bandpass.toml. Reload?", self.action_reload)
 
     @on(Button.Pressed, "#settings-check")
     def action_check_endpoints(self) -> None:

@@ -2,9 +2,17 @@
 
 Why a queue: after a rollout batch a curator faces hundreds of failures; most share a cause ("this task
 always fails on test_x", "every turn_limit of this model"), so the screen is built for speed — next /
-previous pending, one digit opens the tag dialog on a class, the outcome's suggestion preselected but
-never written unconfirmed, a selection of similar episodes tagged in one go, skip for "not now"
-(persisted), and undo for the slip of a key. Enter opens the episode in the Replay screen.
+previous pending, ``t`` opens the tag dialog (a digit there picks the class), the diagnosis's suggestion
+preselected with ``a`` but never written unconfirmed, a selection of episodes with the same failure
+signature tagged in one go, skip for "not now" (persisted), and undo for the slip of a key.
+
+The cluster view (``k``) groups the failures by signature: one row per way of failing, with a preview of
+its members; ``a`` on a cluster tags all its untagged members as one undoable bulk tag, Enter lists them.
+
+Keys stay inside the queue only where it needs them: digits and Escape belong to the app (screen
+switches, leaving), so the queue never traps the keyboard. Why each episode ended (outcome, detail, tries,
+failing checks, diagnosis and evidence) is in the detail pane; the verifier's output there is plain text
+(escape sequences stripped: a task's output must never reach the curator's real terminal).
 """
 
 from __future__ import annotations
@@ -14,40 +22,101 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import Footer, Header, Static
 
 from engine.core.workspace import Workspace
 from engine.review.reviewer import ReviewError
-from engine.review.tagging import QueueItem, TagError, Tagger, load_queue, similar
+from engine.review.signatures import describe
+from engine.review.tagging import QueueFilter, QueueItem, TagError, Tagger, load_queue, similar
 from engine.review.taxonomy import TaxonomyError
+from engine.review.text import strip_controls
 from tui.screens.tag_dialog import TagChoice, TagDialog
 from tui.widgets.review_panel import ReviewPanel, run_summary
-from tui.widgets.screen_commands import ScreenBindingsProvider
+from tui.widgets.virtual_table import Column, VirtualTable, numeric_key
 
-COLUMNS = ("", "episode", "state", "task", "agent", "outcome", "failing tests", "tags / suggestion")
+#: Virtual tables: 10,000 failures (or 3,000 clusters) paint in milliseconds, where a DataTable takes
+#: seconds to fill (bench/bench_diagnosis.py).
+COLUMNS = (
+    Column("sel", "", 1),
+    Column("episode", "episode", 7, "right", sort_key=numeric_key),
+    Column("state", "state", 8),
+    Column("task", "task", 22),
+    Column("agent", "agent", 18),
+    Column("outcome", "outcome", 30),
+    Column("diagnosis", "diagnosis", 26),
+    Column("checks", "failing checks", 24),
+    Column("tags", "tags / suggestion", 34),
+)
+CLUSTER_COLUMNS = (
+    Column("size", "size", 5, "right", sort_key=numeric_key),
+    Column("pending", "pending", 7, "right", sort_key=numeric_key),
+    Column("task", "task", 22),
+    Column("outcome", "outcome", 28),
+    Column("diagnosis", "diagnosis", 26),
+    Column("signature", "signature", 50),
+    Column("members", "members", 30),
+)
 FILTERS = ("pending", "all", "tagged", "skipped")
 VERIFIER_TAIL = 40  # lines of verifier output in the detail pane
+PREVIEW = 6  # members listed in a cluster's detail
+
+
+class QueueCluster:
+    """One signature's queue items (the cluster view's row)."""
+
+    def __init__(self, signature: str, items: list[QueueItem]) -> None:
+        self.signature = signature
+        self.items = items
+        self.pending = [i for i in items if i.state == "pending"]
+        rep = items[0]
+        for i in items:  # the most confident diagnosis, ties: the oldest episode
+            if i.confidence > rep.confidence:
+                rep = i
+        self.representative = rep
+
+    @property
+    def suggestion(self) -> str | None:
+        counts: dict[str, int] = {}
+        for i in self.items:
+            if i.suggestion:
+                counts[i.suggestion] = counts.get(i.suggestion, 0) + 1
+        return max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0] if counts else None
+
+
+def group_clusters(items: list[QueueItem]) -> list[QueueCluster]:
+    """Queue items by failure signature, biggest first."""
+    by: dict[str, list[QueueItem]] = {}
+    for i in items:
+        by.setdefault(i.signature or f"episode {i.episode_id}", []).append(i)
+    out = [QueueCluster(sig, members) for sig, members in by.items()]
+    out.sort(key=lambda c: (-len(c.items), c.items[0].task, c.signature))
+    return out
 
 
 class TagQueueScreen(Screen[None]):
     CSS_PATH = "tag_queue.tcss"
-    COMMANDS = {ScreenBindingsProvider}
     BINDINGS = [
         Binding("n", "next_pending", "Next"),
-        Binding("p", "prev_pending", "Previous"),
+        Binding("p", "prev_pending", "Previous", show=False),
+        Binding("t", "tag", "Tag…"),
         Binding("a", "accept_suggestion", "Suggested tag"),
         Binding("y", "accept_review", "Accept review"),
         Binding("R", "request_review", "Review with Claude"),
-        *(Binding(str(k), f"tag_class({k})", f"Tag class {k}", show=False) for k in range(1, 10)),
         Binding("space", "toggle_select", "Select"),
-        Binding("S", "select_similar", "Select similar"),
+        Binding("S", "select_similar", "Select same signature", show=False),
+        Binding("k", "toggle_clusters", "Clusters"),
         Binding("s", "skip", "Skip"),
         Binding("c", "clear_tag", "Clear tag", show=False),
         Binding("u,ctrl+z", "undo", "Undo"),
-        Binding("f", "cycle_filter", "Filter"),
-        Binding("enter", "replay", "Replay"),
+        Binding("f", "cycle_filter", "State filter", show=False),
+        Binding("A", "filter_by('agent')", "Only this agent", show=False),
+        Binding("T", "filter_by('task')", "Only this task", show=False),
+        Binding("O", "filter_by('outcome')", "Only this outcome", show=False),
+        Binding("P", "toggle_probes", "Audit probes", show=False),
+        Binding("x", "clear_filters", "Clear filters", show=False),
+        Binding("enter", "open", "Replay / open"),
         Binding("r", "refresh", "Refresh", show=False),
-        Binding("escape", "clear_selection", "Clear selection", show=False),
+        Binding("escape", "back", "Back"),
     ]
 
     def __init__(self, ws: Workspace, *, tagger: Tagger | None = None) -> None:
@@ -55,14 +124,21 @@ class TagQueueScreen(Screen[None]):
         self.ws = ws
         self.tagger = tagger or Tagger(ws)
         self.filter = "pending"
-        self.items: list[QueueItem] = []  # the rows shown, in order
+        self.query_filter = QueueFilter()
+        self.cluster_view = False
+        self.items: list[QueueItem] = []  # the rows shown (list view), in order
+        self.clusters: list[QueueCluster] = []  # the rows shown (cluster view)
         self.selected: set[int] = set()  # episode ids
-        self._all: list[QueueItem] = []
+        self._all: list[QueueItem] = []  # every queue item the query filter admits
+        self._records: dict[int, list[str]] = {}
+        self._by_id: dict[int, QueueItem] = {}
+        self._counts: dict[str, int] = {"pending": 0, "tagged": 0, "skipped": 0}
+        self._cluster_cache: tuple[list[QueueItem], list[tuple[int, tuple[str, ...]]]] | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="queue-body"):
-            yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
+            yield VirtualTable(COLUMNS, id="queue-table")
             with VerticalScroll(id="queue-detail"):
                 yield ReviewPanel(self.ws, id="queue-review")
                 yield Static("", id="queue-info", markup=False)
@@ -70,23 +146,40 @@ class TagQueueScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*COLUMNS)
         self.action_refresh()
-        self.query_one(DataTable).focus()
+        self.table.focus()
+
+    @property
+    def table(self) -> VirtualTable:
+        """One table for both views (its columns swap): swapping widgets re-lays out the screen and the
+        footer, ten times the cost of filling the table."""
+        return self.query_one("#queue-table", VirtualTable)
 
     # --- data --- #
 
     @property
     def current(self) -> QueueItem | None:
-        table = self.query_one(DataTable)
-        if not self.items or table.cursor_row is None or not 0 <= table.cursor_row < len(self.items):
+        if self.cluster_view:
+            c = self.current_cluster
+            return c.representative if c else None
+        key = self.table.cursor_key
+        return self._by_id.get(key) if key is not None else None
+
+    @property
+    def current_cluster(self) -> QueueCluster | None:
+        if not self.cluster_view:
             return None
-        return self.items[table.cursor_row]
+        key = self.table.cursor_key
+        return self.clusters[key] if key is not None and 0 <= key < len(self.clusters) else None
 
     def targets(self) -> list[int]:
-        """The selection when there is one, else the row under the cursor."""
+        """The selection when there is one; in the cluster view the cluster's untagged members; else the
+        row under the cursor."""
         if self.selected:
             return [i.episode_id for i in self._all if i.episode_id in self.selected]
+        if self.cluster_view:
+            c = self.current_cluster
+            return [i.episode_id for i in c.items if i.state != "tagged"] if c else []
         cur = self.current
         return [cur.episode_id] if cur else []
 
@@ -94,68 +187,160 @@ class TagQueueScreen(Screen[None]):
         """Reloads the queue. ``keep``: an episode just acted on stays listed (and under the cursor) even
         if it no longer matches the filter, until the next reload: a row vanishing under the cursor
         makes "what did I just do" unanswerable."""
-        table = self.query_one(DataTable)
         cur = self.current
         cursor_on = keep if keep is not None else (cur.episode_id if cur else None)
-        self._all = load_queue(self.ws)
+        self._all = load_queue(self.ws, filt=self.query_filter)
+        self._counts = {"pending": 0, "tagged": 0, "skipped": 0}
+        for i in self._all:
+            self._counts[i.state] += 1
+        self._records.clear()
         self.selected &= {i.episode_id for i in self._all}
         self.items = [
             i for i in self._all if self.filter == "all" or i.state == self.filter or i.episode_id == keep
         ]
-        table.clear()
-        for i in self.items:
-            shown = ", ".join(i.tags) if i.tags else (f"{i.suggestion}?" if i.suggestion else "")
-            table.add_row(
-                "●" if i.episode_id in self.selected else "",
-                str(i.episode_id),
-                i.state,
-                i.task,
-                i.agent,
-                i.outcome,
-                ", ".join(t.rsplit("::", 1)[-1] for t in i.failing_tests),
-                shown,
-                key=str(i.episode_id),
-            )
-        if cursor_on is not None:
-            row = next((n for n, i in enumerate(self.items) if i.episode_id == cursor_on), None)
-            if row is not None:
-                table.move_cursor(row=row)
+        self._cluster_rows()  # grouped now, with the load: opening the cluster view is then instant
+        self._fill_table(cursor_on)
+
+    def _fill_table(self, cursor_on: int | None = None) -> None:
+        self._by_id = {i.episode_id: i for i in self.items}
+        table = self.table
+        columns = list(CLUSTER_COLUMNS if self.cluster_view else COLUMNS)
+        swapped = table.columns != columns
+        if swapped:  # keys of the other view mean nothing here: start at the top
+            table.columns = columns
+            table.sort_column = None
+        if self.cluster_view:
+            table.set_rows(self._cluster_rows())
+            if swapped:
+                table.cursor_row = 0
+        else:
+            rows = []
+            for i in self.items:
+                shown = ", ".join(i.tags) if i.tags else (f"{i.suggestion}?" if i.suggestion else "")
+                rows.append(
+                    (
+                        i.episode_id,
+                        (
+                            "●" if i.episode_id in self.selected else "",
+                            str(i.episode_id),
+                            i.state,
+                            i.task,
+                            i.agent,
+                            i.outcome,
+                            i.diagnosis,
+                            ", ".join(t.rsplit("::", 1)[-1] for t in i.failing_tests),
+                            shown,
+                        ),
+                    )
+                )
+            table.set_rows(rows)
+            if swapped and cursor_on is None:
+                table.cursor_row = 0
+            if cursor_on is not None and cursor_on in self._by_id:
+                keys = [k for k, _ in table._shown]  # noqa: SLF001 - the rows in display order
+                table.cursor_row = keys.index(cursor_on)
         self._refresh_detail()
 
-    def _refresh_detail(self) -> None:
-        counts = {s: sum(i.state == s for i in self._all) for s in ("pending", "tagged", "skipped")}
+    def _cluster_rows(self) -> list[tuple[int, tuple[str, ...]]]:
+        """The cluster view's rows, grouped once per queue load (``k`` then only swaps rows in)."""
+        if self._cluster_cache is None or self._cluster_cache[0] is not self.items:
+            self.clusters = group_clusters(self.items)
+            rows = []
+            for n, c in enumerate(self.clusters):
+                rep = c.representative
+                ids = [str(i.episode_id) for i in c.items[:PREVIEW]]
+                rows.append(
+                    (
+                        n,
+                        (
+                            str(len(c.items)),
+                            str(len(c.pending)),
+                            rep.task,
+                            rep.outcome,
+                            rep.diagnosis,
+                            describe(c.signature),
+                            ", ".join(ids) + ("…" if len(c.items) > PREVIEW else ""),
+                        ),
+                    )
+                )
+            self._cluster_cache = (self.items, rows)
+        return self._cluster_cache[1]
+
+    def status_text(self) -> str:
+        counts = self._counts
         sel = f" · {len(self.selected)} selected" if self.selected else ""
         undo = " · u: undo" if self.tagger.can_undo else ""
-        self.query_one("#queue-status", Static).update(
-            f"showing {self.filter} ({len(self.items)}) · {counts['pending']} pending, {counts['tagged']} "
-            f"tagged, {counts['skipped']} skipped{sel}{undo}"
+        view = f"{len(self.clusters)} clusters of " if self.cluster_view else ""
+        narrowed = self.query_filter.describe()
+        probes = "" if self.query_filter.include_probes else " · audit probes hidden (P)"
+        return (
+            f"{view}{self.filter} ({len(self.items)})"
+            + (f" · {narrowed} (x: clear)" if narrowed else "")
+            + f" · {counts['pending']} pending, {counts['tagged']} tagged, {counts['skipped']} skipped"
+            + f"{sel}{undo}{probes}"
         )
-        cur = self.current
+
+    def _refresh_detail(self) -> None:
+        self.query_one("#queue-status", Static).update(self.status_text())
         info = self.query_one("#queue-info", Static)
-        self.query_one(ReviewPanel).show(cur.episode_id if cur else None)
+        shown = self.current  # in the cluster view: its representative
+        self.query_one(ReviewPanel).show(shown.episode_id if shown else None)
+        if self.cluster_view:
+            c = self.current_cluster
+            if c is None:
+                info.update("no failures" if not self._all else f"no {self.filter} episodes (f: filter)")
+                return
+            lines = [
+                f"cluster of {len(c.items)} · {len(c.pending)} pending",
+                f"signature: {describe(c.signature)}",
+                f"suggested tag: {c.suggestion} (a: tag every untagged member, one undo)"
+                if c.suggestion
+                else "no suggested tag (t: choose one for every untagged member)",
+                "",
+                "members:",
+            ]
+            for i in c.items[:PREVIEW]:
+                lines.append(f"  {i.episode_id:>6} {i.agent} · {i.state} · {i.summary}"[:160])
+            if len(c.items) > PREVIEW:
+                lines.append(f"  … and {len(c.items) - PREVIEW} more (Enter: list them)")
+            rep = c.representative
+            lines += ["", f"representative: episode {rep.episode_id}", *self._why(rep.episode_id)]
+            info.update(Text("\n".join(lines)))
+            return
+        cur = self.current
         if cur is None:
             info.update("the queue is empty" if not self._all else f"no {self.filter} episodes (f: filter)")
             return
+        probe = " · audit probe" if cur.probe else ""
         lines = [
-            f"episode {cur.episode_id} · {cur.task} · {cur.agent} · attempt {cur.attempt}",
-            f"outcome {cur.outcome}" + (f" · reward {cur.reward:g}" if cur.reward is not None else ""),
+            f"episode {cur.episode_id} · {cur.task} · {cur.agent} · attempt {cur.attempt}{probe}",
             f"state {cur.state}",
+            *self._why(cur.episode_id),
             f"suggested tag: {cur.suggestion} (confirm with a)" if cur.suggestion else "no suggested tag",
         ]
         if cur.tags:
             lines.append(
                 "tags: " + ", ".join(f"{t} (#{tid})" for t, tid in zip(cur.tags, cur.tag_ids, strict=True))
             )
-        if cur.failing_tests:
-            lines.append("failing tests:")
-            lines += [f"  {t}" for t in cur.failing_tests]
-            lines.append(
-                f"{len(similar(self._all, cur))} episode(s) of this task fail the same way (S: select)"
-            )
+        same = similar(self._all, cur)
+        if len(same) > 1:
+            lines.append(f"{len(same)} episodes share this failure signature (S: select them)")
         with_output = self._verifier_tail(cur.episode_id)
         if with_output:
             lines += ["", "verifier output (tail):", with_output]
         info.update(Text("\n".join(lines)))
+
+    def _why(self, episode_id: int) -> list[str]:
+        lines = self._records.get(episode_id)
+        if lines is None:
+            from engine.review.evidence import EpisodeNotFound, episode_record, why_lines
+
+            try:
+                lines = why_lines(episode_record(self.ws, episode_id))
+            except EpisodeNotFound:
+                lines = []
+            self._records[episode_id] = lines
+        return lines
 
     def _verifier_tail(self, episode_id: int) -> str:
         from store import queries
@@ -164,27 +349,28 @@ class TagQueueScreen(Screen[None]):
         with session(self.ws.engine) as s:
             ep = queries.get_episode(s, episode_id)
             out = ep.verifier_output if ep is not None else ""
-        return "\n".join(out.splitlines()[-VERIFIER_TAIL:])
+        return "\n".join(strip_controls(out).splitlines()[-VERIFIER_TAIL:])
 
-    def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:
+    def on_virtual_table_row_highlighted(self, _: VirtualTable.RowHighlighted) -> None:
         self._refresh_detail()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()  # the table owns Enter; selecting a row means "replay it"
-        self.action_replay()
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+        event.stop()  # the table owns Enter; selecting a row means "open it"
+        self.action_open()
 
     # --- navigation --- #
 
     def _move_to_pending(self, step: int) -> None:
-        table = self.query_one(DataTable)
-        if not self.items:
+        table = self.table
+        if not self.items or self.cluster_view:
             return
-        start = table.cursor_row if table.cursor_row is not None else -1
-        n = len(self.items)
+        keys = [k for k, _ in table._shown]  # noqa: SLF001 - the rows in display order
+        start = table.cursor_row
+        n = len(keys)
         for k in range(1, n + 1):
             row = (start + step * k) % n
-            if self.items[row].state == "pending":
-                table.move_cursor(row=row)
+            if self._by_id[keys[row]].state == "pending":
+                table.cursor_row = row
                 return
         self.notify("no pending episodes left", timeout=3)
 
@@ -198,28 +384,68 @@ class TagQueueScreen(Screen[None]):
         self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
         self.action_refresh()
 
+    def action_filter_by(self, what: str) -> None:
+        """Narrows the queue to the highlighted episode's agent, task or outcome (again: widens)."""
+        cur = self.current
+        if cur is None:
+            return
+        value = getattr(cur, what)
+        setattr(self.query_filter, what, None if getattr(self.query_filter, what) == value else value)
+        self.action_refresh()
+
+    def action_toggle_probes(self) -> None:
+        self.query_filter.include_probes = not self.query_filter.include_probes
+        self.notify(
+            "showing the audit's oracle/nop/cheat episodes"
+            if self.query_filter.include_probes
+            else "audit probes hidden",
+            timeout=2,
+        )
+        self.action_refresh()
+
+    def action_clear_filters(self) -> None:
+        self.query_filter = QueueFilter(include_probes=self.query_filter.include_probes)
+        self.action_refresh()
+
+    def action_toggle_clusters(self) -> None:
+        self.cluster_view = not self.cluster_view
+        self.selected.clear()
+        self._fill_table()
+
+    def action_back(self) -> None:
+        """Escape: undoes the narrowest thing first (selection, cluster filter, cluster view), then
+        leaves the queue."""
+        if self.selected:
+            self.selected.clear()
+            self._fill_table()
+        elif self.query_filter.cluster is not None:
+            self.query_filter.cluster = None
+            self.cluster_view = True
+            self.action_refresh()
+        elif self.cluster_view:
+            self.action_toggle_clusters()
+        elif self.app.screen_stack[0] is not self:  # pushed over another screen: back to it
+            self.dismiss(None)
+        else:  # the tag queue is a mode of the app: Escape goes back to Tasks
+            self.app.switch_mode("tasks")
+
     # --- selection --- #
 
     def action_toggle_select(self) -> None:
         cur = self.current
-        if cur is None:
+        if cur is None or self.cluster_view:
             return
         self.selected ^= {cur.episode_id}
         self.action_refresh(keep=cur.episode_id)
 
     def action_select_similar(self) -> None:
         cur = self.current
-        if cur is None:
+        if cur is None or self.cluster_view:
             return
         group = similar(self._all, cur)
         self.selected |= {i.episode_id for i in group}
-        self.notify(f"selected {len(group)} episode(s) of {cur.task} that fail the same way", timeout=3)
+        self.notify(f"selected {len(group)} episode(s) with the same failure signature", timeout=3)
         self.action_refresh(keep=cur.episode_id)
-
-    def action_clear_selection(self) -> None:
-        if self.selected:
-            self.selected.clear()
-            self.action_refresh()
 
     # --- tagging --- #
 
@@ -227,9 +453,12 @@ class TagQueueScreen(Screen[None]):
         ids = self.targets()
         if not ids:
             return
+        cluster = self.current_cluster
         cur = self.current
-        suggestion = cur.suggestion if cur is not None else None
-        what = f"episode {ids[0]}" if len(ids) == 1 else f"{len(ids)} selected episodes"
+        suggestion = cluster.suggestion if cluster else (cur.suggestion if cur is not None else None)
+        if preselect == "":
+            preselect = None
+        what = f"episode {ids[0]}" if len(ids) == 1 else f"{len(ids)} episodes"
 
         def done(choice: TagChoice | None) -> None:
             if choice is None:
@@ -241,7 +470,7 @@ class TagQueueScreen(Screen[None]):
                 return
             self.notify(f"tagged {what}: {choice.code} (u: undo)", timeout=3)
             self.selected.clear()
-            self.action_refresh(keep=cur.episode_id if cur else None)
+            self.action_refresh(keep=cur.episode_id if cur and not cluster else None)
             if self.filter == "pending":
                 self._move_to_pending(+1)
 
@@ -251,19 +480,21 @@ class TagQueueScreen(Screen[None]):
                 targets=what,
                 preselect=preselect,
                 suggestion=suggestion,
-                reason=cur.outcome if cur else "",
+                reason=(cur.summary or cur.outcome) if cur else "",
             ),
             done,
         )
 
     def action_accept_suggestion(self) -> None:
+        cluster = self.current_cluster
+        if cluster is not None and not self.selected:
+            self._open_dialog(cluster.suggestion)
+            return
         cur = self.current
         self._open_dialog(cur.suggestion if cur else None)
 
-    def action_tag_class(self, number: int) -> None:
-        c = self.tagger.taxonomy.class_at(number)
-        if c is not None:
-            self._open_dialog(f"{c.name}.")
+    def action_tag(self) -> None:
+        self._open_dialog("")
 
     def action_skip(self) -> None:
         ids = self.targets()
@@ -276,13 +507,13 @@ class TagQueueScreen(Screen[None]):
             self.tagger.skip(ids)
         self.selected.clear()
         cur = self.current
-        self.action_refresh(keep=cur.episode_id if cur else None)
+        self.action_refresh(keep=cur.episode_id if cur and not self.cluster_view else None)
         if self.filter == "pending":
             self._move_to_pending(+1)
 
     def action_clear_tag(self) -> None:
         cur = self.current
-        if cur is None or not cur.tag_ids:
+        if cur is None or not cur.tag_ids or self.cluster_view:
             return
         try:
             self.tagger.clear(cur.tag_ids[-1])
@@ -321,13 +552,24 @@ class TagQueueScreen(Screen[None]):
         self.notify(f"undone: {label}" if label else "nothing to undo", timeout=3)
         self.action_refresh()
 
+    def action_open(self) -> None:
+        """Enter: a cluster lists its members; an episode opens in Replay."""
+        cluster = self.current_cluster
+        if cluster is not None:
+            self.query_filter.cluster = cluster.signature
+            self.cluster_view = False
+            self.filter = "all"
+            self.action_refresh()
+            return
+        self.action_replay()
+
     def action_replay(self) -> None:
         cur = self.current
         if cur is None:
             return
         from tui.screens.replay import ReplayScreen
 
-        self.app.push_screen(
-            ReplayScreen(self.ws, episode_id=cur.episode_id, tagger=self.tagger),
-            lambda _: self.action_refresh(),
-        )
+        screen = ReplayScreen(self.ws, episode_id=cur.episode_id, tagger=self.tagger)
+        self.app.push_screen(screen, lambda _: self.action_refresh())
+        # Open where the diagnosis points: its first evidence item that cites a step.
+        self.app.call_after_refresh(screen.seek_first_evidence)

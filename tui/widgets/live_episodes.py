@@ -30,14 +30,10 @@ from engine.core.events import (
     StepFinished,
     StepStarted,
 )
+from engine.run.episode import COLS, ROWS  # the size the episode runner gives every terminal
 from engine.sandbox.emulator import Screen
+from engine.sandbox.terminal import live_screen
 from tui.widgets.feed_pump import pump
-
-#: The size the episode runner gives every terminal (engine.run.episode.COLS/ROWS).
-try:
-    from engine.run.episode import COLS, ROWS
-except Exception:  # noqa: BLE001 - the registry must work even if the runner's import fails
-    COLS, ROWS = 160, 40
 
 STREAMS = ("agent", "verifier")
 
@@ -76,6 +72,9 @@ class LiveEpisode:
     def screen(self, stream: str) -> Screen:
         scr = self.screens.get(stream)
         if scr is None:
+            shared = live_screen(self.episode_id, stream)
+            if shared is not None:  # the session runs in this process: show its screen, parse once
+                return self.screens.setdefault(stream, shared)
             # The bus thread (feeding) and the UI thread (building a pane) both ask; setdefault is atomic,
             # so both get the one Screen the pump feeds (a plain check-then-set lost output to a twin).
             scr = self.screens.setdefault(stream, Screen(COLS, ROWS))
@@ -162,7 +161,11 @@ class LiveEpisodes:
             ep = self._episode(ev.episode_id)
             stream = ev.stream if ev.stream in STREAMS else "agent"
             ep.bytes_in += len(ev.data)
-            pump.submit(ep.screen(stream), ev.data, ep.paint_callback(stream))
+            scr = ep.screen(stream)
+            if scr is live_screen(ev.episode_id, stream):
+                ep.paint_callback(stream)()  # the session already fed it: just repaint
+            else:
+                pump.submit(scr, ev.data, ep.paint_callback(stream))
             if stream == "verifier" and not ep.verifier_seen:
                 ep.verifier_seen = True
                 self._tell("verifier", ep)

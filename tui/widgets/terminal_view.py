@@ -22,7 +22,6 @@ API (kept stable: the replay screen uses it too): ``feed(text)``, ``set_screen(s
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from engine.sandbox.emulator import ANSI_NAMES, Screen
+from engine.sandbox.emulator import DEFAULT_STYLE, CellStyle, Screen
 from tui.widgets.feed_pump import pump
 from tui.widgets.threadsafe import UiCaller
 
@@ -45,127 +44,40 @@ from tui.widgets.threadsafe import UiCaller
 _CONTROLS = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
 
 
-def _rich_colour(c: Any) -> str | None:
-    """A bittty ``Color`` as a Rich colour: ANSI names for 0-15 (so the theme's ANSI palette applies),
-    ``colorN`` for the 256-colour cube, ``#rrggbb`` for true colour."""
-    if c is None:
-        return None
-    mode = getattr(c, "mode", "default")
-    if mode == "indexed":
-        n = int(c.value)
-        return ANSI_NAMES[n] if n < 16 else f"color({n})" if n < 256 else None
-    if mode == "rgb":
-        r, g, b = c.value
-        return f"#{r:02x}{g:02x}{b:02x}"
-    return None
-
-
-def _convert_style(style: Any) -> RichStyle:
-    """One bittty style as a Rich style. Hyperlinks are deliberately dropped (OSC 8 neutralised)."""
+def _convert_style(style: CellStyle) -> RichStyle:
+    """One emulator cell style as a Rich style. Hyperlinks are deliberately dropped (OSC 8 neutralised)."""
     return RichStyle(
-        color=_rich_colour(style.fg),
-        bgcolor=_rich_colour(style.bg),
-        bold=bool(style.bold) or None,
-        dim=bool(getattr(style, "dim", False)) or None,
-        italic=bool(style.italic) or None,
-        underline=bool(style.underline) or None,
-        reverse=bool(style.reverse) or None,
-        strike=bool(getattr(style, "strike", False)) or None,
-        conceal=bool(getattr(style, "conceal", False)) or None,
-    )
-
-
-def _cell_style(cell: Any) -> RichStyle:
-    """The public-API fallback: one ``engine.sandbox.emulator.Cell`` as a Rich style."""
-    return RichStyle(
-        color=cell.fg,
-        bgcolor=cell.bg,
-        bold=cell.bold or None,
-        italic=cell.italic or None,
-        underline=cell.underline or None,
-        reverse=cell.reverse or None,
+        color=style.fg,
+        bgcolor=style.bg,
+        bold=style.bold or None,
+        dim=style.dim or None,
+        italic=style.italic or None,
+        underline=style.underline or None,
+        reverse=style.reverse or None,
+        strike=style.strike or None,
+        conceal=style.conceal or None,
     )
 
 
 CURSOR = "cursor"
-_NOTHING = object()
 
 
 class _RowReader:
-    """Reads one emulator row as styled runs.
-
-    ``Screen.styled_rows()`` builds a ``Cell`` object for every cell of every row (≈20 ms for 160x40),
-    far too slow to call per frame for eight panes. This reader walks one row of the emulator's current
-    page and groups cells into runs of one style, which is what a ``Strip`` wants. It reads the
-    ``Screen``'s backing board directly, under the screen's own lock.
-
-    HOOK for the emulator owner: this belongs in ``engine/sandbox/emulator.py`` as ``Screen.styled_runs(y)``;
-    when that method exists it is used instead and this class's private access goes away.
-    """
+    """Reads one emulator row as styled runs (``Screen.styled_runs``), under the screen's own lock."""
 
     def __init__(self, screen: Screen) -> None:
         self.screen = screen
-        self.fast = hasattr(screen, "_board") and hasattr(screen, "_lock")
 
     def lock(self) -> Any:
-        return self.screen._lock if self.fast else contextlib.nullcontext()
+        return self.screen._lock
 
     def runs(self, y: int, start: int, end: int, mark: int = -1) -> list[tuple[str, Any]]:
-        """``[(text, style_key), ...]`` for columns ``[start, end)`` of row ``y``.
-
-        Style keys are hashable and convertible; the cell at column ``mark`` (the cursor) comes as its
-        own run with key ``(CURSOR, key)``. A wide character cut by either edge becomes a blank, so the
-        run list always spans exactly ``end - start`` cells.
-        """
-        native = getattr(self.screen, "styled_runs", None)
-        if native is not None:
-            return native(y, start, end, mark)  # type: ignore[no-any-return]
-        if self.fast:
-            with self.screen._lock:
-                grid = self.screen._board.blitter.main_page.grid
-                if y >= len(grid):
-                    return []
-                full = grid[y]
-                cells = full[start:end]
-                cut_tail = end < len(full) and full[end][1] == ""
-        else:
-            rows = self.screen.styled_rows()
-            if y >= len(rows):
-                return []
-            full2 = [(c, c.char) for c in rows[y]]
-            cells = full2[start:end]
-            cut_tail = end < len(full2) and full2[end][1] == ""
-        if not cells:
-            return []
-        if cells[0][1] == "":  # right half of a wide char whose left half is off-screen
-            cells[0] = (cells[0][0], " ")
-        if cut_tail:  # left half of a wide char whose right half is off-screen
-            cells[-1] = (cells[-1][0], " ")
-        out: list[tuple[str, Any]] = []
-        chars: list[str] = []
-        current: Any = _NOTHING
-        mark -= start
-        for x, (style, ch) in enumerate(cells):
-            if x == mark:
-                if chars:
-                    out.append(("".join(chars), current))
-                out.append((ch or " ", (CURSOR, style)))
-                chars, current = [], _NOTHING
-            elif style is current:  # identity only: equal-but-distinct styles just split a run
-                chars.append(ch)
-            else:
-                if chars:
-                    out.append(("".join(chars), current))
-                chars, current = [ch], style
-        if chars:
-            out.append(("".join(chars), current))
-        return out
+        """``[(text, style_key), ...]`` for columns ``[start, end)`` of row ``y``; the cursor cell at
+        column ``mark`` comes as its own run with key ``(CURSOR, key)``."""
+        return self.screen.styled_runs(y, start, end, mark)
 
     def cursor_visible(self) -> bool:
-        if not self.fast:
-            return True
-        modes = getattr(self.screen._board, "modes", None)
-        return bool(getattr(modes, "cursor_visible", True))
+        return self.screen.cursor_visible()
 
 
 class TerminalView(Widget, can_focus=True):
@@ -211,6 +123,8 @@ class TerminalView(Widget, can_focus=True):
         self._cursor_style: RichStyle = RichStyle(reverse=True)
         self._cursor: tuple[int, int] = (-1, -1)
         self._origin: tuple[int, int] = (0, 0)  # (left column, top row) of the viewport
+        #: Left column fixed by the viewer (replay panning a wide recording); None follows the cursor.
+        self.pan_left: int | None = None
         #: Number of flushes that repainted something: benchmarks and tests read it.
         self.paint_count = 0
         #: ``time.perf_counter()`` of the last flush that repainted something.
@@ -248,6 +162,21 @@ class TerminalView(Widget, can_focus=True):
         self._cursor = (-1, -1)
         self.request_paint()
         self.refresh()
+
+    def hidden_columns(self) -> tuple[int, int, int]:
+        """(first visible column, last visible column, screen columns), 1-based: a viewer says when a
+        wide recording does not fit instead of cutting it silently."""
+        left = max(self._origin[0], 0)
+        return (left + 1, min(left + self.size.width, self._emulator.cols), self._emulator.cols)
+
+    def pan(self, delta: int) -> None:
+        """Moves the viewport ``delta`` columns sideways (fixing it: it no longer follows the cursor)."""
+        w, cols = self.size.width, self._emulator.cols
+        start = self._origin[0] if self.pan_left is None else self.pan_left
+        self.pan_left = max(0, min(max(start, 0) + delta, max(cols - w, 0)))
+        self._origin = (-1, -1)
+        self._rows.clear()
+        self.request_paint()
 
     def request_paint(self) -> None:
         """Asks for a repaint of whatever changed. Safe from any thread; coalesced to one per frame."""
@@ -372,6 +301,10 @@ class TerminalView(Widget, can_focus=True):
         cell shows the prompt and the latest output rather than the first rows."""
         w, h = self.size.width, self.size.height
         cols, rows = self._emulator.cols, self._emulator.rows
+        if self.pan_left is not None:
+            left = max(0, min(self.pan_left, cols - w))
+            top = 0 if rows <= h or cy < h or not self.follow_cursor else min(cy - h + 1, rows - h)
+            return (left, max(top, 0))
         if not self.follow_cursor:
             return (0, 0)
         left = 0 if cols <= w or cx < w else min(cx - w + 1, cols - w)
@@ -385,10 +318,10 @@ class TerminalView(Widget, can_focus=True):
         if style is None:
             if isinstance(key, tuple) and key[:1] == (CURSOR,):
                 style = self._style(key[1]) + self._cursor_style
-            elif key is _NOTHING:
+            elif key is None or key is DEFAULT_STYLE:
                 style = self._base
             else:
-                style = self._base + (_cell_style(key) if hasattr(key, "char") else _convert_style(key))
+                style = self._base + _convert_style(key)
             self._styles[key] = style
         return style
 

@@ -1,0 +1,123 @@
+"""Running the diagnosis over stored episodes and keeping the result (``diagnosis`` table).
+
+Two entry points: ``after_episode`` (the episode runner calls it as the episode finishes; a diagnosis
+problem must never change an outcome, so it only logs) and ``diagnose_episodes`` (``bandpass diagnose``,
+bulk: 10,000 episodes in a few seconds — chunked reads, one write per chunk).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from engine.core.workspace import Workspace
+from engine.review.checks import check_names, load_reports
+from engine.review.diagnosis import Diagnosis, EpisodeFacts, StepFacts, diagnose
+from engine.review.signatures import signature
+from store import diagnoses as dq
+from store.db import session
+
+log = logging.getLogger(__name__)
+
+
+def _steps(rows: Sequence[tuple]) -> list[StepFacts]:
+    out = []
+    for index, marker_time, action_json, observation, cuts_json, raw_reply in rows:
+        try:
+            action = json.loads(action_json or "{}")
+        except ValueError:
+            action = {}
+        try:
+            cuts = json.loads(cuts_json or "[]")
+        except ValueError:
+            cuts = []
+        out.append(
+            StepFacts(
+                int(index),
+                float(marker_time or 0.0),
+                action if isinstance(action, dict) else {},
+                observation or "",
+                cuts if isinstance(cuts, list) else [],
+                raw_reply or "",
+            )
+        )
+    return out
+
+
+def facts_of(ws: Workspace, row: dq.DiagnosisInput) -> EpisodeFacts:
+    reports: dict[str, bytes] = {}
+    if row.verifier_cast or row.agent_cast:
+        rec_dir = Path(ws.abs(row.verifier_cast or row.agent_cast)).parent
+        reports = load_reports(rec_dir)
+    return EpisodeFacts(
+        episode_id=row.episode_id,
+        agent=row.agent,
+        outcome=row.outcome,
+        reward=row.reward,
+        error=row.error or "",
+        verifier_output=row.verifier_output or "",
+        instruction=row.instruction or "",
+        batch_id=row.batch_id or "",
+        steps=_steps(row.steps),
+        reports=reports,
+    )
+
+
+def _row(d: Diagnosis, version_hash: str, outcome: str) -> dict:
+    return {
+        "episode_id": d.episode_id,
+        "code": d.code,
+        "tag": d.tag or "",
+        "confidence": d.confidence,
+        "summary": d.summary,
+        "evidence_json": json.dumps([e.as_dict() for e in d.evidence]),
+        "checks_json": json.dumps([c.as_dict() for c in d.checks]),
+        "signature": signature(version_hash, outcome, check_names(d.checks), d.code, d.last_error),
+        "rules_version": d.rules_version,
+    }
+
+
+def diagnose_episodes(
+    ws: Workspace, episode_ids: Sequence[int] | None = None, *, missing_only: bool = False
+) -> int:
+    """Diagnoses (again) the given finished episodes, or all of them; returns how many were written."""
+    from engine.review.diagnosis import RULES_VERSION
+
+    with session(ws.engine) as s:
+        ids = (
+            list(episode_ids)
+            if episode_ids is not None
+            else dq.finished_episode_ids(s, missing_only=missing_only, rules_version=RULES_VERSION)
+        )
+    written = 0
+    chunk = 500
+    for i in range(0, len(ids), chunk):
+        with session(ws.engine) as s:
+            rows = []
+            for inp in dq.diagnosis_inputs(s, ids[i : i + chunk], chunk=chunk):
+                d = diagnose(facts_of(ws, inp))
+                rows.append(_row(d, inp.version_hash, inp.outcome))
+            written += dq.save_diagnoses(s, rows)
+    return written
+
+
+def diagnose_one(ws: Workspace, episode_id: int) -> Diagnosis | None:
+    """Diagnoses one episode, stores it, and returns it (None: no such finished episode)."""
+    with session(ws.engine) as s:
+        inputs = list(dq.diagnosis_inputs(s, [episode_id]))
+        if not inputs:
+            return None
+        d = diagnose(facts_of(ws, inputs[0]))
+        dq.save_diagnoses(s, [_row(d, inputs[0].version_hash, inputs[0].outcome)])
+    return d
+
+
+def after_episode(ws: Workspace, episode_id: int) -> None:
+    """The episode runner's hook: diagnose as the episode finishes. Never raises (an outcome is final
+    whatever the diagnosis does; ``bandpass diagnose`` can redo it)."""
+    try:
+        diagnose_one(ws, episode_id)
+    except Exception:  # noqa: BLE001
+        log.exception("diagnosis of episode %s failed", episode_id)

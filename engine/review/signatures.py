@@ -1,0 +1,100 @@
+"""Failure signatures and the clusters they make.
+
+A failure signature is what two episodes must share to have failed *the same way*: the task version, the
+outcome code, and the normalised failing checks — or, when the verifier named none, the diagnosis code
+and the normalised last error line. Bulk tagging ("this task always fails on test_x") selects by it, so
+a cluster never mixes episodes that failed on different checks (the mis-tag the old task + outcome key
+made when the failing-tests column was empty).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+_HEX = re.compile(r"\b(?:0x[0-9a-f]+|[0-9a-f]{8,})\b", re.IGNORECASE)
+_NUM = re.compile(r"\d+(?:\.\d+)?")
+_TMP = re.compile(r"/tmp/[\w.-]+")
+_TRY = re.compile(r"^try \d+:\s*")
+
+
+def normalise_line(line: str) -> str:
+    """A last error line without what differs run to run: numbers, hex ids, temp paths, the try."""
+    s = _TRY.sub("", line.strip())
+    s = _TMP.sub("/tmp/…", s)
+    s = _HEX.sub("H", s)
+    s = _NUM.sub("N", s)
+    return " ".join(s.split())[:200]
+
+
+def signature(version_hash: str, outcome: str, checks: Iterable[str], code: str, last_error: str) -> str:
+    names = sorted(set(checks))
+    detail = "checks:" + ",".join(names) if names else f"{code}|{normalise_line(last_error)}"
+    return f"{version_hash[:12]}|{outcome}|{detail}"
+
+
+def describe(sig: str) -> str:
+    """The signature without its version hash, for a column a curator reads."""
+    return sig.split("|", 1)[1] if "|" in sig else sig
+
+
+@dataclass
+class ClusterMember:
+    episode_id: int
+    task: str
+    agent: str
+    batch_id: str
+    outcome: str
+    code: str
+    confidence: float
+    summary: str
+
+
+@dataclass
+class Cluster:
+    signature: str
+    task: str
+    outcome: str
+    code: str  # the diagnosis code most members share
+    members: list[ClusterMember] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    @property
+    def representative(self) -> ClusterMember:
+        """The member whose diagnosis is most confident (ties: the oldest): the one to replay first."""
+        return max(self.members, key=lambda m: (m.confidence, -m.episode_id))
+
+    def as_dict(self, *, members: bool = True) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "signature": self.signature,
+            "size": self.size,
+            "task": self.task,
+            "outcome": self.outcome,
+            "diagnosis": self.code,
+            "representative": self.representative.episode_id,
+            "summary": self.representative.summary,
+        }
+        if members:
+            d["episodes"] = [m.episode_id for m in self.members]
+        return d
+
+
+def clusters(members: Iterable[tuple[str, ClusterMember]]) -> list[Cluster]:
+    """Groups ``(signature, member)`` pairs; biggest cluster first (then task, signature)."""
+    by: dict[str, Cluster] = {}
+    for sig, m in members:
+        c = by.get(sig)
+        if c is None:
+            c = by[sig] = Cluster(sig, m.task, m.outcome, m.code)
+        c.members.append(m)
+    for c in by.values():
+        codes: dict[str, int] = {}
+        for m in c.members:
+            codes[m.code] = codes.get(m.code, 0) + 1
+        c.code = max(codes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+    return sorted(by.values(), key=lambda c: (-c.size, c.task, c.signature))
