@@ -120,6 +120,8 @@ class Episode(SQLModel, table=True):
         default="", index=True
     )  # "harbor:<job id>/<trial>" for an imported trial; "" ran here
     prior_tries_json: str = "[]"  # what each `run --retry` replaced: [{outcome, error, retries, recordings}]
+    node_id: str = ""  # Ray node id of the last try ('' = ran locally); migration episode_node
+    node_address: str = ""  # that node's address
 
 
 class Batch(SQLModel, table=True):

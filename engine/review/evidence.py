@@ -110,6 +110,7 @@ def episode_record(ws: Workspace, episode_id: int, *, diagnose_if_missing: bool 
         "detail": strip_controls(ep.error or ""),
         "retries": ep.retries,
         "tries": tries_of(strip_controls(ep.error or "")),
+        "node": {"id": ep.node_id, "address": ep.node_address} if ep.node_id else None,  # a Ray node
         "timings": {
             "created_at": _iso(ep.created_at),
             "started_at": _iso(ep.started_at),

@@ -29,6 +29,7 @@ from engine.sandbox import pool as sandbox_pool
 from engine.sandbox.asciicast import CastWriter
 from engine.sandbox.container import Sandbox, SandboxSpec, classify_docker_error
 from engine.sandbox.docker_engine import DockerUnavailable, get_client
+from engine.sandbox.labels import episode_labels
 from engine.sandbox.terminal import TerminalSession
 from engine.tasks import allowances
 from engine.tasks.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image
@@ -176,7 +177,9 @@ def run_episode(
     for try_no in range(max_infra_retries + 1):
         with session(ws.engine) as s:
             queries.delete_steps(s, episode_id)
-        result = _one_try(ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns, replay)
+        result = _one_try(
+            ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns, replay, batch_id
+        )
         result.retries = try_no
         retryable = (
             outcomes.is_infra(result.outcome) and outcomes.code_of(result.outcome) in outcomes.RETRYABLE_INFRA
@@ -239,13 +242,14 @@ def _one_try(
     try_no: int,
     verifier_reruns: int,
     replay: StoredEndState | None = None,
+    batch_id: str = "",
 ) -> EpisodeResult:
     """One try as Harbor's trial: set up, run the agent, capture the end state, verify, finalise.
 
     Each phase raises a :class:`~engine.run.phases.PhaseError` carrying its outcome; this loop only
     runs the phases in order and turns the first error into the result.
     """
-    trial = _Trial(ws, version, agent, bus, episode_id, try_no, verifier_reruns)
+    trial = _Trial(ws, version, agent, bus, episode_id, try_no, verifier_reruns, batch_id)
     try:
         trial.setup(client)
         agent_result = trial.run_agent() if replay is None else trial.apply_endstate(replay)
@@ -272,8 +276,10 @@ class _Trial:
         episode_id: int,
         try_no: int,
         verifier_reruns: int,
+        batch_id: str = "",
     ) -> None:
         self.ws, self.version, self.agent, self.bus = ws, version, agent, bus
+        self.batch_id = batch_id  # labels the container, so gc --batch and node cleanup find it
         self.episode_id, self.try_no, self.verifier_reruns = episode_id, try_no, verifier_reruns
         self.res = EpisodeResult(episode_id, "", None)
         self.clock = phases.PhaseClock()
@@ -320,7 +326,7 @@ class _Trial:
                 network=spec.network,
                 workdir=spec.workdir,
                 episode=self.episode_id,
-                labels={"bandpass.workspace": str(self.ws.root)},
+                labels=episode_labels(self.ws.root, self.batch_id),
             )
             try:  # a pre-started spare when the warm pool has one (engine/sandbox/pool.py), else cold
                 self.sandbox = sandbox_pool.acquire(client, sandbox_spec)

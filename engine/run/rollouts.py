@@ -469,6 +469,7 @@ def run_batch(
                 # the warm pool removes containers in the background, after the outcome is recorded.
                 done = [e.id for e in queries.episodes(s, batch_id=batch_id, status="done")]
             removed = sandbox_pool.remove_episode_containers(ws.root, [*requeued, *done])
+            removed += executor.cleanup_stale(ws, batch_id)  # other nodes' engines and scratch dirs
         executor.open(RunContext(ws, batch, agent_factory, bus, max_infra_retries, retry_backoff_s))
         runner = _Runner(
             ws, batch_id, executor, stop, on_progress, daemon_wait_s, started, max_consecutive_unavailable

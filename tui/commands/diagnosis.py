@@ -143,12 +143,23 @@ def show_cmd(
         rec = episode_record(ws, episode)
     except EpisodeNotFound as e:
         raise fail(str(e)) from None
+    # evidence other stages keep: the end state and tamper guard (run), Claude's review (review)
+    from engine.review.reviewer import latest_review_summary
+    from engine.run.endstate import episode_changes
+
+    rec["end_state"] = episode_changes(ws, episode)
+    rec["review"] = latest_review_summary(ws, episode)
     if as_json:
-        typer.echo(json.dumps(rec, indent=2))
+        typer.echo(json.dumps(rec, indent=2, default=str))
         return
     probe = " (audit probe)" if rec["probe"] else ""
     typer.echo(f"episode {rec['episode']} · {rec['task']} @ {rec['version'][:12]} · {rec['agent']}{probe}")
     typer.echo(f"batch {rec['batch'] or '—'} · attempt {rec['attempt']} · status {rec['status']}")
+    node = rec["node"]
+    typer.echo(
+        "ran on   "
+        + (f"ray node {node['id']} at {node['address']}" if node else "this machine (local executor)")
+    )
     t = rec["timings"]
     if t["duration_s"] is not None:
         typer.echo(f"ran {t['started_at']} → {t['ended_at']} ({t['duration_s']:.1f} s)")
@@ -171,5 +182,25 @@ def show_cmd(
                 f"  #{tg['id']} {tg['tag']} by {tg['author']}{flags}"
                 + (f": {tg['note']}" if tg["note"] else "")
             )
+    es = rec["end_state"]
+    if es.get("captured"):
+        guard = es.get("guard") or {}
+        flagged = [f for f in guard.get("findings", []) if not f.get("allowed")]
+        typer.echo(
+            f"end state: {len(es.get('changes', []))} change(s) against the image"
+            + (
+                f"; TAMPER GUARD tripped: {', '.join(sorted({f['rule'] for f in flagged}))}"
+                if guard.get("tripped")
+                else ""
+            )
+        )
+        for f in flagged[:10]:
+            typer.echo(f"  {f['rule']}: {f['path']} ({f['why']})")
+    rv = rec["review"]
+    if rv:
+        typer.echo(
+            f"Claude's review ({rv.get('model')}): {rv.get('status')} {rv.get('verdict') or ''} "
+            f"{rv.get('code') or ''}".rstrip()
+        )
     for name, c in rec["casts"].items():
         typer.echo(f"{name} cast: {c['path']}" + ("" if c["exists"] else " (missing)"))

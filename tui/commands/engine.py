@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated
 
 import typer
@@ -51,12 +52,87 @@ def images_base_cmd(
 
 
 @app.command("gc")
-def gc_cmd() -> None:
-    """Remove every container Bandpass left behind (labelled bandpass=1)."""
-    from engine.sandbox.container import gc
-    from engine.sandbox.docker_engine import get_client
+def gc_cmd(
+    batch: Annotated[
+        str | None,
+        typer.Option("--batch", help="Only this batch's containers (of --workspace, default this one)."),
+    ] = None,
+    workspace: Annotated[
+        str | None, typer.Option("--workspace", help="Only this workspace's containers (its root path).")
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address", help="Also clean every live node of this Ray cluster (with --batch/--workspace)."
+        ),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask before touching live workspaces.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Without options: only count, per workspace, what would go.")
+    ] = False,
+) -> None:
+    """Remove containers Bandpass left behind: of one batch or workspace (on every Ray node with
+    --ray-address), or, without options, all of them, counted per workspace, asking before live ones."""
+    from engine.sandbox import leftovers
+    from engine.sandbox.docker_engine import DockerUnavailable, get_client
 
-    typer.echo(f"removed {gc(get_client())} container(s)")
+    if (batch or workspace) is None and ray_address:
+        raise fail("--ray-address goes with --batch or --workspace")
+    if batch or workspace:
+        from pathlib import Path
+
+        from engine.run.executors.node_cleanup import clean_node
+
+        root = str(Path(workspace).resolve()) if workspace else str(open_workspace().root)
+        if ray_address:
+            from engine.run.executors import ExecutorError
+            from engine.run.executors.node_cleanup import clean_cluster
+            from engine.run.executors.ray_executor import RayExecutor
+
+            try:
+                ex = RayExecutor(address=ray_address)
+                ex.connect()
+            except ExecutorError as exc:
+                raise fail(str(exc)) from None
+            try:
+                reports = clean_cluster(ex._ray, root, batch)
+            finally:
+                ex.close()
+        else:
+            reports = [clean_node(root, batch)]
+        what = f"batch {batch} of {root}" if batch else root
+        for r in reports:
+            err = f" ({r['error']})" if r.get("error") else ""
+            typer.echo(
+                f"{r.get('host') or r.get('node_id', '?')}: removed {r['containers']} container(s), "
+                f"{r['dirs']} scratch dir(s) of {what}{err}"
+            )
+        return
+    try:
+        client = get_client()
+    except DockerUnavailable as exc:
+        raise fail(str(exc)) from None
+    total = 0
+    for root, containers in sorted(leftovers.containers_by_workspace(client).items()):
+        name = root or "(no workspace label)"
+        live = leftovers.live_batches(root) if root else []
+        if live:
+            ask = f"{name}: {len(containers)} container(s), batch(es) {', '.join(live)} running now. Remove?"
+            if dry_run or (not yes and not (sys.stdin.isatty() and typer.confirm(ask, default=False))):
+                typer.echo(
+                    f"{name}: kept {len(containers)} container(s) (live: {', '.join(live)}; --yes removes)"
+                )
+                continue
+        if dry_run:
+            typer.echo(f"{name}: would remove {len(containers)} container(s)")
+            continue
+        n = leftovers.remove(client, containers)
+        total += n
+        typer.echo(f"{name}: removed {n} container(s)")
+    if not dry_run:
+        typer.echo(f"removed {total} container(s)")
 
 
 def _versions(refs: list[str] | None) -> list[tuple[int, str]]:

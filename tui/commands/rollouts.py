@@ -220,6 +220,10 @@ def run_cmd(
         raise fail(str(exc)) from None
     local = executor_name == "local"
     ws = open_workspace()
+    try:  # connect before planning: a cluster that does not answer leaves nothing queued
+        executor.connect()
+    except ExecutorError as exc:
+        raise fail(f"{exc}; nothing was queued") from None
     try:
         if batch and not resume:
             raise fail(f"a batch id ({batch}) goes with --resume: bandpass run --resume {batch}")

@@ -86,6 +86,15 @@ class Executor(ABC):
     def submit(self, job: EpisodeJob) -> Future[JobResult]:
         """Starts one episode; never blocks for its duration."""
 
+    def connect(self) -> None:  # noqa: B027 - optional hook
+        """Reaches where episodes will run (a cluster); called before a batch is planned, so a failed
+        connection leaves nothing queued. Raises ``ExecutorError``. Default: nothing to reach."""
+
+    def cleanup_stale(self, ws: Workspace, batch_id: str) -> int:
+        """Removes what a dead runner of ``batch_id`` left where episodes ran (beyond this machine's
+        engine, which ``run_batch`` cleans itself); returns containers removed. Default: nothing."""
+        return 0
+
     def wait_ready(self, stop: threading.Event, timeout_s: float) -> bool:
         """Blocks until the executor can usefully take another episode; False when it gave up.
 

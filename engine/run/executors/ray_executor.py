@@ -17,9 +17,11 @@ only on a local filesystem, never across machines), so workers never open it:
   ``EpisodeFinished``.
 
 A head killed mid-batch loses only the episodes in flight: their rows stay ``running`` and
-``bandpass run --resume`` requeues them (Ray cancels the dead driver's tasks). A worker or node that dies
-ends its episode ``infra_error:orchestrator_failure`` (tasks are not retried by Ray: the row is the retry
-unit, and infra errors are excluded from pass@k).
+``bandpass run --resume`` requeues them (Ray kills the dead driver's workers; each worker's detached reaper
+then removes its container and scratch dir, and ``--resume`` runs a clean-up task on every live node). A
+worker or node that dies costs its episode one try: the head starts a fresh task (Ray itself never retries:
+the head counts tries like any infra error) and, once the tries are spent, records
+``infra_error:orchestrator_failure``. Each episode row keeps the Ray node id and address of its last try.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from typing import Any
 
 from engine.core.events import EpisodeFinished, Event, EventBus
 from engine.run.executors.base import DaemonPool, EpisodeJob, Executor, ExecutorError, JobResult, RunContext
+from engine.run.executors.node_cleanup import SCRATCH_PREFIX, clean_cluster, remove_labelled, spawn_reaper
+from engine.sandbox.labels import HEAD_MARKER, SCRATCH
 from store.models import STEP_FIELDS
 
 log = logging.getLogger(__name__)
@@ -93,7 +97,11 @@ def _scratch_workspace(spec: dict[str, Any], task_tar: bytes) -> Any:
     from store.db import session
     from store.models import Episode, Task, TaskVersion
 
-    root = Path(tempfile.mkdtemp(prefix=f"bandpass-ray-e{spec['episode']['id']}-"))
+    ep = spec["episode"]
+    root = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{ep['batch_id']}-e{ep['id']}-"))
+    # Written first: the container's labels (engine.sandbox.labels) and node clean-up read it.
+    marker = {"workspace": spec.get("head_workspace", ""), "batch": ep["batch_id"], "episode": ep["id"]}
+    (root / HEAD_MARKER).write_text(json.dumps(marker), encoding="utf-8")
     ws = Workspace.open(root)
     if spec.get("config_toml"):
         ws.config_path.write_text(spec["config_toml"], encoding="utf-8")
@@ -102,7 +110,6 @@ def _scratch_workspace(spec: dict[str, Any], task_tar: bytes) -> Any:
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(task_tar), mode="r") as tar:
         tar.extractall(dest, filter="data")
-    ep = spec["episode"]
     with session(ws.engine) as s:
         s.add(Task(id=version["task_id"], name=spec["task_name"]))
         s.flush()
@@ -171,6 +178,21 @@ def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
     return out
 
 
+def node_info() -> dict[str, str]:
+    """The Ray node this worker runs on: id, address and host name (stored on the episode row)."""
+    import ray
+
+    try:
+        node_id = ray.get_runtime_context().get_node_id() or ""
+    except Exception:  # noqa: BLE001 - outside Ray (tests of the worker body): no node id
+        node_id = ""
+    try:
+        address = ray.util.get_node_ip_address()
+    except Exception:  # noqa: BLE001
+        address = ""
+    return {"id": node_id, "address": address, "host": os.uname().nodename, "pid": str(os.getpid())}
+
+
 def _endstate_fields(s: Any, episode_id: int) -> dict[str, Any] | None:
     from store import endstate as endstate_store
 
@@ -203,7 +225,9 @@ def run_remote_episode(spec: dict[str, Any], task_tar: bytes) -> Iterator[dict[s
     events: queue.SimpleQueue[Event] = queue.SimpleQueue()
     bus = EventBus()
     bus.subscribe(Event, events.put)
+    yield {"node": node_info()}  # first, so the head knows where the episode ran even if this node dies
     ws = _scratch_workspace(spec, task_tar)
+    spawn_reaper(ws.root)  # removes the container and ws.root if this worker is killed mid-episode
     ep, version = spec["episode"], spec["version"]
     box: dict[str, Any] = {}
 
@@ -247,16 +271,22 @@ def run_remote_episode(spec: dict[str, Any], task_tar: bytes) -> Iterator[dict[s
                 break
         if "error" in box:
             raise RuntimeError(f"episode {ep['id']} on {os.uname().nodename}: {box['error']}")
-        yield {"result": box["result"], "node": os.uname().nodename}
+        yield {"result": box["result"]}
     finally:
-        if worker.is_alive():  # cancelled: take the container down with us; the thread dies with it
-            with contextlib.suppress(Exception):
-                from engine.sandbox.container import gc
-                from engine.sandbox.docker_engine import get_client
+        release_scratch(ws, cancelled=worker.is_alive())
 
-                gc(get_client(), match={"bandpass.workspace": str(ws.root)})
-        else:
-            shutil.rmtree(ws.root, ignore_errors=True)
+
+def release_scratch(ws: Any, *, cancelled: bool = False) -> None:
+    """Ends a scratch workspace: its container when the episode was cancelled mid-way (the episode thread
+    dies with the process), its database engine, its directory. Nothing of it outlives the episode."""
+    if cancelled:
+        with contextlib.suppress(Exception):
+            remove_labelled({SCRATCH: str(ws.root)})
+    # The scratch database's engine holds descriptors (pool, WAL): dispose it before removing the
+    # directory, or every episode leaks them for the life of the worker process.
+    with contextlib.suppress(Exception):
+        ws.engine.dispose()
+    shutil.rmtree(ws.root, ignore_errors=True)
 
 
 # --- head side ----------------------------------------------------------------------------------------
@@ -276,6 +306,7 @@ class RayExecutor(Executor):
         cpus_per_episode: float = 1.0,
         init_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        check_address(address)
         self.address = address
         self.cpus_per_episode = cpus_per_episode
         self.init_kwargs = init_kwargs or {}
@@ -287,24 +318,43 @@ class RayExecutor(Executor):
         self._owns_ray = False
         self._remote: Any = None
         self._lock = threading.Lock()
+        self._stopping = False  # set by abandon(): a lost try is then not tried again
         self._tars: dict[int, Any] = {}  # version id -> ObjectRef of its tar bytes
         self._gens: dict[int, Any] = {}  # episode id -> its generator (for cancel)
         self.nodes: dict[int, str] = {}  # episode id -> node that ran it (for reports and tests)
+        self.node_info: dict[int, dict[str, str]] = {}  # episode id -> node of its current try
 
     @property
     def slots(self) -> int:
         return self._slots
 
-    def open(self, ctx: RunContext) -> None:
-        ray = self._ray = _import_ray()
+    def connect(self) -> None:
+        """Joins the cluster (idempotent). The CLI calls it before planning, so a cluster that does not
+        answer leaves nothing queued."""
+        ray = self._ray = self._ray or _import_ray()
         if not ray.is_initialized():
+            _probe(self.address)
             try:
                 ray.init(address=self.address or "auto", **self.init_kwargs)
             except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError...: one line for the CLI
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise ExecutorError(
-                    f"cannot connect to the Ray cluster at {self.address or 'auto'}: {exc}"
+                    f"cannot connect to the Ray cluster at {self.address or 'auto'}: {first}"
                 ) from None
             self._owns_ray = True
+
+    def cleanup_stale(self, ws: Any, batch_id: str) -> int:
+        """Every live node removes this batch's containers and scratch dirs (a dead driver's leftovers)."""
+        self.connect()
+        reports = clean_cluster(self._ray, str(ws.root), batch_id)
+        for rep in reports:
+            if rep.get("error"):
+                log.warning("clean-up on node %s failed: %s", rep["node_id"], rep["error"])
+        return sum(int(r.get("containers", 0)) for r in reports)
+
+    def open(self, ctx: RunContext) -> None:
+        self.connect()
+        ray = self._ray
         if self._concurrency is None:
             cpus = float(ray.cluster_resources().get("CPU", 1))
             self._slots = max(1, int(cpus // max(self.cpus_per_episode, 0.01)))
@@ -352,6 +402,7 @@ class RayExecutor(Executor):
                 "agent": agent,
             },
             "version": vrow,
+            "head_workspace": str(ctx.ws.root),
             "task_name": task.name if task else f"task-{version.task_id}",
             "config_toml": cfg.read_text(encoding="utf-8") if cfg.is_file() else "",
             "factory": factory,
@@ -362,10 +413,44 @@ class RayExecutor(Executor):
         return spec, ref
 
     def _drive(self, job: EpisodeJob) -> JobResult:
-        """Runs on a head thread: starts the task, republishes its events, writes its result."""
+        """Runs on a head thread: starts the task, republishes its events, writes its result.
+
+        A try lost with its node or worker (not a failure of the episode: nothing came back) is an infra
+        error like a dead container: it gets a fresh try, up to ``max_infra_retries``, and the row records
+        the node of the last try and, in ``error``, the nodes that were lost."""
         ctx = self._ctx
         assert ctx is not None
         spec, tar_ref = self._spec(job)
+        lost: list[str] = []
+        while True:
+            node: dict[str, str] = {}
+            try:
+                result = self._one_try(job, spec, tar_ref, node)
+                break
+            except _lost_errors(self._ray) as exc:
+                where = f"node {node.get('id', '?')} at {node.get('address', '?')}" if node else "its node"
+                lost.append(f"try {len(lost) + 1} lost with {where}: {type(exc).__name__}")
+                log.warning("episode %s: %s", job.episode_id, lost[-1])
+                if len(lost) > ctx.max_infra_retries or self._stopping:
+                    row = commit_lost(ctx.ws, job.episode_id, node, lost)
+                    ctx.bus.publish(
+                        EpisodeFinished(episode_id=job.episode_id, outcome=row["outcome"], reward=None)
+                    )
+                    return JobResult(job.episode_id, row["outcome"], None)
+        result["row"]["retries"] = int(result["row"].get("retries") or 0) + len(lost)
+        if lost:
+            note = "; ".join(lost)
+            result["row"]["error"] = f"{note}\n{result['row']['error']}".strip()
+        row = commit_result(ctx.ws, job.episode_id, job.version_id, result, node=node)
+        ctx.bus.publish(
+            EpisodeFinished(episode_id=job.episode_id, outcome=row["outcome"], reward=row["reward"])
+        )
+        return JobResult(job.episode_id, row["outcome"], row["reward"])
+
+    def _one_try(self, job: EpisodeJob, spec: dict[str, Any], tar_ref: Any, node: dict[str, str]) -> Any:
+        """One Ray task for the episode; fills ``node`` as soon as the worker says where it runs."""
+        ctx = self._ctx
+        assert ctx is not None
         gen = self._remote.remote(spec, tar_ref)
         with self._lock:
             self._gens[job.episode_id] = gen
@@ -373,25 +458,25 @@ class RayExecutor(Executor):
         try:
             for ref in gen:
                 item = self._ray.get(ref)
+                if "node" in item:
+                    node.update(item["node"])
+                    self.nodes[job.episode_id] = node.get("host", "")
+                    self.node_info[job.episode_id] = dict(node)
                 for ev in item.get("events", ()):
                     if not isinstance(ev, EpisodeFinished):  # published once the row is written
                         ctx.bus.publish(ev)
                 if "result" in item:
                     result = item["result"]
-                    self.nodes[job.episode_id] = item.get("node", "")
         finally:
             with self._lock:
                 self._gens.pop(job.episode_id, None)
         if result is None:
             raise RuntimeError(f"episode {job.episode_id}: the Ray task ended without a result")
-        row = commit_result(ctx.ws, job.episode_id, job.version_id, result)
-        ctx.bus.publish(
-            EpisodeFinished(episode_id=job.episode_id, outcome=row["outcome"], reward=row["reward"])
-        )
-        return JobResult(job.episode_id, row["outcome"], row["reward"])
+        return result
 
     def abandon(self, episode_ids: Sequence[int]) -> None:
         """Cancels the tasks of abandoned episodes; the worker removes their containers on the way out."""
+        self._stopping = True
         with self._lock:
             gens = [self._gens.get(i) for i in episode_ids]
         for gen in gens:
@@ -410,7 +495,69 @@ class RayExecutor(Executor):
             self._owns_ray = False
 
 
-def commit_result(ws: Any, episode_id: int, version_id: int, result: dict[str, Any]) -> dict[str, Any]:
+def check_address(address: str | None) -> None:
+    """Refuses a Ray Client address at once: the executor streams each episode's events with a streaming
+    generator task, which Ray Client does not support, so ``ray://`` could only fail later."""
+    if address and address.strip().lower().startswith("ray://"):
+        raise ExecutorError(
+            f"--ray-address {address}: Ray Client (ray://) is not supported (episodes stream their events "
+            "with Ray streaming generators, which Ray Client lacks); run bandpass on a cluster node with "
+            "--ray-address auto or HOST:6379"
+        )
+
+
+def _probe(address: str | None, timeout_s: float = 5.0) -> None:
+    """A TCP connect to an explicit ``HOST:PORT`` first: ``ray.init`` retries an address where nothing
+    listens for minutes, and the CLI must say at once that the cluster is not there."""
+    import socket
+
+    if not address or address == "auto" or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        raise ExecutorError(
+            f"cannot connect to the Ray cluster at {address}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors for a task lost with its worker or node (as opposed to the episode's own failure)."""
+    names = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError")
+    found = tuple(getattr(ray.exceptions, n) for n in names if hasattr(ray.exceptions, n))
+    return found or (RuntimeError,)
+
+
+def _set_node(s: Any, episode_id: int, node: dict[str, str] | None) -> None:
+    from store.models import Episode
+
+    ep = s.get(Episode, episode_id)
+    if ep is not None and node:
+        ep.node_id, ep.node_address = node.get("id", ""), node.get("address", "")
+        s.add(ep)
+
+
+def commit_lost(ws: Any, episode_id: int, node: dict[str, str], lost: list[str]) -> dict[str, Any]:
+    """Ends an episode whose every try was lost with its node: ``infra_error:orchestrator_failure``."""
+    from engine.review import outcomes
+    from store import queries
+    from store.db import session
+
+    outcome = outcomes.infra_error("orchestrator_failure")
+    with session(ws.engine) as s:
+        queries.delete_steps(s, episode_id)
+        queries.finish_episode(
+            s, episode_id, outcome=outcome, reward=None, error="; ".join(lost), retries=len(lost) - 1
+        )
+        _set_node(s, episode_id, node)
+    return {"outcome": outcome, "reward": None}
+
+
+def commit_result(
+    ws: Any, episode_id: int, version_id: int, result: dict[str, Any], node: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Writes a remote episode into the head's workspace: casts first (so a finished row never points at
     a missing file), then steps, builds, aliases and the finished row in one transaction."""
     from store import queries
@@ -443,6 +590,7 @@ def commit_result(ws: Any, episode_id: int, version_id: int, result: dict[str, A
             verifier_output=row["verifier_output"],
             retries=row["retries"],
         )
+        _set_node(s, episode_id, node)
         from store import endstate as endstate_store
 
         endstate_store.set_phases(s, episode_id, json.loads(result.get("phases_json") or "[]"))
@@ -454,4 +602,14 @@ def commit_result(ws: Any, episode_id: int, version_id: int, result: dict[str, A
     return row
 
 
-__all__ = ["EVENT_BATCH_S", "RayExecutor", "commit_result", "pack_dir", "run_remote_episode"]
+__all__ = [
+    "EVENT_BATCH_S",
+    "RayExecutor",
+    "check_address",
+    "commit_lost",
+    "commit_result",
+    "node_info",
+    "pack_dir",
+    "release_scratch",
+    "run_remote_episode",
+]
