@@ -11,6 +11,7 @@ import pytest
 
 from engine.audit.task_audit import audit_version
 from engine.core.workspace import Workspace
+from engine.run.agents.builtin import CHEATS, SANDBOX_PROBES
 from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
@@ -50,8 +51,11 @@ def test_sound_examples_are_accepted(audited: dict[str, dict], name: str) -> Non
     report = audited[name]
     assert report["verdict"] == "accepted", report["checks"].get("findings")
     cheats = {k: v for k, v in report["checks"]["episodes"].items() if k.startswith("cheat:")}
-    assert len(cheats) == 4
+    assert set(cheats) == {c.name for c in (*CHEATS, *SANDBOX_PROBES)}
     assert all(e["reward"] == 0.0 for runs in cheats.values() for e in runs)
+    # killing the sandbox or exhausting its memory is the policy's failure, never infrastructure
+    probes = report["checks"]["sandbox_probes"]
+    assert {k: v["outcome"] for k, v in probes.items()} == {p.name: p.expected for p in SANDBOX_PROBES}
 
 
 @pytest.mark.parametrize("name", sorted(FLAWED))

@@ -10,7 +10,19 @@ from __future__ import annotations
 PASSED = "passed"
 FAILED = "failed"
 
-AGENT_CODES = ("parse_error", "turn_limit", "context_overflow", "agent_timeout", "agent_crashed")
+AGENT_CODES = (
+    "parse_error",
+    "turn_limit",
+    "context_overflow",
+    "agent_timeout",
+    "agent_crashed",
+    # the policy ended or exhausted its own sandbox during the agent phase (engine/sandbox/attribution.py):
+    # valid samples with reward 0, never retried; the same death caused from outside stays infra
+    "sandbox_killed",
+    "oom",
+    "pids_exhausted",
+    "disk_full",
+)
 INFRA_CODES = (
     "image_build_failed",
     "env_start_timeout",
@@ -78,8 +90,15 @@ SUGGESTED_TAG = {
     "policy_rejected": "infra.orchestrator_failure",
     "daemon_unavailable": "infra.orchestrator_failure",
     "disk_full": "infra.orchestrator_failure",
+    "sandbox_killed": "agent.sandbox_killed",
+    "pids_exhausted": "agent.pids_exhausted",
+}
+#: Codes whose meaning depends on who caused them (``agent_error:oom`` vs ``infra_error:oom``).
+SUGGESTED_TAG_BY_OUTCOME = {
+    "agent_error:oom": "agent.oom",
+    "agent_error:disk_full": "agent.disk_full",
 }
 
 
 def suggested_tag(outcome: str) -> str | None:
-    return SUGGESTED_TAG.get(code_of(outcome))
+    return SUGGESTED_TAG_BY_OUTCOME.get(outcome) or SUGGESTED_TAG.get(code_of(outcome))

@@ -22,6 +22,7 @@ from typing import Any
 from engine.core.workspace import Workspace
 from engine.review.outcomes import suggested_tag
 from engine.review.taxonomy import Taxonomy, TaxonomyError, load_taxonomy
+from engine.sandbox.attribution import summary as attribution_line
 from store import queries
 from store.db import session
 from store.models import FailureTag
@@ -77,6 +78,7 @@ class QueueItem:
     failing_tests: tuple[str, ...]
     agent_cast: str = ""
     verifier_cast: str = ""
+    attribution: str = ""  # who ended the sandbox, one line (engine/sandbox/attribution.py); "" if nobody
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -110,6 +112,7 @@ def load_queue(ws: Workspace, *, states: Iterable[str] | None = None) -> list[Qu
                 failing_tests=failing_tests(ep.verifier_output),
                 agent_cast=ep.agent_cast,
                 verifier_cast=ep.verifier_cast,
+                attribution=attribution_line(ep.evidence_json),
             )
         )
     return items

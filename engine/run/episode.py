@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 
@@ -23,6 +24,7 @@ from engine.core.workspace import Workspace
 from engine.review import outcomes
 from engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
 from engine.run.verifier import run_verifier
+from engine.sandbox import attribution
 from engine.sandbox import pool as sandbox_pool
 from engine.sandbox.asciicast import CastWriter
 from engine.sandbox.container import Sandbox, SandboxError, SandboxSpec, classify_docker_error
@@ -98,6 +100,8 @@ class EpisodeResult:
     steps: int = 0
     rerun_rewards: list[float | None] = field(default_factory=list)
     try_errors: list[str] = field(default_factory=list)
+    #: Who ended the sandbox, with the engine's events (engine/sandbox/attribution.py); {} when nothing did.
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 def image_aliases(ws: Workspace) -> dict[str, str]:
@@ -210,6 +214,7 @@ def run_episode(
             verifier_output=result.verifier_output,
             retries=result.retries,
         )
+        queries.set_episode_evidence(s, episode_id, result.evidence)
     bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
     return result
 
@@ -294,24 +299,34 @@ def _one_try(
             res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
             return res
         title = f"{spec.name} · {agent.name} · episode {episode_id}"
-        with _GuardedCastWriter(
-            agent_path, COLS, ROWS, title=title, env={"TERM": "xterm-256color"}
-        ) as agent_cast:
-            agent_result = _run_agent(client, sandbox, spec, agent, agent_cast, bus, episode_id, persist_step)
+        # attribution: the engine's events for this container, from before the agent's terminal starts
+        watch = attribution.ContainerWatch(
+            client, sandbox, memory_limit_mb=spec.memory_mb, pids_limit=sandbox_spec.pids_limit
+        ).start()
+        try:
+            with _GuardedCastWriter(
+                agent_path, COLS, ROWS, title=title, env={"TERM": "xterm-256color"}
+            ) as agent_cast:
+                agent_result, terminal_alive = _run_agent(
+                    client, sandbox, spec, agent, agent_cast, bus, episode_id, persist_step, watch
+                )
+            verdict = watch.judge(terminal_alive=terminal_alive, reported_code=agent_result.infra_code)
+        finally:
+            watch.close()
+            res.evidence = watch.evidence.as_dict()
         res.steps = step_count
         if agent_cast.disk_error:  # fault tolerance: the recording is the sample; without it, no sample
             return _disk_full_result(
                 res, agent_cast.disk_error, ("agent_cast", agent_path), ("verifier_cast", verifier_path)
             )
+        if verdict is not None:  # the container or the agent's shell ended: who did it decides the outcome
+            res.outcome, res.detail = verdict.outcome, f"{verdict.why}; {agent_result.detail}".strip("; ")
+            res.reward = None if outcomes.is_infra(verdict.outcome) else 0.0
+            return res
+        if not watch.evidence.actions("oom"):  # a clean agent phase: nothing to attribute or to show
+            res.evidence = {}
         if agent_result.infra_code:
             res.outcome, res.detail = outcomes.infra_error(agent_result.infra_code), agent_result.detail
-            return res
-        if not sandbox.is_running():
-            code = "oom" if sandbox.oom_killed() else "container_died"
-            res.outcome, res.detail = (
-                outcomes.infra_error(code),
-                "the container stopped during the agent's turn",
-            )
             return res
         with _GuardedCastWriter(
             verifier_path, COLS, ROWS, title=f"{title} · verifier", env={"TERM": "xterm-256color"}
@@ -359,7 +374,9 @@ def _run_agent(
     bus: EventBus,
     episode_id: int,
     persist_step: Callable[[StepRecord], None],
-) -> AgentResult:
+    watch: attribution.ContainerWatch | None = None,
+) -> tuple[AgentResult, bool]:
+    """Runs the agent in its terminal; returns its result and whether the terminal was still alive."""
     term = TerminalSession(
         client,
         sandbox.container,
@@ -380,7 +397,9 @@ def _run_agent(
                 if sandbox.oom_killed()
                 else ("container_died" if not sandbox.is_running() else "env_start_timeout")
             )
-            return AgentResult(infra_code=code, detail=f"agent terminal did not start: {exc}")
+            return AgentResult(infra_code=code, detail=f"agent terminal did not start: {exc}"), True
+        if watch is not None:
+            watch.mark_agent_started(getattr(term, "_exec_id", "") or "")
         ctx = AgentContext(
             task=spec,
             terminal=term,
@@ -391,11 +410,14 @@ def _run_agent(
             on_step=persist_step,
         )
         try:
-            return agent.run(ctx)
+            result = agent.run(ctx)
         except Exception as exc:  # noqa: BLE001 - an agent bug must still end in one outcome
+            if not term.alive:  # the terminal went with the container or the shell: attribution decides
+                return AgentResult(infra_code="container_died", detail=f"container stopped: {exc}"), False
             if not sandbox.is_running():
                 code = "oom" if sandbox.oom_killed() else "container_died"
-                return AgentResult(infra_code=code, detail=f"container stopped: {exc}")
-            return AgentResult(error_code="agent_crashed", detail=f"{type(exc).__name__}: {exc}")
+                return AgentResult(infra_code=code, detail=f"container stopped: {exc}"), term.alive
+            return AgentResult(error_code="agent_crashed", detail=f"{type(exc).__name__}: {exc}"), True
+        return result, term.alive
     finally:
         term.close()

@@ -129,7 +129,46 @@ class TouchOutputsCheat:
 
 
 CHEATS = (WriteRewardCheat, BackgroundRewardCheat, PeekCheat, TouchOutputsCheat)
-BUILTIN = {a.name: a for a in (OracleAgent, NopAgent, *CHEATS)}
+
+
+# --- sandbox probes: a policy that tries to turn its failure into an infrastructure error ---------------
+# Infra errors are retried and left out of pass@k, so ending the sandbox is a reward hack unless the runner
+# attributes the death to the policy (engine/sandbox/attribution.py). On a sound task each probe must end
+# as ``agent_error:<code>`` with reward 0, never as ``infra_error``; the audit checks that.
+
+
+class KillSandboxCheat:
+    """Ends the container from inside: SIGTERM to init (forwarded to the main process), then SIGKILL to
+    every process root may signal, the shell included."""
+
+    name = "cheat:kill_sandbox"
+    expected = "agent_error:sandbox_killed"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        return _type(ctx, 0, "kill -TERM 1; kill -KILL -1\n", self.name) or AgentResult()
+
+
+class MemoryHogCheat:
+    """Grows the agent's own shell in 8 MiB strings until the kernel kills it for the task's memory limit.
+
+    Bounded at twice the limit, so it cannot reach for more than the container could ever get; no single
+    string is large (bash copies strings on every concatenation)."""
+
+    name = "cheat:memory_hog"
+    expected = "agent_error:oom"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        chunks = max(8, 2 * int(ctx.task.memory_mb) // 8)  # 8 MiB each
+        keys = (
+            "s=$(printf %8388608s); i=0; "
+            f'while [ $i -lt {chunks} ]; do a[$i]="$s$i"; i=$((i+1)); done; '
+            'echo "still alive after $((8 * ${#a[@]})) MiB"\n'
+        )
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+SANDBOX_PROBES = (KillSandboxCheat, MemoryHogCheat)
+BUILTIN = {a.name: a for a in (OracleAgent, NopAgent, *CHEATS, *SANDBOX_PROBES)}
 
 
 def builtin_agent(name: str) -> OracleAgent | NopAgent | WriteRewardCheat:
