@@ -56,6 +56,9 @@ SANDBOX_AGENT_CODES = ("sandbox_killed", "oom", "pids_exhausted", "disk_full")
 DEATH_CODES = frozenset({"container_died", "oom"})
 #: How long to wait for the engine's ``die``/``exec_die`` event after a death was noticed.
 EVENT_WAIT_S = 5.0
+#: After the agent's shell died in a running container: how long a following container death still counts
+#: as the same act (the outcome is the policy's either way; this only gets the story right).
+SHELL_GRACE_S = 1.0
 VMSTAT = Path("/proc/vmstat")
 
 
@@ -239,6 +242,10 @@ class ContainerWatch:
             self._wait_for(lambda: any(e.get("exec") == short for e in ev.actions("exec_die")), 2.0)
             codes = [e.get("exit_code") for e in ev.actions("exec_die") if e.get("exec") == short]
             ev.shell_exit_code = codes[-1] if codes else None
+            # ``kill -KILL -1`` takes the shell a moment before the container: give its die event a second
+            if self._wait_for(lambda: bool(ev.actions("die")), SHELL_GRACE_S):
+                status = self._inspect()
+                self._wait_for(lambda: bool(ev.actions("die")), EVENT_WAIT_S)
         if status == "running" and (not terminal_alive or ev.actions("oom")):
             self._read_stats()
         if self._host_ooms0 is not None:
