@@ -215,3 +215,19 @@ def test_audit_oracle_over_the_memory_limit_is_env_task_mismatch(
     assert "memory_mb = 64" in finding["detail"] and "OOM kill" in finding["detail"]
     (fig,) = report.checks["oracle_memory"]
     assert fig["memory_mb"] == 64 and fig["oom_kills"] >= 1
+
+
+@pytest.mark.docker
+def test_a_batch_of_sandbox_killers_counts_as_failures_in_pass_at_k(tiny: tuple[Workspace, int]) -> None:
+    """The issue's story: a policy whose only action kills the container. Its episodes are valid samples
+    (n = 3, c = 0, no infra), so they neither vanish from pass@k nor push the task over the infra gate."""
+    from engine.calibration.calibrate import estimates
+    from engine.run.rollouts import plan_batch, run_planned
+
+    ws, vid = tiny
+    bid = plan_batch(ws, KillSandboxCheat.name, [vid], 3, kind="builtin")
+    sm = run_planned(ws, bid, concurrency=1)
+    assert sm.finished and sm.outcomes == {"agent_error:sandbox_killed": 3}, sm.outcomes
+    (est,) = estimates(ws, KillSandboxCheat.name)
+    assert (est.n, est.c, est.infra_errors, est.infra_rate) == (3, 0, 0, 0.0)
+    assert est.pass_at[1] == 0.0

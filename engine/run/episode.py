@@ -282,6 +282,7 @@ def _one_try(
             )
 
     sandbox: Sandbox | None = None
+    watch: attribution.ContainerWatch | None = None
     sandbox_spec = SandboxSpec(
         image=build.tag,
         cpus=spec.cpus,
@@ -303,28 +304,23 @@ def _one_try(
         watch = attribution.ContainerWatch(
             client, sandbox, memory_limit_mb=spec.memory_mb, pids_limit=sandbox_spec.pids_limit
         ).start()
-        try:
-            with _GuardedCastWriter(
-                agent_path, COLS, ROWS, title=title, env={"TERM": "xterm-256color"}
-            ) as agent_cast:
-                agent_result, terminal_alive = _run_agent(
-                    client, sandbox, spec, agent, agent_cast, bus, episode_id, persist_step, watch
-                )
-            verdict = watch.judge(terminal_alive=terminal_alive, reported_code=agent_result.infra_code)
-        finally:
-            watch.close()
-            res.evidence = watch.evidence.as_dict()
+        with _GuardedCastWriter(
+            agent_path, COLS, ROWS, title=title, env={"TERM": "xterm-256color"}
+        ) as agent_cast:
+            agent_result, terminal_alive = _run_agent(
+                client, sandbox, spec, agent, agent_cast, bus, episode_id, persist_step, watch
+            )
+        blame = watch.judge(terminal_alive=terminal_alive, reported_code=agent_result.infra_code)
+        res.evidence = watch.evidence.as_dict()
         res.steps = step_count
         if agent_cast.disk_error:  # fault tolerance: the recording is the sample; without it, no sample
             return _disk_full_result(
                 res, agent_cast.disk_error, ("agent_cast", agent_path), ("verifier_cast", verifier_path)
             )
-        if verdict is not None:  # the container or the agent's shell ended: who did it decides the outcome
-            res.outcome, res.detail = verdict.outcome, f"{verdict.why}; {agent_result.detail}".strip("; ")
-            res.reward = None if outcomes.is_infra(verdict.outcome) else 0.0
+        if blame is not None:  # the container or the agent's shell ended: who did it decides the outcome
+            res.outcome, res.detail = blame.outcome, f"{blame.why}; {agent_result.detail}".strip("; ")
+            res.reward = None if outcomes.is_infra(blame.outcome) else 0.0
             return res
-        if not watch.evidence.actions("oom"):  # a clean agent phase: nothing to attribute or to show
-            res.evidence = {}
         if agent_result.infra_code:
             res.outcome, res.detail = outcomes.infra_error(agent_result.infra_code), agent_result.detail
             return res
@@ -342,6 +338,13 @@ def _one_try(
         res.reward = verdict.reward
         if vc.disk_error:  # fault tolerance: as above, for the verifier's recording
             return _disk_full_result(res, vc.disk_error, ("verifier_cast", verifier_path))
+        # a death the agent set off as its last act lands after it returned: the verifier found the
+        # container already dead (and restarted it); that is still the policy's doing
+        late = watch.late_death()
+        res.evidence = watch.evidence.as_dict() if late or watch.evidence.actions("oom") else {}
+        if late is not None:
+            res.outcome, res.detail, res.reward = late.outcome, late.why, 0.0
+            return res
         if agent_result.error_code:
             res.outcome, res.detail = outcomes.agent_error(agent_result.error_code), agent_result.detail
         elif verdict.infra_code:
@@ -360,6 +363,8 @@ def _one_try(
         res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
         return res
     finally:
+        if watch is not None:
+            watch.close()
         if sandbox is not None:  # removed in the background: the outcome no longer depends on it
             with contextlib.suppress(Exception):
                 sandbox_pool.release(sandbox)

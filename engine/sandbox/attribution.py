@@ -145,6 +145,9 @@ class ContainerWatch:
         self._local = _engine_is_local(client)
         self._host_ooms0 = host_oom_kills() if self._local else None
         self.agent_exec_id = ""
+        self._judged_at = 0
+        self._main_pid = ""
+        self._main_learnt = threading.Event()
 
     def start(self) -> ContainerWatch:
         try:
@@ -153,10 +156,41 @@ class ContainerWatch:
             )
         except Exception as exc:  # noqa: BLE001 - evidence, not a reason to fail the episode
             self.evidence.stream_error = f"could not watch the engine's events: {exc}"
+            self._main_learnt.set()  # nothing will learn it: judge must not wait for it
             return self
         self._thread = threading.Thread(target=self._pump, name="bandpass-watch", daemon=True)
         self._thread.start()
         return self
+
+    def _host_processes(self) -> list[dict[str, str]] | None:
+        """The container's processes as the engine's host sees them (``docker top``): not forgeable from
+        inside, unlike anything read through an exec."""
+        try:
+            top = self.client.api.top(self.sandbox.id)
+        except Exception:  # noqa: BLE001
+            return None
+        titles = top.get("Titles") or []
+        return [dict(zip(titles, row, strict=False)) for row in top.get("Processes") or []]
+
+    def _main_host_pid(self) -> str:
+        """Host pid of the container's main command (init's oldest child), learnt before the agent runs.
+
+        Init exits when that process does, so its absence after the agent returned means the container
+        is on its way down even if the engine still says ``running``: the agent's last command did it."""
+        try:
+            init = str(self.client.api.inspect_container(self.sandbox.id)["State"]["Pid"])
+        except Exception:  # noqa: BLE001
+            return ""
+        children = [p for p in self._host_processes() or [] if p.get("PPID") == init and p.get("PID")]
+        children.sort(key=lambda p: int(p["PID"]))
+        return children[0]["PID"] if children else ""
+
+    def _main_alive(self) -> bool:
+        self._main_learnt.wait(EVENT_WAIT_S)
+        if not self._main_pid:
+            return True  # unknown: trust the engine's status
+        procs = self._host_processes()
+        return procs is None or any(p.get("PID") == self._main_pid for p in procs)
 
     def mark_agent_started(self, exec_id: str = "") -> None:
         """The agent's terminal is up: from here a death is the agent phase's."""
@@ -164,6 +198,9 @@ class ContainerWatch:
         self.agent_exec_id = exec_id or ""
 
     def _pump(self) -> None:
+        # learnt here, off the episode's critical path; the engine buffers events meanwhile
+        self._main_pid = self._main_host_pid()
+        self._main_learnt.set()
         try:
             for raw in self._stream:
                 self._add(raw)
@@ -230,11 +267,11 @@ class ContainerWatch:
         ev = self.evidence
         ev.terminal_alive = terminal_alive
         ev.harness_stops = list(getattr(self.sandbox, "stopped_by_harness", []) or [])
-        try:
-            self.client.ping()
-        except Exception as exc:  # noqa: BLE001
-            ev.daemon_healthy, ev.daemon_error = False, f"{type(exc).__name__}: {exc}"[:300]
-        status = self._inspect() if ev.daemon_healthy else "unknown"
+        status = self._inspect()  # an engine that does not answer this marks the daemon unhealthy
+        if status == "running" and ev.agent_started and not self._main_alive():
+            # the main process is gone and init with it: the engine's ``die`` is on its way
+            self._wait_for(lambda: bool(ev.actions("die")), EVENT_WAIT_S)
+            status = self._inspect()
         if status != "running" and ev.daemon_healthy and ev.agent_started:
             self._wait_for(lambda: bool(ev.actions("die")), EVENT_WAIT_S)
         if status == "running" and not terminal_alive and self.agent_exec_id:
@@ -254,9 +291,37 @@ class ContainerWatch:
         # A shell that ended while the agent still finished normally does not end the episode: the
         # container runs, so the verifier judges the state it left.
         ended = status != "running" or reported_code in DEATH_CODES
+        with self._cond:
+            self._judged_at = len(ev.events)
         verdict = attribute(ev) if ended else None
         if verdict is not None:
             ev.verdict = {"outcome": verdict.outcome, "by": verdict.by, "why": verdict.why}
+        return verdict
+
+    def late_death(self) -> Verdict | None:
+        """After the verifier: did the container die on its own between the agent's return and the
+        harness's first stop? The agent's last command can set that off (``kill -KILL -1`` returns before
+        init has gone); the verifier then finds a dead container and restarts it, and its reward would
+        read as an ordinary failure, or its terminal fail as infra. Evidence: the first ``kill``/``die``
+        after the judgement is a ``die`` (nobody signalled it), and Bandpass had to restart the container.
+        """
+        ev = self.evidence
+        with self._cond:
+            after = [e for e in ev.events[self._judged_at :] if e.get("action") in ("kill", "die", "oom")]
+        stops = list(getattr(self.sandbox, "stopped_by_harness", []) or [])
+        first = next((e for e in after if e["action"] != "oom"), None)
+        if first is None or first["action"] != "die" or not any("restart" in x for x in stops):
+            return None
+        oom = any(e["action"] == "oom" for e in after[: after.index(first)])
+        ev.harness_stops = stops
+        ev.exit_code = first.get("exit_code")
+        verdict = Verdict(
+            outcomes.agent_error("oom" if oom else "sandbox_killed"),
+            "policy",
+            f"the container exited with status {first.get('exit_code')} right after the agent's last "
+            "action, before the verifier started, with no signal from outside: it was ended from inside",
+        )
+        ev.verdict = {"outcome": verdict.outcome, "by": verdict.by, "why": verdict.why}
         return verdict
 
     def _inspect(self) -> str:
