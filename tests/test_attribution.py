@@ -184,6 +184,12 @@ def test_queue_cli_shows_who_ended_the_sandbox(tiny: tuple[Workspace, int]) -> N
     data = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env).stdout)
     (item,) = [i for i in data if i["episode_id"] == res.episode_id]
     assert item["attribution"].startswith("policy: ")
+    from engine.review.replay import load_source
+
+    src = load_source(ws, res.episode_id)  # the Replay screen's header
+    assert src.title.endswith("agent_error:sandbox_killed (by policy)") and src.attribution.startswith(
+        "policy: "
+    )
 
 
 # --- the audit --------------------------------------------------------------------------------------------
