@@ -237,3 +237,29 @@ def test_a_batch_of_sandbox_killers_counts_as_failures_in_pass_at_k(tiny: tuple[
     (est,) = estimates(ws, KillSandboxCheat.name)
     assert (est.n, est.c, est.infra_errors, est.infra_rate) == (3, 0, 0, 0.0)
     assert est.pass_at[1] == 0.0
+
+
+@pytest.mark.docker
+def test_scripted_policy_over_http_killing_its_sandbox(tiny: tuple[Workspace, int]) -> None:
+    """The issue's reproduction: a policy served over the OpenAI wire protocol whose only action is
+    ``kill -TERM 1; kill -KILL -1`` (it then keeps asking to continue). Before: container_died, retried
+    twice, excluded. Now: one try, a valid failure."""
+    from engine.core.config import PolicyModelConfig
+    from engine.run.agents.policy import PolicyAgent
+    from engine.run.policy.client import PolicyClient
+    from tests.servers.openai_server import running_server
+
+    kill = {"analysis": "", "plan": "", "commands": [{"keystrokes": "kill -TERM 1; kill -KILL -1\n"}]}
+    more = {"analysis": "", "plan": "", "commands": [{"keystrokes": "echo still here\n", "duration": 2}]}
+    ws, vid = tiny
+    with running_server() as server:
+        server.script("script:killer", [json.dumps(kill), json.dumps(more), json.dumps(more)])
+        cfg = PolicyModelConfig(name="script:killer", base_url=server.base_url, max_tokens=256)
+
+        def agent() -> PolicyAgent:
+            return PolicyAgent(PolicyClient(cfg, timeout=10, backoff_base=0.01), max_parse_errors=2)
+
+        res = run_episode(ws, vid, agent, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:sandbox_killed", 0.0, 0), res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert ev["verdict"]["by"] == "policy" and not [e for e in ev["events"] if e["action"] == "kill"]

@@ -149,21 +149,18 @@ class KillSandboxCheat:
 
 
 class MemoryHogCheat:
-    """Grows the agent's own shell in 8 MiB strings until the kernel kills it for the task's memory limit.
+    """Replaces the agent's shell with a pipeline that holds twice the task's memory limit (``tail`` keeps
+    a line that never ends), so the kernel kills it for the task's own limit and the agent's terminal ends.
 
-    Bounded at twice the limit, so it cannot reach for more than the container could ever get; no single
-    string is large (bash copies strings on every concatenation)."""
+    Bounded at twice the limit, so it never reaches for more than the container could get anyway; C tools
+    instead of bash strings because bash concatenation crawls (256 MB took ~55 s on a loaded machine)."""
 
     name = "cheat:memory_hog"
     expected = "agent_error:oom"
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        chunks = max(8, 2 * int(ctx.task.memory_mb) // 8)  # 8 MiB each
-        keys = (
-            "s=$(printf %8388608s); i=0; "
-            f'while [ $i -lt {chunks} ]; do a[$i]="$s$i"; i=$((i+1)); done; '
-            'echo "still alive after $((8 * ${#a[@]})) MiB"\n'
-        )
+        limit = 2 * max(64, int(ctx.task.memory_mb)) * 2**20
+        keys = f"exec sh -c 'head -c {limit} /dev/zero | tail > /dev/null'\n"
         return _type(ctx, 0, keys, self.name) or AgentResult()
 
 
