@@ -145,9 +145,7 @@ class ContainerWatch:
         self._local = _engine_is_local(client)
         self._host_ooms0 = host_oom_kills() if self._local else None
         self.agent_exec_id = ""
-        self._judged_at = 0
         self._main_pid = ""
-        self._main_learnt = threading.Event()
 
     def start(self) -> ContainerWatch:
         try:
@@ -156,10 +154,11 @@ class ContainerWatch:
             )
         except Exception as exc:  # noqa: BLE001 - evidence, not a reason to fail the episode
             self.evidence.stream_error = f"could not watch the engine's events: {exc}"
-            self._main_learnt.set()  # nothing will learn it: judge must not wait for it
             return self
         self._thread = threading.Thread(target=self._pump, name="bandpass-watch", daemon=True)
         self._thread.start()
+        # before the agent runs (~40 ms): learnt later, a fast policy could have killed it already
+        self._main_pid = self._main_host_pid()
         return self
 
     def _host_processes(self) -> list[dict[str, str]] | None:
@@ -186,7 +185,6 @@ class ContainerWatch:
         return children[0]["PID"] if children else ""
 
     def _main_alive(self) -> bool:
-        self._main_learnt.wait(EVENT_WAIT_S)
         if not self._main_pid:
             return True  # unknown: trust the engine's status
         procs = self._host_processes()
@@ -198,9 +196,6 @@ class ContainerWatch:
         self.agent_exec_id = exec_id or ""
 
     def _pump(self) -> None:
-        # learnt here, off the episode's critical path; the engine buffers events meanwhile
-        self._main_pid = self._main_host_pid()
-        self._main_learnt.set()
         try:
             for raw in self._stream:
                 self._add(raw)
@@ -291,8 +286,6 @@ class ContainerWatch:
         # A shell that ended while the agent still finished normally does not end the episode: the
         # container runs, so the verifier judges the state it left.
         ended = status != "running" or reported_code in DEATH_CODES
-        with self._cond:
-            self._judged_at = len(ev.events)
         verdict = attribute(ev) if ended else None
         if verdict is not None:
             ev.verdict = {"outcome": verdict.outcome, "by": verdict.by, "why": verdict.why}
@@ -303,11 +296,13 @@ class ContainerWatch:
         harness's first stop? The agent's last command can set that off (``kill -KILL -1`` returns before
         init has gone); the verifier then finds a dead container and restarts it, and its reward would
         read as an ordinary failure, or its terminal fail as infra. Evidence: the first ``kill``/``die``
-        after the judgement is a ``die`` (nobody signalled it), and Bandpass had to restart the container.
+        the engine reported since the watch began is a ``die`` (nobody signalled it), and Bandpass had to
+        restart the container (its restart sends a ``kill`` first, so a death during the tests cannot
+        qualify).
         """
         ev = self.evidence
-        with self._cond:
-            after = [e for e in ev.events[self._judged_at :] if e.get("action") in ("kill", "die", "oom")]
+        with self._cond:  # the whole watch: Bandpass sends no kill during the agent phase
+            after = [e for e in ev.events if e.get("action") in ("kill", "die", "oom")]
         stops = list(getattr(self.sandbox, "stopped_by_harness", []) or [])
         first = next((e for e in after if e["action"] != "oom"), None)
         if first is None or first["action"] != "die" or not any("restart" in x for x in stops):
