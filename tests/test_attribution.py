@@ -104,6 +104,23 @@ def test_policy_ending_its_shell_is_agent_error(tiny: tuple[Workspace, int]) -> 
     assert "exit status 3" in res.detail
 
 
+class _ForkUntilThePidLimit:
+    name = "fork-loop"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        return _type(ctx, 0, "exec sh -c 'while :; do sleep 1000 & done'\n", self.name) or AgentResult()
+
+
+@pytest.mark.docker
+def test_policy_exhausting_the_pid_limit_is_agent_error(tiny: tuple[Workspace, int]) -> None:
+    ws, vid = tiny
+    res = run_episode(ws, vid, _ForkUntilThePidLimit, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert ev["pids_limit"] == 512 and ev["pids_limit_hits"] >= 1
+    assert outcomes.suggested_tag(res.outcome) == "agent.pids_exhausted"
+
+
 # --- genuine infrastructure keeps its codes: retried, excluded --------------------------------------------
 
 

@@ -60,6 +60,19 @@ EVENT_WAIT_S = 5.0
 #: as the same act (the outcome is the policy's either way; this only gets the story right).
 SHELL_GRACE_S = 1.0
 VMSTAT = Path("/proc/vmstat")
+# The pid cgroup's count of forks refused at the limit (v1, then v2), read with shell builtins only. Read
+# from inside, so the policy could fake it, but it only chooses between two agent codes, never infra.
+_PIDS_EVENTS_SCRIPT = r"""
+for f in /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; do
+  [ -r "$f" ] || continue
+  while read -r k v; do
+    if [ "$k" = max ]; then echo "$v"; exit 0; fi
+  done < "$f"
+done
+echo -1
+"""
+#: "At the pid limit": a fork loop that died of it has freed its own pid and a few more by the time we look.
+PIDS_MARGIN = 8
 
 
 def host_oom_kills() -> int | None:
@@ -107,6 +120,7 @@ class Evidence:
     terminal_alive: bool = True
     shell_exit_code: int | None = None
     pids_current: int | None = None
+    pids_limit_hits: int | None = None  # forks refused at the pid limit (pids.events "max")
     #: From the engine's stats when an OOM was seen and the container still runs (cgroup v1 figures).
     memory_max_usage_mb: float | None = None
     memory_failcnt: int | None = None
@@ -280,6 +294,8 @@ class ContainerWatch:
                 self._wait_for(lambda: bool(ev.actions("die")), EVENT_WAIT_S)
         if status == "running" and (not terminal_alive or ev.actions("oom")):
             self._read_stats()
+        if status == "running" and not terminal_alive:
+            ev.pids_limit_hits = self._pids_limit_hits()
         if self._host_ooms0 is not None:
             now = host_oom_kills()
             ev.host_oom_kills_delta = None if now is None else now - self._host_ooms0
@@ -336,6 +352,14 @@ class ContainerWatch:
         if ev.status != "running":
             ev.exit_code = _int(state.get("ExitCode"))
         return ev.status
+
+    def _pids_limit_hits(self) -> int | None:
+        try:
+            code, out = self.sandbox.exec(["/bin/sh", "-c", _PIDS_EVENTS_SCRIPT], timeout=10)
+        except Exception:  # noqa: BLE001 - the verdict stays sandbox_killed without it
+            return None
+        value = _int(out.strip()) if code == 0 else None
+        return value if value is not None and value >= 0 else None
 
     def _read_stats(self) -> None:
         """Process count and memory high-water mark from the engine's own stats (not from inside)."""
@@ -404,11 +428,13 @@ def attribute(ev: Evidence) -> Verdict:
             f"the container exited with status {code} during the agent phase, the daemon healthy and "
             "no signal from outside: it was ended from inside",
         )
-    if ev.pids_limit and ev.pids_current is not None and ev.pids_current >= ev.pids_limit:
+    at_limit = ev.pids_current is not None and ev.pids_current >= ev.pids_limit - PIDS_MARGIN
+    if ev.pids_limit and (at_limit or (ev.pids_limit_hits or 0) > 0):
         return Verdict(
             outcomes.agent_error("pids_exhausted"),
             "policy",
-            f"the agent's shell ended at the container's pid limit ({ev.pids_current}/{ev.pids_limit})",
+            f"the agent's shell ended after the container hit its pid limit of {ev.pids_limit} "
+            f"({ev.pids_limit_hits or 0} fork(s) refused, {ev.pids_current} processes now)",
         )
     status = "unknown" if ev.shell_exit_code is None else str(ev.shell_exit_code)
     return Verdict(
