@@ -160,6 +160,7 @@ class ContainerWatch:
         self._host_ooms0 = host_oom_kills() if self._local else None
         self.agent_exec_id = ""
         self._main_pid = ""
+        self._learner: threading.Thread | None = None
 
     def start(self) -> ContainerWatch:
         try:
@@ -171,9 +172,14 @@ class ContainerWatch:
             return self
         self._thread = threading.Thread(target=self._pump, name="bandpass-watch", daemon=True)
         self._thread.start()
-        # before the agent runs (~40 ms): learnt later, a fast policy could have killed it already
-        self._main_pid = self._main_host_pid()
+        # learnt while the agent's terminal starts (``docker top`` runs ps on the host: 30-250 ms), and
+        # awaited in mark_agent_started, before the policy can act
+        self._learner = threading.Thread(target=self._learn_main, name="bandpass-watch-main", daemon=True)
+        self._learner.start()
         return self
+
+    def _learn_main(self) -> None:
+        self._main_pid = self._main_host_pid()
 
     def _host_processes(self) -> list[dict[str, str]] | None:
         """The container's processes as the engine's host sees them (``docker top``): not forgeable from
@@ -206,6 +212,8 @@ class ContainerWatch:
 
     def mark_agent_started(self, exec_id: str = "") -> None:
         """The agent's terminal is up: from here a death is the agent phase's."""
+        if self._learner is not None:
+            self._learner.join(EVENT_WAIT_S)
         self.evidence.agent_started = True
         self.agent_exec_id = exec_id or ""
 
