@@ -280,3 +280,28 @@ def test_scripted_policy_over_http_killing_its_sandbox(tiny: tuple[Workspace, in
     assert (res.outcome, res.reward, res.retries) == ("agent_error:sandbox_killed", 0.0, 0), res.detail
     _, _, _, ev = _stored(ws, res.episode_id)
     assert ev["verdict"]["by"] == "policy" and not [e for e in ev["events"] if e["action"] == "kill"]
+
+
+def test_a_ray_node_result_carries_its_evidence_to_the_head(workspace: Workspace) -> None:
+    """Ray nodes never open the head's store: the evidence travels in the result row like the outcome."""
+    from engine.run.executors.ray_executor import commit_result
+    from tests._replay_data import make_episode
+
+    eid = make_episode(workspace, outcome="agent_error:sandbox_killed", with_casts=False)
+    with session(workspace.engine) as s:
+        vid = queries.get_episode(s, eid).task_version_id  # type: ignore[union-attr]
+    verdict = {"outcome": "agent_error:sandbox_killed", "by": "policy", "why": "ended from inside"}
+    row = {
+        "status": "done",
+        "outcome": "agent_error:sandbox_killed",
+        "reward": 0.0,
+        "error": "",
+        "agent_cast": "",
+        "verifier_cast": "",
+        "verifier_output": "",
+        "retries": 0,
+        "evidence_json": json.dumps({"events": [{"action": "die", "exit_code": 143}], "verdict": verdict}),
+    }
+    commit_result(workspace, eid, vid, {"files": {}, "row": row, "steps": [], "builds": []})
+    shown = episode_evidence(workspace, eid)
+    assert shown["evidence"]["verdict"] == verdict and shown["summary"] == "policy: ended from inside"

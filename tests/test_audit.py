@@ -18,7 +18,7 @@ from store.db import session
 from tests.conftest import EXAMPLES
 from tests.taskfactory import make_task
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]  # the module fixture audits 8 tasks
 
 SOUND = ("access-log-report", "configure-kv-service", "fix-catalog-makefile", "fix-wordfreq")
 FLAWED = {

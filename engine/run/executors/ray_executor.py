@@ -156,6 +156,7 @@ def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
                     "verifier_cast",
                     "verifier_output",
                     "retries",
+                    "evidence_json",  # attribution: who ended the sandbox
                 )
             },
             "steps": [{k: getattr(st, k) for k in STEP_FIELDS} for st in steps],
@@ -423,6 +424,8 @@ def commit_result(ws: Any, episode_id: int, version_id: int, result: dict[str, A
             verifier_output=row["verifier_output"],
             retries=row["retries"],
         )
+        evidence = json.loads(row.get("evidence_json") or "{}")
+        queries.set_episode_evidence(s, episode_id, evidence if isinstance(evidence, dict) else {})
     return row
 
 
