@@ -12,25 +12,33 @@ which the policy cannot forge, and decides from it:
 * ``State`` after the fact (status, exit code, ``OOMKilled``);
 * whether the daemon still answers;
 * whether Bandpass itself stopped or killed the container (``Sandbox.stopped_by_harness``);
+* the host pid of the container's main process (``docker top``, learnt before the agent acts): gone means
+  the container is on its way down even while the engine still says ``running``;
 * the host kernel's global OOM-kill counter (``/proc/vmstat``) when the engine is local, to tell a host
   out of memory from a task over its own limit.
 
-Nothing read from inside the container decides an attribution: the policy controls everything there.
+Nothing read from inside the container decides between agent and infra: the policy controls everything
+there. (The pid cgroup's refused-fork count is read from inside, but it only chooses between two agent
+codes.)
 
 Rules (first match wins), for the agent phase only (the verifier phase after a clean agent phase is the
 harness's work and keeps infra codes):
 
 | evidence | outcome |
 |---|---|
-| daemon does not answer, or its event stream broke | ``infra_error:daemon_unavailable`` |
+| the engine does not answer | ``infra_error:daemon_unavailable`` |
 | Bandpass stopped the container itself | ``infra_error:container_died`` |
-| a ``kill`` event (``docker kill``/``stop`` from outside) | ``infra_error:container_died`` |
+| any death before the agent's terminal was up (no policy action ran yet) | the infra code |
+| a ``kill`` event (``docker kill``/``stop``/``rm -f`` from outside) | ``infra_error:container_died`` |
 | an ``oom`` event / ``OOMKilled`` (the container's own limit) | ``agent_error:oom`` |
 | SIGKILLed, no ``kill``/``oom`` event, host OOM counter rose | ``infra_error:oom`` (host out of memory) |
 | the container exited, nobody outside signalled it | ``agent_error:sandbox_killed`` |
-| (any of the above before the agent's terminal was up) | the infra code: no policy action ran yet |
+| the shell ended after the pid cgroup refused a fork | ``agent_error:pids_exhausted`` |
 | the container runs but the agent's shell ended | ``agent_error:sandbox_killed`` (the shell) |
-| the pid limit was reached when the shell died | ``agent_error:pids_exhausted`` |
+
+A death the agent's last command set off can land after the agent returned: the verifier then finds the
+container dead and restarts it. ``late_death`` attributes that to the policy too (the first ``kill``/``die``
+of the watch is a ``die``, and Bandpass had to restart the container).
 
 On cgroup v1 (this project's CI) the engine emits ``oom`` only for OOMs under the container's memory cgroup
 limit: a host-wide OOM kill does not raise it, which is what makes the host/task distinction possible.
