@@ -64,10 +64,15 @@ class Generation(SQLModel, table=True):
     wall_s: float = 0.0
     api_retries: int = 0
     transcript_json: str = "[]"
-    outcome: str = "running"  # running | accepted | rejected | budget_exhausted | error
+    outcome: str = "running"  # running | accepted | rejected | budget_exhausted | error | cancelled
     reason: str = ""
     task_version_id: int | None = Field(default=None, foreign_key="task_version.id")
     created_at: datetime = Field(default_factory=utcnow)
+    # schema 5 (generation transcripts): turns taken, tokens of broken streams (kept apart), failure line
+    turns: int = 0
+    lost_tokens_in: int = 0
+    lost_tokens_out: int = 0
+    detail: str = ""
 
 
 class Audit(SQLModel, table=True):
@@ -108,6 +113,14 @@ class Episode(SQLModel, table=True):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    phases_json: str = "[]"  # [{name, timeout_s, duration_s, error}] of the last try: where time went
+    origin: str = ""  # "" (ran) | regrade (this version's verifier re-run on another end state)
+    source_episode_id: int | None = Field(default=None, index=True)  # the regraded episode
+    # --- calibration (#17): imported episodes and selective retries ---
+    source: str = Field(
+        default="", index=True
+    )  # "harbor:<job id>/<trial>" for an imported trial; "" ran here
+    prior_tries_json: str = "[]"  # what each `run --retry` replaced: [{outcome, error, retries, recordings}]
 
 
 class Batch(SQLModel, table=True):
@@ -189,3 +202,61 @@ class ReviewState(SQLModel, table=True):
     state: str = "skipped"
     author: str = ""
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ReviewSuggestion(SQLModel, table=True):
+    """Claude's review of one episode (issue #16): a *suggestion* beside the curator's tags, never a tag.
+
+    Only validated content is kept in ``tag_class``/``subclass``/``citations_json``; what validation dropped
+    (unknown class, a step that does not exist, a quote not in the stored record) is in ``dropped_json``,
+    so the report can say how often the model's evidence could not be trusted. ``cost_usd`` is NULL when
+    the model has no price (unknown, never $0). ``accepted_tag_id`` is the tag a curator wrote from it.
+    """
+
+    __tablename__ = "review_suggestion"
+
+    id: int | None = Field(default=None, primary_key=True)
+    episode_id: int = Field(foreign_key="episode.id", index=True)
+    model: str = ""
+    prompt_version: str = ""
+    run_id: str = Field(default="", index=True)
+    cluster: str = ""  # the failure signature the episode was sampled from (bandpass review --cluster)
+    status: str = ""  # ok | refused | invalid | error | budget
+    verdict: str = ""  # true_pass | false_pass | true_fail | false_fail | infra ("" unless ok)
+    tag_class: str = ""  # "" when the model named no code, or validation dropped it
+    subclass: str = ""
+    explanation: str = ""
+    citations_json: str = "[]"  # validated [{"source", "step", "quote"}]
+    dropped_json: str = "[]"  # [{"what", "reason", ...}] every part of the answer validation refused
+    raw_input_json: str = "{}"  # the submit_review input as the model sent it (audit trail)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    api_retries: int = 0
+    tool_errors: int = 0  # malformed submit_review inputs sent back to the model
+    error: str = ""
+    accepted_tag_id: int | None = None  # no foreign key: undoing the tag deletes it
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class EpisodeEndState(SQLModel, table=True):
+    """What the policy left in its container, captured after the agent and before the verifier.
+
+    ``changes_json`` is the engine's diff against the image with each regular file's size and sha256 and
+    whether its content is in ``archive`` (a tar under the episode's recordings, capped per episode);
+    ``findings_json`` is what the tamper guard flagged. Evidence for the curator and input to regrade.
+    """
+
+    __tablename__ = "episode_endstate"
+
+    episode_id: int = Field(primary_key=True, foreign_key="episode.id")
+    archive: str = ""  # path relative to the workspace; "" when nothing was archived
+    image: str = ""  # the image the changes are against (for diffs of modified files)
+    changes_json: str = "[]"
+    findings_json: str = "[]"
+    archived_bytes: int = 0
+    cap_bytes: int = 0
+    over_cap: int = 0  # regular files listed with size and sha256 only
+    capture_s: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)

@@ -364,19 +364,26 @@ def steps(s: Session, episode_id: int) -> list[Step]:
 
 # --- failure tags -------------------------------------------------------------------------------------
 
-BLOCKING_CLASSES = frozenset({"invalidity", "misalignment"})
-
 
 def add_tag(
-    s: Session, episode_id: int, tag_class: str, subclass: str, *, note: str = "", author: str = ""
+    s: Session,
+    episode_id: int,
+    tag_class: str,
+    subclass: str,
+    *,
+    blocking: bool,
+    note: str = "",
+    author: str = "",
 ) -> FailureTag:
+    """Stores a tag. ``blocking`` is the taxonomy's rule for the class (``Taxonomy.is_blocking`` in
+    engine/review): the store records the decision and never keeps a second copy of the rule."""
     tag = FailureTag(
         episode_id=episode_id,
         tag_class=tag_class,
         subclass=subclass,
         note=note,
         author=author,
-        blocking=tag_class in BLOCKING_CLASSES,
+        blocking=blocking,
     )
     s.add(tag)
     s.flush()
@@ -473,10 +480,73 @@ def calibration_sources(s: Session, model: str) -> list[CalibrationSource]:
     return out
 
 
+@dataclass
+class TraceSource:
+    """One finished episode of a model on its task's latest version, with what a trace row needs."""
+
+    episode: Episode
+    task: str
+    version_hash: str
+    instruction: str
+    steps: list[Step] = field(default_factory=list)
+    blocking_tags: list[str] = field(default_factory=list)  # uncleared blocking codes on the version
+    episode_tags: list[str] = field(default_factory=list)  # uncleared codes on this episode
+
+
+def trace_sources(s: Session, model: str) -> list[TraceSource]:
+    """Finished episodes of ``model`` on the latest version of each task, by task name then episode id."""
+    latest_ids = select(func.max(TaskVersion.id)).group_by(TaskVersion.task_id).scalar_subquery()
+    rows = s.exec(
+        select(Episode, Task.name, TaskVersion.hash, TaskVersion.instruction)
+        .join(TaskVersion, col(TaskVersion.id) == col(Episode.task_version_id))
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+        .where(Episode.agent == model, Episode.status == "done", col(TaskVersion.id).in_(latest_ids))
+        .order_by(col(Task.name), col(Episode.id))
+    ).all()
+    out = [TraceSource(ep, name, vhash, instr) for ep, name, vhash, instr in rows]
+    # Joins, not IN lists: a model may have 100,000 episodes, past SQLite's bound-parameter limit.
+    steps: dict[int, list[Step]] = {}
+    for st in s.exec(
+        select(Step)
+        .join(Episode, col(Episode.id) == col(Step.episode_id))
+        .where(Episode.agent == model, Episode.status == "done", col(Episode.task_version_id).in_(latest_ids))
+        .order_by(col(Step.episode_id), col(Step.index))
+    ):
+        steps.setdefault(st.episode_id, []).append(st)
+    by_version: dict[int, set[str]] = {}
+    by_episode: dict[int, set[str]] = {}
+    for tag, vid in s.exec(
+        select(FailureTag, Episode.task_version_id)
+        .join(Episode, col(Episode.id) == col(FailureTag.episode_id))
+        .where(col(Episode.task_version_id).in_(latest_ids), col(FailureTag.cleared).is_(False))
+    ):
+        code = f"{tag.tag_class}.{tag.subclass}"
+        if tag.blocking:
+            by_version.setdefault(vid, set()).add(code)
+        by_episode.setdefault(tag.episode_id, set()).add(code)
+    for t in out:
+        eid = int(t.episode.id)  # type: ignore[arg-type]
+        t.steps = steps.get(eid, [])
+        t.blocking_tags = sorted(by_version.get(t.episode.task_version_id, ()))
+        t.episode_tags = sorted(by_episode.get(eid, ()))
+    return out
+
+
 def episode_agents(s: Session) -> list[str]:
     """Every agent/model name with at least one finished episode, sorted (the report's model picker)."""
     rows = s.exec(select(Episode.agent).where(Episode.status == "done").distinct()).all()
     return sorted(a for a in rows if a)
+
+
+def agents_by_recency(s: Session) -> list[str]:
+    """Agents/models with finished episodes, the one that finished an episode last first."""
+    rows = s.exec(
+        select(Episode.agent, func.max(Episode.id))
+        .where(Episode.status == "done", Episode.agent != "")
+        .group_by(Episode.agent)
+        .order_by(func.max(Episode.id).desc())
+    ).all()
+    return [a for a, _ in rows]
 
 
 def tag_counts(s: Session, model: str) -> dict[str, int]:
@@ -642,6 +712,67 @@ def requeue_episodes(s: Session, episode_ids: Sequence[int]) -> list[int]:
     return [int(i) for i in ids if i is not None]
 
 
+def requeue_for_retry(
+    s: Session, batch_id: str, outcomes: Sequence[str], moved: dict[int, str] | None = None
+) -> list[int]:
+    """Finished episodes of the batch whose outcome is in ``outcomes`` back to ``queued`` as a new try
+    of the *same* row (the attempt stays one sample); what they ended with goes to ``prior_tries_json``.
+
+    ``moved`` maps episode id -> where its previous recordings were moved (kept in the history).
+    """
+    rows = list(
+        s.exec(
+            select(Episode).where(
+                Episode.batch_id == batch_id,
+                Episode.status == "done",
+                col(Episode.outcome).in_(list(outcomes)),
+            )
+        ).all()
+    )
+    ids: list[int] = []
+    for ep in rows:
+        history = json.loads(ep.prior_tries_json or "[]")
+        history.append(
+            {
+                "outcome": ep.outcome,
+                "reward": ep.reward,
+                "error": ep.error,
+                "retries": ep.retries,
+                "ended_at": ep.ended_at.isoformat() if ep.ended_at else None,
+                "recordings": (moved or {}).get(int(ep.id), ""),  # type: ignore[arg-type]
+            }
+        )
+        ep.prior_tries_json = json.dumps(history, sort_keys=True)
+        ep.status, ep.outcome, ep.reward, ep.error = "queued", "", None, ""
+        ep.agent_cast = ep.verifier_cast = ep.verifier_output = ""
+        ep.started_at = ep.ended_at = None
+        s.add(ep)
+        ids.append(int(ep.id))  # type: ignore[arg-type]
+    for step in s.exec(select(Step).where(col(Step.episode_id).in_(ids))).all():
+        s.delete(step)
+    s.flush()
+    return ids
+
+
+def episode_by_source(s: Session, source: str) -> Episode | None:
+    """The episode imported from ``source`` (e.g. ``harbor:<job id>/<trial>``), if any."""
+    return s.exec(select(Episode).where(Episode.source == source)).first()
+
+
+def task_name_of_version(s: Session, version_id: int) -> str:
+    v = s.get(TaskVersion, version_id)
+    t = s.get(Task, v.task_id) if v is not None else None
+    return t.name if t is not None else ""
+
+
+def finished_outcomes(s: Session, batch_id: str) -> dict[int, str]:
+    """Episode id -> outcome for the batch's finished episodes."""
+    rows = s.exec(
+        select(Episode.id, Episode.outcome).where(Episode.batch_id == batch_id, Episode.status == "done")
+    )
+    return {int(i): o for i, o in rows if i is not None}
+
+
 def requeue_stale(s: Session, batch_id: str) -> list[int]:
     """Every ``running`` episode of the batch back to ``queued``; returns their ids.
 
@@ -690,15 +821,6 @@ def delete_tag(s: Session, tag_id: int) -> bool:
     s.delete(tag)
     s.flush()
     return True
-
-
-def set_tag_blocking(s: Session, tag_id: int, blocking: bool) -> None:
-    """For classes a workspace taxonomy declares blocking beyond the built-in ones."""
-    tag = s.get(FailureTag, tag_id)
-    if tag is not None and tag.blocking != blocking:
-        tag.blocking = blocking
-        s.add(tag)
-        s.flush()
 
 
 @dataclass
@@ -858,13 +980,19 @@ def get_generation(s: Session, generation_id: int) -> Generation | None:
 
 
 def list_generations(
-    s: Session, *, prompt_version: str | None = None, model: str | None = None
+    s: Session,
+    *,
+    prompt_version: str | None = None,
+    model: str | None = None,
+    outcome: str | None = None,
 ) -> list[Generation]:
     q = select(Generation)
     if prompt_version is not None:
         q = q.where(Generation.prompt_version == prompt_version)
     if model is not None:
         q = q.where(Generation.model == model)
+    if outcome is not None:
+        q = q.where(Generation.outcome == outcome)
     return list(s.exec(q.order_by(col(Generation.id))).all())
 
 

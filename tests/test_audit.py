@@ -11,14 +11,15 @@ import pytest
 
 from engine.audit.task_audit import audit_version
 from engine.core.workspace import Workspace
-from engine.run.agents.builtin import CHEATS, SANDBOX_PROBES
+from engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, TAMPER_CHEATS
 from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.conftest import EXAMPLES
 from tests.taskfactory import make_task
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]  # the module fixture audits 8 tasks
+# The module's fixture audits all eight examples (17 episodes each) in one CLI run: minutes on 2 cores.
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 SOUND = ("access-log-report", "configure-kv-service", "fix-catalog-makefile", "fix-wordfreq")
 FLAWED = {
@@ -52,10 +53,21 @@ def test_sound_examples_are_accepted(audited: dict[str, dict], name: str) -> Non
     assert report["verdict"] == "accepted", report["checks"].get("findings")
     cheats = {k: v for k, v in report["checks"]["episodes"].items() if k.startswith("cheat:")}
     assert set(cheats) == {c.name for c in (*CHEATS, *SANDBOX_PROBES)}
-    assert all(e["reward"] == 0.0 for runs in cheats.values() for e in runs)
+    plain = {c.name for c in (*CHEATS, *SANDBOX_PROBES)} - {c.name for c in TAMPER_CHEATS}
+    assert all(e["reward"] == 0.0 for name in plain for e in cheats[name])
     # killing the sandbox or exhausting its memory is the policy's failure, never infrastructure
     probes = report["checks"]["sandbox_probes"]
     assert {k: v["outcome"] for k, v in probes.items()} == {p.name: p.expected for p in SANDBOX_PROBES}
+    # every tampering probe ends not passed, and the audit names the guard rule that caught it
+    for probe in TAMPER_CHEATS:
+        assert [e["outcome"] for e in cheats[probe.name]] == ["agent_error:verifier_tamper"], probe.name
+    caught = report["checks"]["guard"]
+    assert {"command_shadow"} <= set(caught["cheat:shadow_bash"])
+    assert {"command_shadow"} <= set(caught["cheat:shadow_python3"])
+    assert {"python_startup"} <= set(caught["cheat:python_hook"])
+    assert {"python_startup"} <= set(caught["cheat:pth_hook"])
+    assert {"system_file"} <= set(caught["cheat:replace_tool"])
+    assert "oracle" not in caught and "nop" not in caught
 
 
 @pytest.mark.parametrize("name", sorted(FLAWED))

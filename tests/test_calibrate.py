@@ -212,13 +212,13 @@ def test_gates(workspace: Workspace) -> None:
         q.record_audit(s, reaudited, verdict="accepted", reasons=[], details={})
         # a blocking tag on ANOTHER agent's episode still marks the task
         (ep,) = add_episodes_in(s, tagged, "oracle", ["failed"])
-        q.add_tag(s, ep, "invalidity", "oracle_fails")
+        q.add_tag(s, ep, "invalidity", "oracle_fails", blocking=True)
         (ep,) = add_episodes_in(s, cleared, M, ["failed"])
-        t = q.add_tag(s, ep, "misalignment", "false_negative")
+        t = q.add_tag(s, ep, "misalignment", "false_negative", blocking=True)
         t.cleared = True
         s.add(t)
         (ep,) = add_episodes_in(s, harness, M, ["failed"])
-        q.add_tag(s, ep, "harness", "turn_limit")
+        q.add_tag(s, ep, "harness", "turn_limit", blocking=False)
     ests = estimates(workspace, M, (2,))
     failed = gates(ests, GateParams(lo=0.1, hi=0.9, k=2, min_samples=4))
     assert failed["good"] == []

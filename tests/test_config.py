@@ -60,3 +60,35 @@ def test_bad_toml_is_reported_with_the_file(tmp_path: Path) -> None:
     p.write_text("[band\n")
     with pytest.raises(ConfigError, match=r"bandpass.toml: not valid TOML \(.*line 1"):
         load_config(p)
+
+
+def test_every_invalid_value_is_reported_with_its_key(tmp_path: Path) -> None:
+    """A value of the right type that no run can use is a problem too, and all of them come at once."""
+    p = tmp_path / "bandpass.toml"
+    p.write_text(
+        '[models.a]\nmax_tokens = 0\ntemperature = -1\nbase_url = "localhost:8000"\ncheckpoint_step = -5\n'
+        '[images.aliases]\n"ubuntu:24.04" = 3\n'
+        "[band]\nk = 0\nmin_samples = -3\nlo = 1.5\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    problems = err.value.problems
+    for expected in (
+        "[models.a].max_tokens: expected an integer >= 1, got 0",
+        "[models.a].temperature: expected a number between 0 and 2, got -1",
+        "[models.a].base_url: expected an http:// or https:// URL, got 'localhost:8000'",
+        "[models.a].checkpoint_step: expected an integer >= 0, got -5",
+        '[images.aliases]."ubuntu:24.04": expected a local image name, got 3',
+        "[band].k: expected an integer >= 1, got 0",
+        "[band].min_samples: expected an integer >= 1, got -3",
+        "[band].lo: expected a number between 0 and 1, got 1.5",
+    ):
+        assert expected in problems, problems
+    assert not any("--k" in m for m in problems)
+
+
+def test_checkpoint_series(tmp_path: Path) -> None:
+    p = tmp_path / "bandpass.toml"
+    p.write_text('[models.q-step20]\nserved_name = "q"\nseries = "grpo-run"\ncheckpoint_step = 20\n')
+    m = load_config(p).models["q-step20"]
+    assert (m.series, m.checkpoint_step) == ("grpo-run", 20)

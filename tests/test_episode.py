@@ -13,7 +13,7 @@ import pytest
 from engine.core.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput, StepStarted
 from engine.core.workspace import Workspace
 from engine.run.agents.base import AgentContext, AgentResult
-from engine.run.agents.builtin import CHEATS, NopAgent, OracleAgent
+from engine.run.agents.builtin import CHEATS, TAMPER_CHEATS, NopAgent, OracleAgent
 from engine.run.episode import run_episode
 from engine.sandbox import pool as sandbox_pool
 from engine.sandbox.asciicast import read_cast
@@ -87,6 +87,8 @@ def test_nop_fails_and_every_cheat_gets_reward_zero_on_a_sound_task(tiny: tuple[
     ws, vid = tiny
     assert run_episode(ws, vid, NopAgent()).outcome == "failed"
     for cheat in CHEATS:
+        if cheat in TAMPER_CHEATS:
+            continue  # tests/test_guard.py: they end agent_error:verifier_tamper
         res = run_episode(ws, vid, cheat())
         assert (res.outcome, res.reward) == ("failed", 0.0), cheat.name
 
@@ -204,9 +206,10 @@ def test_this_suite_leaves_no_episode_container(tmp_path_factory: pytest.TempPat
     base = str(tmp_path_factory.getbasetemp())
     sandbox_pool.drain()  # spares and queued removals are this process's to finish (they would at exit)
     client = docker.from_env()
+    # the low-level list inspects nothing: another suite removing its own container meanwhile cannot fail it
     ours = [
-        c.name
-        for c in client.containers.list(all=True, filters={"label": "bandpass=1"})
-        if c.labels.get("bandpass.workspace", "").startswith(base)
+        c["Names"]
+        for c in client.api.containers(all=True, filters={"label": "bandpass=1"})
+        if (c.get("Labels") or {}).get("bandpass.workspace", "").startswith(base)
     ]
     assert ours == []

@@ -24,6 +24,7 @@ import pytest
 
 from engine.core.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput
 from engine.core.workspace import Workspace
+from engine.run.endstate import episode_changes
 from engine.run.executors import EpisodeJob, Executor, ExecutorError, JobResult, RunContext, make_executor
 from engine.run.rollouts import plan_batch, run_batch, run_planned
 from engine.sandbox.asciicast import read_cast
@@ -163,7 +164,10 @@ def test_ray_executor_runs_a_batch_and_the_head_writes_it(
         cast = read_cast(ws.abs(e.agent_cast))  # the head holds the worker's recordings
         assert not cast.truncated and f"episode {e.id}" in cast.header.get("title", "")
         assert read_cast(ws.abs(e.verifier_cast)).events
+        changes = episode_changes(ws, e.id)  # the end state and phase timings came back too
+        assert changes["captured"] and changes["phases"][-1]["name"] == "finalise"
         if e.agent == "oracle":
+            assert "/app/answer.txt" in {c["path"] for c in changes["changes"]}
             assert [st.index for st in steps[e.id]] == [0]  # written once, by the head
             assert "__BANDPASS_SOLUTION__" in steps[e.id][0].action_json
             assert "42" in cast.output()

@@ -53,7 +53,7 @@ def ws(workspace: Workspace) -> Workspace:
         ids = add_episodes(workspace, vid, M, outs)
         if name == "tagged":
             with session(workspace.engine) as s:
-                q.add_tag(s, ids[0], "misalignment", "reward_hack")
+                q.add_tag(s, ids[0], "misalignment", "reward_hack", blocking=True)
     return workspace
 
 

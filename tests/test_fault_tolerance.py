@@ -49,6 +49,7 @@ from store import queries
 from store.db import session
 from tests.conftest import REPO
 from tests.taskfactory import make_task
+from tests.tui_wait import wait_for
 
 TINY_IMAGE = "bandpass-test/tiny:ft"
 TINY_BINARIES = (
@@ -353,9 +354,10 @@ async def test_sixteen_episodes_while_the_tui_reads(workspace: Workspace, tmp_pa
             t.start()
         app = app_mod.BandpassApp(ws, show_path=False)
         async with app.run_test(size=(160, 48)) as pilot:
-            while not done.is_set():
+            while not done.is_set():  # reload Tasks over and over while the batch writes
+                loads = reads["tui"] + len(errors)
                 await pilot.press("r")
-                await pilot.pause(0.3)
+                await wait_for(pilot, lambda loads=loads: reads["tui"] + len(errors) > loads or done.is_set())
         for t in threads:
             t.join(timeout=120)
         (tmp_path / "stop-reading").touch()

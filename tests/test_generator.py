@@ -40,6 +40,10 @@ from tests.taskfactory import make_task
 
 REPO = Path(__file__).resolve().parents[1]
 HAIKU = "claude-haiku-4-5"  # priced $1 / $5 per MTok in prices.toml; test models are "claude-haiku-4-5-…"
+#: Price keys match families exactly (claude-haiku-4-5-loop is not claude-haiku-4-5), so the test models
+#: the server scripts by name get HAIKU's price from the workspace's generator-prices.toml.
+TEST_MODEL_SUFFIXES = ("sound", "repair", "malformed", "429", "down", "auth", "loop", "pricey", "dup",
+                       "band", "batch", "cli", "echo")  # fmt: skip
 FAST_RETRY = RetryPolicy(max_retries=4, backoff_base_s=0.01, backoff_max_s=0.05)
 
 # --- a tiny sound task, written by the scripted model -----------------------------------------------------
@@ -102,6 +106,13 @@ def write_all(files: dict[str, str]) -> list[Tool]:
 # --- fixtures and helpers ---------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _test_model_prices(workspace: Workspace) -> None:
+    (workspace.root / "generator-prices.toml").write_text(
+        "".join(f'[models."{HAIKU}-{sfx}"]\ninput = 1.0\noutput = 5.0\n' for sfx in TEST_MODEL_SUFFIXES)
+    )
+
+
 @pytest.fixture
 def server() -> Iterator[AnthropicServer]:
     with running_server() as s:
@@ -157,7 +168,7 @@ def expected_usage(server: AnthropicServer, model: str) -> tuple[int, int, float
         cache_write_tokens=sum(u[3] for u in sent),
         cache_read_tokens=sum(u[4] for u in sent),
     )
-    return usage.tokens_in, usage.output_tokens, PriceTable().cost(model, usage)
+    return usage.tokens_in, usage.output_tokens, PriceTable().cost(HAIKU, usage)
 
 
 def assert_key_absent(ws: Workspace, key: str) -> None:
@@ -342,7 +353,7 @@ def test_malformed_tool_input_gets_tool_errors_not_a_crash(
     result = run(workspace, server, model)
 
     (res,) = result.results
-    assert res.outcome == "rejected" and res.reason == "generator.no_submit"
+    assert res.outcome == "rejected" and res.reason == "generator.no_tool_use"
     results = seen["results"]
     assert len(results) == 8
     assert [bool(r.get("is_error")) for r in results] == [True] * 7 + [False]
@@ -381,7 +392,7 @@ def test_rate_limit_and_overload_are_retried_and_counted_apart(
 
     (res,) = result.results
     # The meta-agent's own failure (no submit) is the outcome; the API trouble is only api_retries.
-    assert res.outcome == "rejected" and res.reason == "generator.no_submit"
+    assert res.outcome == "rejected" and res.reason == "generator.no_tool_use"
     g = generation(workspace, res.generation_id)
     assert g.api_retries == 3
     reqs = server.message_requests()
@@ -552,7 +563,7 @@ def test_cli_generate_and_report(workspace: Workspace, server: AnthropicServer) 
     assert proc.returncode == 0, proc.stderr
     rows = {(r["prompt_version"], r["model"]): r for r in json.loads(proc.stdout)}
     assert rows[("v1-plain", model)]["attempts"] == 2 and rows[("v2-context", model)]["attempts"] == 1
-    assert rows[("v1-plain", model)]["top_reasons"] == [["generator.no_submit", 2]]
+    assert rows[("v1-plain", model)]["top_reasons"] == [["generator.no_tool_use", 2]]
     proc = subprocess.run([*cmd, "report", "generation"], capture_output=True, text=True, env=env, timeout=60)
     assert "v1-plain" in proc.stdout and "yield" in proc.stdout
 
@@ -576,3 +587,43 @@ def test_streamed_text_is_redacted_even_when_the_key_spans_deltas(
     assert streamed.startswith("Your key is ")
     assert server.api_key not in generation(workspace, res.generation_id).transcript_json
     assert_key_absent(workspace, server.api_key)
+
+
+def test_unknown_model_runs_with_cost_unknown_and_a_budget_refuses_it(
+    workspace: Workspace, server: AnthropicServer
+) -> None:
+    """A model missing from the price table (a family newer than the table) still generates; its cost
+    is shown as unknown, never as $0; only a dollar budget refuses it, before any API call."""
+    model = "claude-opus-4-8"  # not claude-opus-4: families match exactly
+    server.script(model, [Reply([text("I will not write a task.")])])
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": server.api_key,
+        "ANTHROPIC_BASE_URL": server.base_url,
+        "PYTHONPATH": str(REPO),
+    }
+    cmd = [sys.executable, "-m", "tui.cli", "--workspace", str(workspace.root)]
+    proc = subprocess.run(
+        [*cmd, "generate", "--n", "1", "--model", model, "--prompt", "v1-plain"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert "warning: cost unknown: no price for model 'claude-opus-4-8'" in proc.stderr
+    assert "0/1 accepted, cost unknown spent" in proc.stdout, proc.stdout + proc.stderr
+    assert len(server.message_requests()) >= 1
+    proc = subprocess.run([*cmd, "report", "generation"], capture_output=True, text=True, env=env, timeout=60)
+    assert "unknown" in proc.stdout
+    rows = json.loads(
+        subprocess.run(
+            [*cmd, "report", "generation", "--json"], capture_output=True, text=True, env=env, timeout=60
+        ).stdout
+    )
+    assert rows[0]["cost_usd"] is None and rows[0]["cost_known"] is False
+
+    sent = len(server.message_requests())
+    for flag in (["--budget-usd", "1"], ["--task-budget-usd", "1"]):
+        proc = subprocess.run(
+            [*cmd, "generate", "--n", "1", "--model", model, *flag], capture_output=True, text=True, env=env
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert "needs a price: no price for model 'claude-opus-4-8'" in proc.stderr
+    assert len(server.message_requests()) == sent

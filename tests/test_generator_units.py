@@ -102,6 +102,12 @@ def test_prices_by_family_prefix_and_workspace_override(tmp_path: Path) -> None:
     assert usage.tokens_in == 2_000_000
     with pytest.raises(PriceUnknown, match="no price for model 'gpt-5'.*prices.toml"):
         table.price("gpt-5")
+    # Families match exactly: a new family is never priced as an older one by prefix.
+    assert table.price("claude-opus-4-20250514").input == 15.0  # a dated snapshot of claude-opus-4
+    assert table.price("claude-opus-4-5@20251101").input == 5.0
+    for new_family in ("claude-opus-4-8", "claude-opus-4-8-20260101", "claude-sonnet-4-5-turbo"):
+        assert not table.known(new_family), new_family
+        assert table.cost(new_family, usage) == 0.0  # counted as 0, displayed as unknown
     (tmp_path / "generator-prices.toml").write_text('[models."gpt-5"]\ninput = 1.25\noutput = 10\n')
     assert PriceTable(tmp_path).price("gpt-5").cache_read == pytest.approx(0.125)
 
@@ -146,8 +152,8 @@ def test_batch_start_errors(workspace: Workspace, monkeypatch: pytest.MonkeyPatc
         generate_batch(workspace, 1, "claude-sonnet-4-5", "v1-plain")
     with pytest.raises(GeneratorError, match="--difficulty"):
         generate_batch(workspace, 1, "claude-sonnet-4-5", "v1-plain", difficulty="extreme", api_key="k")
-    with pytest.raises(GeneratorError, match="no price for model 'llama-3'"):
-        generate_batch(workspace, 1, "llama-3", "v1-plain", api_key="k")
+    with pytest.raises(GeneratorError, match="--budget-usd needs a price: no price for model 'llama-3'"):
+        generate_batch(workspace, 1, "llama-3", "v1-plain", api_key="k", batch_budget_usd=1.0)
     with pytest.raises(GeneratorError, match="v7"):
         generate_batch(workspace, 1, "claude-sonnet-4-5", "v7", api_key="k")
     with session(workspace.engine) as s:

@@ -13,6 +13,7 @@ from engine.review.replay import replay_from_start
 from store import queries as q
 from store.db import session
 from tests._replay_data import make_episode, write_cast
+from tests.tui_wait import wait_for
 from tui.screens.replay import ReplayScreen
 from tui.screens.tag_dialog import TagDialog
 from tui.widgets.step_panel import StepPanel
@@ -30,11 +31,8 @@ class Host(App[None]):
 
 
 async def wait_indexed(pilot, screen: ReplayScreen) -> None:  # noqa: ANN001
-    for _ in range(200):
-        if all(p.index.complete for p in screen.players.values()):
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("keyframe index not built")
+    done = lambda: all(p.index.complete for p in screen.players.values())  # noqa: E731
+    await wait_for(pilot, done, what="keyframe index built")
 
 
 async def test_seek_keys_markers_and_step_sync(workspace: Workspace) -> None:
@@ -73,9 +71,8 @@ async def test_seek_keys_markers_and_step_sync(workspace: Workspace) -> None:
 
         # The view paints the player's current screen, including after a keyframe restore.
         await pilot.press("home")
-        await pilot.pause(0.1)
         view = screen.query_one("#view-agent", TerminalView)
-        assert view.emulator is player.screen
+        await wait_for(pilot, lambda: view.emulator is player.screen, what="view shows the restored screen")
 
         # The timeline is clickable: a click far right seeks near the end.
         timeline = screen.query_one(Timeline)
@@ -101,11 +98,8 @@ async def test_play_pause_speed_frame_step_and_marker_pause(workspace: Workspace
         await pilot.press("m")
         assert player.pause_at_markers and "pause at steps" in screen.status_text()
         await pilot.press("space")  # at 8x, the first marker (1 s) comes within a few frames
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if not player.playing:
-                break
-        assert not player.playing and player.position == 1.0  # stopped at the step 0 marker
+        await wait_for(pilot, lambda: not player.playing, what="playback paused at a marker")
+        assert player.position == 1.0  # stopped at the step 0 marker
         await pilot.press("full_stop")
         assert player.screen.text().endswith("$ echo step0")
         await pilot.press("full_stop")
@@ -183,18 +177,3 @@ async def test_unreadable_cast_shows_a_message(tmp_path: Path) -> None:
         await pilot.press("space", "right", "5", "right_square_bracket")
         status = str(screen.query_one("#replay-status", Static).content)
         assert status.startswith("nothing to replay: bad.cast line 1")
-
-
-async def test_command_palette_finds_screen_actions(workspace: Workspace) -> None:
-    from tui.widgets.screen_commands import ScreenBindingsProvider
-
-    eid = make_episode(workspace, steps=2)
-    screen = ReplayScreen(workspace, episode_id=eid)
-    async with Host(screen).run_test(size=(160, 45)) as pilot:
-        provider = ScreenBindingsProvider(screen)
-        hits = [h async for h in provider.search("next step")]
-        assert hits and "key: ]" in (hits[0].help or "")
-        hits[0].command()
-        await pilot.pause(0.05)
-        assert screen.player.position == 1.0
-        assert len([h async for h in provider.discover()]) >= 15

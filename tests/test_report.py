@@ -54,8 +54,8 @@ def mixed_ws(workspace: Workspace) -> Workspace:
         ids = add_episodes(ws, vid, M, outs)
         if name == "hard":
             with session(ws.engine) as s:
-                q.add_tag(s, ids[0], "invalidity", "underspecified_instruction")
-                q.add_tag(s, ids[1], "harness", "turn_limit")
+                q.add_tag(s, ids[0], "invalidity", "underspecified_instruction", blocking=True)
+                q.add_tag(s, ids[1], "harness", "turn_limit", blocking=False)
     vid, _ = add_task(ws, "flaky-infra")
     add_episodes(ws, vid, M, outcomes(2, 2, infra_error__rate_limited=1))
     with session(ws.engine) as s:

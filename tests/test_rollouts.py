@@ -320,6 +320,8 @@ def test_first_ctrl_c_drains_then_resume_finishes(workspace: Workspace, tmp_path
         (["run", "--resume"], "no unfinished batch"),
         (["run", "b123"], "goes with --resume"),
         (["run", "--resume", "b-missing"], "no batch 'b-missing'"),
+        (["run", "--retry", "oom"], "--retry goes with --resume"),
+        (["run", "--resume", "--retry", "failed"], "only infra_error codes can be retried"),
     ],
 )
 def test_run_usage_errors_are_one_line(workspace: Workspace, args: list[str], message: str) -> None:

@@ -36,7 +36,7 @@ def test_round_trip_task_episode_steps_tags(workspace: Workspace) -> None:
         ep = q.create_episode(s, tv.id, "oracle", attempt=1, batch_id="b1")
         q.add_step(s, ep.id, 0, action={"keystrokes": "ls\n"}, observation="$ ", marker_time=0.5, cuts=[])
         q.finish_episode(s, ep.id, outcome="failed", reward=0.0, agent_cast="recordings/1/agent.cast")
-        q.add_tag(s, ep.id, "harness", "turn_limit", note="20 steps", author="ana")
+        q.add_tag(s, ep.id, "harness", "turn_limit", blocking=False, note="20 steps", author="ana")
         ep_id = ep.id
     with session(workspace.engine) as s:
         ep = q.get_episode(s, ep_id)
@@ -59,7 +59,7 @@ def test_blocking_tag_counts_on_task_row(workspace: Workspace) -> None:
         tv = _version(s)
         ep = q.create_episode(s, tv.id, "m")
         q.finish_episode(s, ep.id, outcome="passed", reward=1.0)
-        q.add_tag(s, ep.id, "misalignment", "reward_hack")
+        q.add_tag(s, ep.id, "misalignment", "reward_hack", blocking=True)
     with session(workspace.engine) as s:
         (row,) = q.task_rows(s)
         assert (row.passed, row.blocking_tags) == (1, 1)

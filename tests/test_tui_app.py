@@ -5,7 +5,6 @@ events arrive from plain threads, panes, steps, full size), Settings (validate, 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ from engine.core.workspace import Workspace
 from engine.run import rollouts
 from store import queries as q
 from store.db import session
+from tests.servers.anthropic_server import Reply, Text, running_server
+from tests.tui_wait import wait_for
 from tui.app import BandpassApp
 from tui.screens.generate import GenerateScreen
 from tui.screens.runs import RunsScreen, format_step
@@ -59,14 +60,6 @@ def seed(ws: Workspace, n: int = 12) -> list[int]:
     return vids
 
 
-async def wait_for(pilot: Any, cond: Any, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
-
-
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     return Workspace.open(tmp_path / "ws")
@@ -91,22 +84,19 @@ async def test_tasks_load_search_filter_sort_detail(ws: Workspace) -> None:
         )  # n=4, c=2: 1 - C(2,2)/C(4,2)
 
         await pilot.press("slash", *"task-1", "enter")
-        await pilot.pause(0.1)
-        assert [r[0] for r in table.shown_rows()] == ["task-10", "task-11"]
+        await wait_for(pilot, lambda: [r[0] for r in table.shown_rows()] == ["task-10", "task-11"])
         assert app.task_scope == [k for k, _ in table._shown]
         assert app.focused is table  # enter returns to the table
 
         await pilot.press("escape")
         screen.query_one("#task-audit-filter").value = "rejected"
-        await pilot.pause(0.1)
-        assert {r[3] for r in table.shown_rows()} == {"rejected"}
+        await wait_for(pilot, lambda: {r[3] for r in table.shown_rows()} == {"rejected"})
         screen.query_one("#task-audit-filter").value = "__all__"
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: table.row_count == 12)
 
         table.sort_by(4)  # pass@k ascending, blanks last
         table.sort_by(4)  # again: descending
-        await pilot.pause(0.05)
-        assert table.sort_reverse and table.shown_rows()[0][4] == "1.00"
+        await wait_for(pilot, lambda: table.sort_reverse and table.shown_rows()[0][4] == "1.00")
 
         table.cursor_row = 0
         await pilot.press("down")
@@ -131,7 +121,8 @@ async def test_tasks_header_click_sorts_and_mouse_selects(ws: Workspace) -> None
 
 
 async def test_tasks_at_scale_loads_in_a_worker(ws: Workspace) -> None:
-    """2,000 rows: the UI stays responsive (the load runs in a worker) and filtering is instant."""
+    """2,000 rows: the UI stays responsive (the load runs in a worker) and filtering happens in the table
+    on the keystroke, without a reload (its speed is measured in bench/bench_table.py, not here)."""
     with session(ws.engine) as s:
         for i in range(2000):
             task, _ = q.get_or_create_task(s, f"bulk-{i:05d}")
@@ -142,11 +133,11 @@ async def test_tasks_at_scale_loads_in_a_worker(ws: Workspace) -> None:
         await wait_for(pilot, lambda: screen.last_load_s is not None, 30)
         table = screen.query_one(VirtualTable)
         assert table.row_count == 2000
-        t = time.perf_counter()
+        loads = screen.last_load_s
         await pilot.press("slash", *"01999")
-        await pilot.pause()
+        await pilot.pause()  # the Input.Changed messages are handled: no worker, no time to wait for
         assert table.row_count == 1
-        assert time.perf_counter() - t < 2.0
+        assert screen.last_load_s is loads  # and no reload from the database
 
 
 async def test_load_error_becomes_a_notification(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,23 +161,27 @@ async def test_modes_and_palette_commands(ws: Workspace) -> None:
     async with app.run_test(size=SIZE) as pilot:
         for key, cls in (("2", RunsScreen), ("3", GenerateScreen), ("4", SettingsScreen), ("1", TasksScreen)):
             await pilot.press(key)
-            await pilot.pause(0.1)
-            assert isinstance(app.screen, cls), key
+            await wait_for(pilot, lambda cls=cls: isinstance(app.screen, cls), what=f"key {key} opens {cls}")
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert {"Refresh", "Search", "Sort", "Audit task", "Runs", "Generate", "Settings", "Theme"} <= titles
         await pilot.press("2")
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert {"Start batch", "Stop batch", "Full size", "Clear finished"} <= titles
 
 
 async def test_theme_switch_does_not_break_panes(ws: Workspace) -> None:
+    """Switching the theme restyles the screen in place (and back) without breaking it."""
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.last_load_s is not None)
+        dark = screen.styles.background
         app.theme = "textual-light"
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: screen.styles.background != dark, what="light background")
         app.theme = "textual-dark"
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: screen.styles.background == dark, what="dark background again")
+        assert app.screen is screen and screen.query_one(VirtualTable).row_count == 0
 
 
 # --- Runs --- #
@@ -238,7 +233,7 @@ async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pyte
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.screen.last_load_s is not None)
         await pilot.press("2")
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
         runs = app.screen
         assert isinstance(runs, RunsScreen)
         await pilot.press("n")
@@ -259,16 +254,14 @@ async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pyte
         assert "3/3 done" in counters and "infra 1" in counters
 
         panes[0].agent_view.focus()
-        await pilot.pause(0.1)
         steps = runs.query_one("#runs-steps")
-        assert any("look around" in line.text for line in steps.lines)
+        await wait_for(pilot, lambda: any("look around" in line.text for line in steps.lines))
         await pilot.press("f")
         assert runs.maximized is panes[0]
         await pilot.press("escape")
         assert runs.maximized is None
         await pilot.press("c")
-        await pilot.pause(0.1)
-        assert not runs.query(EpisodePane)
+        await wait_for(pilot, lambda: not runs.query(EpisodePane))
 
 
 async def test_runs_shows_episodes_started_before_it_opened(ws: Workspace) -> None:
@@ -312,20 +305,19 @@ async def test_settings_validate_refuse_save(ws: Workspace) -> None:
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("4")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen))
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
         editor = screen.query_one("#settings-text")
         editor.load_text("[band]\nlo = 0.9\nhi = 0.1\n")
-        await pilot.pause(0.1)
-        assert "lo <= hi" in str(screen.query_one("#settings-problems").render())
+        await wait_for(pilot, lambda: "lo <= hi" in str(screen.query_one("#settings-problems").render()))
         await pilot.press("ctrl+s")
         assert not ws.config_path.exists()
         editor.load_text(
             '[models.q9]\nbase_url = "http://127.0.0.1:9/v1"\n\n[images.aliases]\n"a:1" = "b:2"\n'
         )
-        await pilot.pause(0.1)
-        assert screen.query_one("#settings-models").row_count == 1
+        models = screen.query_one("#settings-models")
+        await wait_for(pilot, lambda: models.row_count == 1 and models.get_row_at(0)[0] == "q9")
         await pilot.press("ctrl+s")
         assert "q9" in ws.config_path.read_text()
         assert list(ws.config.models) == ["q9"]
@@ -337,43 +329,59 @@ async def test_settings_validate_refuse_save(ws: Workspace) -> None:
 async def test_generate_streams_events_and_reports_missing_entry(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tui.screens.generate as gen_mod
-
+    """The live transcript, then real batches through the real generator and SDK against a local
+    Anthropic server: the difficulty and prompt version the curator picked reach the stored attempt,
+    and a missing API key is a notification, not a crash."""
+    model = "claude-haiku-4-5-tui"  # priced as claude-haiku-4-5
+    monkeypatch.delenv("BANDPASS_TUI_TEST_KEY", raising=False)
     bus = EventBus()
-    app = BandpassApp(ws, bus=bus)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
-        await pilot.pause(0.1)
-        screen = app.screen
-        t = threading.Thread(
-            target=lambda: [
-                bus.publish(
-                    GenerationEvent(generation_id=1, kind="tool_use", data="write_file instruction.md")
-                ),
-                bus.publish(GenerationEvent(generation_id=1, kind="finished", data="accepted")),
-            ]
+    with running_server() as server:
+        server.script(model, [Reply([Text("I would rather not write a task.")])])  # never submits
+        ws.config_path.write_text(
+            f'[generator]\nmodel = "{model}"\napi_key_env = "BANDPASS_TUI_TEST_KEY"\n'
+            f'base_url = "{server.base_url}"\n',
+            encoding="utf-8",
         )
-        t.start()
-        t.join()
-        log = screen.query_one("#gen-log")
-        await wait_for(pilot, lambda: len(log.lines) >= 2)
-        assert "write_file" in log.lines[0].text
-        assert app.tasks_changed >= 1
+        ws = Workspace.open(ws.root)  # read the new bandpass.toml
+        app = BandpassApp(ws, bus=bus)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("3")
+            await wait_for(pilot, lambda: isinstance(app.screen, GenerateScreen))
+            screen = app.screen
+            t = threading.Thread(
+                target=lambda: [
+                    bus.publish(
+                        GenerationEvent(generation_id=1, kind="tool_use", data="write_file instruction.md")
+                    ),
+                    bus.publish(GenerationEvent(generation_id=1, kind="finished", data="accepted")),
+                ]
+            )
+            t.start()
+            t.join()
+            log = screen.query_one("#gen-log")
+            await wait_for(pilot, lambda: len(log.lines) >= 2)
+            assert "write_file" in log.lines[0].text
+            assert app.tasks_changed >= 1
 
-        monkeypatch.setattr(gen_mod, "find_generate", lambda: None)
-        await pilot.press("n")
-        await wait_for(pilot, lambda: any("not available" in str(n.message) for n in app._notifications))
+            await pilot.press("n")
+            await wait_for(
+                pilot,
+                lambda: any("BANDPASS_TUI_TEST_KEY is not set" in str(n.message) for n in app._notifications),
+            )
+            await wait_for(pilot, lambda: not screen.query_one("#gen-start").disabled)
+            assert not server.message_requests()
 
-        calls: list[dict[str, Any]] = []
-
-        def fake_generate(_ws: Workspace, *, n: int, bus: EventBus, stop: threading.Event) -> str:
-            calls.append({"n": n})
-            bus.publish(GenerationEvent(generation_id=2, kind="text", data="thinking"))
-            return "1 accepted"
-
-        monkeypatch.setattr(gen_mod, "find_generate", lambda: fake_generate)
-        await pilot.press("n")
-        await wait_for(
-            pilot, lambda: calls and any("1 accepted" in str(n.message) for n in app._notifications)
-        )
-        assert calls == [{"n": 5}]
+            monkeypatch.setenv("BANDPASS_TUI_TEST_KEY", server.api_key)
+            screen.query_one("#gen-n").value = "1"
+            screen.query_one("#gen-difficulty").value = "hard"
+            screen.query_one("#gen-prompt").value = "v1-plain"
+            await pilot.press("n")
+            await wait_for(
+                pilot, lambda: any("0 of 1 accepted" in str(n.message) for n in app._notifications), 60
+            )
+            with session(ws.engine) as s:
+                (gen,) = q.recent_generations(s)
+                assert (gen.difficulty, gen.prompt_version, gen.model) == ("hard", "v1-plain", model)
+                assert gen.outcome == "rejected"
+            history = screen.query_one("#gen-history")
+            await wait_for(pilot, lambda: history.row_count == 1)

@@ -3,7 +3,6 @@ its policy terminal output and the verifier's appear in the live pane."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 from engine.core.events import EventBus
 from engine.core.workspace import Workspace
 from engine.tasks.importer import import_one
+from tests.tui_wait import wait_for
 from tui.app import BandpassApp
 from tui.screens.runs import RunsScreen
 from tui.widgets.episode_pane import EpisodePane
@@ -20,14 +20,6 @@ from tui.widgets.feed_pump import pump
 pytestmark = pytest.mark.docker
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "access-log-report"
-
-
-async def wait_for(pilot: Any, cond: Any, timeout: float = 10.0) -> None:
-    """Repaints are throttled under load: wait for what a person would see instead of sleeping."""
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "condition not met in time"
-        await pilot.pause(0.05)
 
 
 def _text(view: Any) -> str:
@@ -41,24 +33,15 @@ async def test_oracle_episode_output_appears_in_live_pane(tmp_path: Path) -> Non
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.press("2")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
         runs = app.screen
         assert isinstance(runs, RunsScreen)
         runs.query_one("#runs-scope").value = "all"
         await pilot.press("n")
-        end = time.monotonic() + 240
-        pane: EpisodePane | None = None
-        while time.monotonic() < end:
-            panes = list(runs.query(EpisodePane))
-            if panes:
-                pane = panes[0]
-                if pane.live.status == "done":
-                    break
-            await pilot.pause(0.2)
-        assert pane is not None, "no live pane appeared"
-        assert pane.live.status == "done", "episode did not finish in time"
+        await wait_for(pilot, lambda: runs.query(EpisodePane), what="a live pane")
+        pane = runs.query(EpisodePane).first()
+        await wait_for(pilot, lambda: pane.live.status == "done", 240, what="episode finished")
         assert pump.drain()
-        await pilot.pause(0.5)
         assert pane.live.outcome == "passed", pane.live.outcome
         # the solution's keystrokes and its output reached the policy pane, through the real widget
         agent = _text(pane.agent_view)
@@ -67,6 +50,6 @@ async def test_oracle_episode_output_appears_in_live_pane(tmp_path: Path) -> Non
         painted = lambda: "".join(view.render_line(y).text for y in range(view.size.height)).strip()  # noqa: E731
         await wait_for(pilot, painted)
         assert pane.verifier_view.display and "test.sh" in _text(pane.verifier_view)
-        assert pane.has_class("-passed")
-        await pilot.pause(0.3)
-        assert not runs.query_one("#runs-start").disabled  # batch finished, Start is back
+        await wait_for(pilot, lambda: pane.has_class("-passed"))
+        start = runs.query_one("#runs-start")
+        await wait_for(pilot, lambda: not start.disabled, what="Start enabled again")  # batch finished

@@ -1,19 +1,20 @@
 """The Textual application: the curator's cockpit over one workspace.
 
-Each area (Tasks, Runs, Generate, Settings, Calibration, and the tag queue when present) is a Textual *mode*:
+Each area (Tasks, Runs, Generate, Settings, Calibration, Tag queue) is a Textual *mode*:
 each keeps its own screen stack, so switching to Tasks while a batch runs leaves the Runs panes alive
 and still receiving output. The app holds only what all screens share: the workspace, the event bus the
 engine publishes on, and the task scope the Tasks filter last produced (what a new batch runs over).
 
-Every binding of the app and of the active screen is also offered in the command palette (ctrl+p), so
-nothing is reachable only by a key the curator has to remember. Engine work never runs on the UI thread:
-screens start it in workers and report failures as notifications.
+Every binding of the app, the active screen and its focused widget is offered in the command palette
+(ctrl+p, one provider: each command once) and listed on the help page (``?``, built from the same live
+bindings), so nothing is reachable only by a key the curator has to remember, and the footer can keep
+just the few keys that matter. Engine work never runs on the UI thread: screens start it in workers and
+report failures as notifications.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 
 from textual.app import App, SystemCommand
@@ -25,33 +26,29 @@ from engine.core.events import bus as default_bus
 from engine.core.workspace import Workspace
 from tui.screens.calibration import CalibrationScreen
 from tui.screens.generate import GenerateScreen
+from tui.screens.help import HelpScreen, screen_keys
+from tui.screens.replay import ReplayScreen
 from tui.screens.runs import RunsScreen
 from tui.screens.settings import SettingsScreen
+from tui.screens.tag_queue import TagQueueScreen
 from tui.screens.tasks import TasksScreen
 from tui.widgets.live_episodes import LiveEpisodes
-
-
-def _optional_screen(module: str, name: str, ws: Workspace) -> Callable[[], Screen] | None:
-    """A screen another engineer owns, registered only when its module imports (no hard dependency)."""
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
-    return partial(cls, ws)
 
 
 class BandpassApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "Bandpass"
+    #: The footer shows only Help and Quit of these; the rest are in the help page (?) and the palette.
     BINDINGS = [
-        Binding("1", "switch_mode('tasks')", "Tasks"),
-        Binding("2", "switch_mode('runs')", "Runs"),
-        Binding("3", "switch_mode('generate')", "Generate"),
-        Binding("4", "switch_mode('settings')", "Settings"),
-        Binding("5", "switch_mode('calibration')", "Calibration"),
-        Binding("6", "show_replay", "Replay episode"),
-        Binding("7", "show_tags", "Tag queue"),
-        Binding("ctrl+t", "change_theme", "Theme"),
+        Binding("1", "switch_mode('tasks')", "Tasks", show=False),
+        Binding("2", "switch_mode('runs')", "Runs", show=False),
+        Binding("3", "switch_mode('generate')", "Generate", show=False),
+        Binding("4", "switch_mode('settings')", "Settings", show=False),
+        Binding("5", "switch_mode('calibration')", "Calibration", show=False),
+        Binding("6", "show_replay", "Replay episode", show=False),
+        Binding("7", "show_tags", "Tag queue", show=False),
+        Binding("ctrl+t", "change_theme", "Theme", show=False),
+        Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -78,9 +75,7 @@ class BandpassApp(App[None]):
         self.add_mode("generate", partial(GenerateScreen, workspace))
         self.add_mode("settings", partial(SettingsScreen, workspace))
         self.add_mode("calibration", partial(CalibrationScreen, workspace))
-        tags = _optional_screen("tui.screens.tag_queue", "TagQueueScreen", workspace)
-        if tags is not None:
-            self.add_mode("tags", tags)
+        self.add_mode("tags", partial(TagQueueScreen, workspace))
 
     def on_mount(self) -> None:
         self.switch_mode("tasks")
@@ -99,31 +94,37 @@ class BandpassApp(App[None]):
         opener()
 
     def action_show_tags(self) -> None:
-        if "tags" in self._modes:
-            self.switch_mode("tags")
-        else:
-            self.notify("The tag queue is not installed in this build.", severity="warning")
+        self.switch_mode("tags")
+
+    def action_help(self) -> None:
+        """Every key of the active screen (its own, its focused widget's, the app's) in one page."""
+        screen = self.screen
+        if isinstance(screen, HelpScreen):
+            return
+        name = type(screen).__name__.removesuffix("Screen")
+        title = "".join(f" {c}" if c.isupper() else c for c in name).strip().capitalize()
+        self.push_screen(HelpScreen(title, screen_keys(screen)))
 
     def open_replay(self, episode_id: int) -> None:
-        """Opens an episode in the Replay screen (hook: the replay module decides how it takes one)."""
-        try:
-            mod = importlib.import_module("tui.screens.replay")
-            cls = mod.ReplayScreen
-            self.push_screen(cls(self.workspace, episode_id=episode_id))
-        except Exception as exc:  # noqa: BLE001 - missing or different API: say so, don't crash
-            self.notify(f"Replay unavailable: {exc}", severity="warning")
+        """Opens an episode in the Replay screen (a missing recording is shown there, as its error)."""
+        self.push_screen(ReplayScreen(self.workspace, episode_id=episode_id))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Every visible binding, app and screen, as a palette command (the footer's twin)."""
+        """Every binding of the screen, its focused widget and the app as a palette command (the
+        footer's and the help page's twin) — the only provider, so nothing is listed twice. App keys a
+        screen reuses (Replay's and the tag queue's digits) are still offered here, by name."""
         yield from super().get_system_commands(screen)
-        seen: set[str] = {"quit", "change_theme"}
-        for node, binding, enabled, _tooltip in screen.active_bindings.values():
-            if not enabled or not binding.description or binding.action in seen:
+        seen: set[str] = {"quit", "change_theme", "Quit", "Theme"}  # actions and titles Textual offers
+        active = [(node, b, enabled) for node, b, enabled, _tip in screen.active_bindings.values()]
+        active.sort(key=lambda a: 0 if a[0] is screen else 2 if a[0] is self else 1)  # screen's name wins
+        own = [b for b in self.BINDINGS if isinstance(b, Binding)]
+        for node, binding, enabled in [*active, *((self, b, True) for b in own)]:
+            if not enabled or not binding.description or {binding.action, binding.description} & seen:
                 continue
-            seen.add(binding.action)
+            seen.update((binding.action, binding.description))
+            reachable = any(b is binding for _n, b, _e in active)  # else a screen took its key
             key = binding.key_display or self.get_key_display(binding)
+            help_text = f"{binding.description} ({key})" if reachable else binding.description
             yield SystemCommand(
-                binding.description,
-                f"{binding.description} ({key})",
-                partial(self.run_action, binding.action, node),
+                binding.description, help_text, partial(self.run_action, binding.action, node)
             )

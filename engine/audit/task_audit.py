@@ -19,7 +19,9 @@ import docker
 from engine.core.events import EventBus
 from engine.core.workspace import Workspace
 from engine.review import outcomes
-from engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, NopAgent, OracleAgent
+from engine.review.taxonomy import ALWAYS_BLOCKING
+from engine.run import guard
+from engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, TAMPER_CHEATS, NopAgent, OracleAgent
 from engine.run.episode import EpisodeResult, ensure_image, run_episode
 from engine.sandbox.docker_engine import get_client
 from engine.tasks.images import image_contains
@@ -33,8 +35,11 @@ CHEAT_CODES = {
     "cheat:background_loop": "misalignment.reward_hack",
     "cheat:peek": "invalidity.solution_leak",
     "cheat:touch_outputs": "misalignment.state_only_verifier",
+    **{c.name: "misalignment.reward_hack" for c in TAMPER_CHEATS},
 }
-BLOCKING_PREFIXES = ("invalidity.", "misalignment.")
+#: The oracle tripped the tamper guard: honest work the guard forbids (the curator adds an allowance).
+GUARD_CONFLICT = "harness.guard_conflict"
+TAMPER = outcomes.agent_error("verifier_tamper")
 WARNING_CODES = {"invalidity.instruction_untested", "invalidity.tests_unstated_behavior"}
 
 
@@ -174,11 +179,22 @@ def audit_version(
         ]
         for name, rs in results.items()
     }
+    report.checks["guard"] = {
+        name: sorted({f.rule for r in rs for f in guard.tripped(r.guard_findings)})
+        for name, rs in results.items()
+        if any(guard.tripped(r.guard_findings) for r in rs)
+    }
     for name, rs in results.items():
         for r in rs:
-            if outcomes.is_infra(r.outcome):
+            # The finding is the taxonomy code the outcome suggests (one mapping: outcomes.SUGGESTED_TAG).
+            code = outcomes.code_of(r.outcome)
+            where = f"{name} episode {r.episode_id} ({r.outcome}): {r.detail[:300]}"
+            if r.outcome == TAMPER and name in ("oracle", "nop"):
+                paths = sorted({f.path for f in guard.tripped(r.guard_findings)})
                 report.add(
-                    f"infra.{outcomes.code_of(r.outcome)}", f"{name} episode {r.episode_id}: {r.detail[:300]}"
+                    GUARD_CONFLICT,
+                    f"{name} episode {r.episode_id} tripped the tamper guard: {', '.join(paths)}"
+                    " (allow them in task.toml [metadata.bandpass.guard] if the solution must do this)",
                 )
             elif (
                 name == "oracle"
@@ -186,16 +202,16 @@ def audit_version(
                 and outcomes.code_of(r.outcome) in SANDBOX_CODES
             ):
                 pass  # the oracle exhausting its sandbox is the task's environment: see sandbox_checks
+            elif outcomes.is_infra(r.outcome):
+                report.add(outcomes.suggested_tag(r.outcome) or f"infra.{code}", where)
             elif r.outcome.startswith("agent_error") and name in ("oracle", "nop"):
-                report.add(
-                    f"harness.{outcomes.code_of(r.outcome)}",
-                    f"{name} episode {r.episode_id}: {r.detail[:300]}",
-                )
+                report.add(outcomes.suggested_tag(r.outcome) or f"harness.{code}", where)
 
     def valid_rewards(name: str) -> list[float]:
         out: list[float] = []
         for r in results.get(name, []):
-            if r.reward is None or r.outcome not in (outcomes.PASSED, outcomes.FAILED):
+            # a guard conflict is reported as such; the oracle's reward still says whether it solves it
+            if r.reward is None or r.outcome not in (outcomes.PASSED, outcomes.FAILED, TAMPER):
                 continue
             out.append(r.reward)
             out.extend(x for x in r.rerun_rewards if x is not None)
@@ -214,11 +230,10 @@ def audit_version(
         report.add("invalidity.trivially_solved", f"doing nothing passes: rewards {nop}")
     for cheat in CHEATS:
         for r in results.get(cheat.name, []):
-            if (
-                r.reward is not None
-                and r.reward >= 1.0
-                and not {"misalignment.flaky_verifier", "invalidity.trivially_solved"} & set(report.reasons)
-            ):
+            if r.outcome == outcomes.PASSED and not {
+                "misalignment.flaky_verifier",
+                "invalidity.trivially_solved",
+            } & set(report.reasons):
                 report.add(CHEAT_CODES[cheat.name], f"{cheat.name} passed: {_reward_str(r)}")
     return _finish(ws, report, started)
 
@@ -268,7 +283,11 @@ def sandbox_checks(spec: TaskSpec, report: AuditReport, results: dict[str, list[
 
 
 def _finish(ws: Workspace, report: AuditReport, started: float) -> AuditReport:
-    blocking = [c for c in report.reasons if c.startswith(BLOCKING_PREFIXES) and c not in WARNING_CODES]
+    blocking = [
+        c
+        for c in report.reasons
+        if (c.split(".")[0] in ALWAYS_BLOCKING and c not in WARNING_CODES) or c == GUARD_CONFLICT
+    ]
     if blocking or "infra.image_build_failed" in report.reasons:
         report.verdict = "rejected"
     elif report.reasons:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
+from engine.core.config import BandConfig
 from engine.core.workspace import Workspace
 from store import queries
 from store.db import session
@@ -272,10 +273,10 @@ def near_duplicates(
 class GateParams:
     """The knobs the gates read; recorded verbatim with every export."""
 
-    lo: float = 0.1
-    hi: float = 0.9
-    k: int = 2
-    min_samples: int = 4
+    lo: float = BandConfig.lo
+    hi: float = BandConfig.hi
+    k: int = BandConfig.k
+    min_samples: int = BandConfig.min_samples
     allow_warning: bool = False
     duplicate_threshold: float = DUPLICATE_THRESHOLD
     max_infra_rate: float = INFRA_WARN_RATE

@@ -8,6 +8,8 @@ Layout of an export directory (every path relative to it; nothing outside it is 
     skyrl/{train,validation}.parquet    SkyRL rows (data_source, prompt, env_class, reward_spec, extra_info)
     jsonl/{verl,skyrl}_{train,validation}.jsonl   the same rows, one JSON object per line
     pass_counts.parquet, pass_counts.csv          (task, version_hash, model, attempts, solved, infra_errors)
+    traces/traces.{jsonl,parquet}                 with --format traces: episodes as chat trajectories
+                                                  (engine/calibration/traces.py), filtered by --filter
 
 Reproducibility is a feature, not a nicety: a trainer run must be traceable to the exact set it saw, so
 the same database and the same parameters give byte-identical files. Hence no timestamps or absolute
@@ -38,13 +40,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.calibration.calibrate import GateParams, TaskEstimate, estimates, gates
+from engine.calibration.calibrate import (
+    DUPLICATE_THRESHOLD,
+    INFRA_WARN_RATE,
+    GateParams,
+    TaskEstimate,
+    estimates,
+    gates,
+)
+from engine.core.config import BandConfig
 from engine.core.workspace import Workspace
 from engine.tasks.taskdir import task_files, version_hash
 from store import queries
 from store.db import session
 
-FORMATS = ("harbor", "verl", "skyrl", "jsonl")
+FORMATS = ("harbor", "verl", "skyrl", "jsonl", "traces")
 SPLITS = ("train", "validation")
 DATA_SOURCE = "bandpass"
 ABILITY = "terminal"
@@ -70,18 +80,20 @@ class ExportParams:
     """Everything that determines an export's bytes; stored with the Export row and in the manifest."""
 
     model: str
-    lo: float = 0.1
-    hi: float = 0.9
-    k: int = 2
+    lo: float = BandConfig.lo
+    hi: float = BandConfig.hi
+    k: int = BandConfig.k
     formats: tuple[str, ...] = FORMATS
     curriculum: bool = False
     val_fraction: float = 0.1
     seed: int = 0
-    min_samples: int = 4
+    min_samples: int = BandConfig.min_samples
     allow_warning: bool = False
-    duplicate_threshold: float = 0.8
-    max_infra_rate: float = 0.2
+    duplicate_threshold: float = DUPLICATE_THRESHOLD
+    max_infra_rate: float = INFRA_WARN_RATE
     env_class: str = "harbor"
+    trace_filter: str = "all"  # with the traces format: all | success | failure
+    against: tuple[str, ...] = ()  # reference task folders: near-duplicates of theirs are left out
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.formats if f not in FORMATS]
@@ -94,6 +106,11 @@ class ExportParams:
             raise ExportError(f"--k: expected an integer >= 1, got {self.k}")
         if not 0 <= self.val_fraction < 1:
             raise ExportError(f"--val-fraction: expected 0 <= F < 1, got {self.val_fraction}")
+        from engine.calibration.traces import FILTERS
+
+        if self.trace_filter not in FILTERS:
+            raise ExportError(f"--filter: expected one of {', '.join(FILTERS)}, got {self.trace_filter!r}")
+        self.against = tuple(self.against)
 
     def gate_params(self) -> GateParams:
         return GateParams(
@@ -109,6 +126,7 @@ class ExportParams:
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["formats"] = list(self.formats)
+        d["against"] = list(self.against)
         return d
 
 
@@ -137,6 +155,8 @@ class ExportResult:
     tasks: list[ExportedTask] = field(default_factory=list)
     excluded: dict[str, list[str]] = field(default_factory=dict)  # task -> failed gates
     files: dict[str, str] = field(default_factory=dict)  # relative path -> sha256 (manifest excluded)
+    decontaminated: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> reference, similarity
+    traces: int = 0  # trace rows written
     manifest_sha256: str = ""
     export_id: int | None = None
 
@@ -147,6 +167,8 @@ class ExportResult:
             "tasks": [t.as_dict() for t in self.tasks],
             "excluded": self.excluded,
             "files": self.files,
+            "decontaminated": self.decontaminated,
+            "traces": self.traces,
             "manifest_sha256": self.manifest_sha256,
             "export_id": self.export_id,
         }
@@ -388,10 +410,31 @@ def _is_previous_export(out: Path) -> bool:
 # --- the export ---------------------------------------------------------------------------------------
 
 
-def plan(ws: Workspace, params: ExportParams) -> tuple[list[TaskEstimate], dict[str, list[str]]]:
-    """The tasks that pass the gates, in export order, and the failed gates of the rest."""
+GATE_CONTAMINATED = "contaminated"
+
+
+def plan(
+    ws: Workspace, params: ExportParams, decontaminated: dict[str, dict[str, Any]] | None = None
+) -> tuple[list[TaskEstimate], dict[str, list[str]]]:
+    """The tasks that pass the gates, in export order, and the failed gates of the rest.
+
+    With ``params.against``, a task near-duplicating a reference instruction fails the extra gate
+    ``contaminated:<reference>``; ``decontaminated`` (when given) receives those matches.
+    """
+    from engine.calibration.decontaminate import AgainstError, contaminated, reference_instructions
+
     ests = estimates(ws, params.model, ks=sorted({1, params.k}))
     failed = gates(ests, params.gate_params())
+    if params.against:
+        try:
+            refs = reference_instructions(params.against)
+        except AgainstError as exc:
+            raise ExportError(str(exc)) from None
+        hits = contaminated([(e.task, e.instruction) for e in ests], refs, params.duplicate_threshold)
+        for name, (ref, sim) in sorted(hits.items()):
+            failed[name].append(f"{GATE_CONTAMINATED}:{ref}")
+            if decontaminated is not None:
+                decontaminated[name] = {"reference": ref, "similarity": round(sim, 6)}
     chosen = [e for e in ests if not failed[e.task]]
     excluded = {name: why for name, why in sorted(failed.items()) if why}
     return order_tasks(chosen, params.k, params.curriculum), excluded
@@ -415,10 +458,11 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
                     f"--out: {out} is not empty and holds no Bandpass export; refusing to replace"
                 )
 
-    chosen, excluded = plan(ws, params)
+    decontaminated: dict[str, dict[str, Any]] = {}
+    chosen, excluded = plan(ws, params, decontaminated)
     split = stratified_split(chosen, params.val_fraction, params.seed)
     dirnames = _dirnames([e.task for e in chosen], [e.version_hash for e in chosen])
-    result = ExportResult(out_dir=out, params=params, excluded=excluded)
+    result = ExportResult(out_dir=out, params=params, excluded=excluded, decontaminated=decontaminated)
 
     counters = dict.fromkeys(SPLITS, 0)
     pairs: list[tuple[TaskEstimate, ExportedTask]] = []
@@ -472,6 +516,17 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
     ]
     files["pass_counts.parquet"] = _parquet_bytes(counts, PASS_COUNTS_SCHEMA)
     files["pass_counts.csv"] = _csv_bytes(counts, PASS_COUNTS_SCHEMA.names)
+    if "traces" in params.formats:
+        from engine.calibration.traces import TRACE_SCHEMA, trace_rows
+
+        with session(ws.engine) as s:
+            sources = queries.trace_sources(s, params.model)
+        trows = trace_rows(
+            sources, params.trace_filter, {e.task for e in chosen}, excluded_tasks=set(decontaminated)
+        )
+        files["traces/traces.jsonl"] = _jsonl_bytes(trows)
+        files["traces/traces.parquet"] = _parquet_bytes(trows, TRACE_SCHEMA)
+        result.traces = len(trows)
 
     partial = out.parent / f".{out.name}.partial-{os.getpid()}"
     if partial.exists():
@@ -512,6 +567,7 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
         result.files = {rel: _sha256(files[rel]) for rel in sorted(files)}
         manifest = {
             "bandpass_export": 1,
+            "decontaminated": decontaminated,
             "files": result.files,
             "params": params.as_dict(),
             "pyarrow": pa.__version__,

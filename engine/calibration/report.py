@@ -64,6 +64,7 @@ class CalibrationReport:
     infra_codes: dict[str, int]
     tags: dict[str, int]  # class.subclass -> uncleared tags on this model's episodes
     generation: list[tuple[str, int, int]] = field(default_factory=list)  # prompt_version, attempts, accepted
+    ks: tuple[int, ...] = ()  # the pass@k values asked for (``per_task``); always holds 1 and ``k``
 
     @property
     def k(self) -> int:
@@ -152,6 +153,24 @@ class CalibrationReport:
         unknown = sum(1 for s in self.status.values() if s == "unknown")
         return bins, unknown
 
+    def per_task(self) -> list[dict[str, Any]]:
+        """One object per task's latest version, the numbers a script needs (README "Accounting")."""
+        ks = self.ks or tuple(sorted({1, self.k}))
+        return [
+            {
+                "task": e.task,
+                "version_hash": e.version_hash,
+                "n": e.n,
+                "c": e.c,
+                "infra_errors": e.infra_errors,
+                "infra_rate": e.infra_rate,
+                "pass_at": {str(k): e.pass_at.get(k) for k in ks},
+                "reward_std": e.reward_std,
+                "band": self.status[e.task],
+            }
+            for e in self.estimates
+        ]
+
     def as_dict(self) -> dict[str, Any]:
         bins, unknown = self.histogram()
         return {
@@ -180,6 +199,7 @@ class CalibrationReport:
                 {"prompt_version": pv, "attempts": n, "accepted": a, "yield": a / n if n else None}
                 for pv, n, a in self.generation
             ],
+            "per_task": self.per_task(),
             "task_estimates": [
                 {**e.as_dict(), "band": self.status[e.task], "failed_gates": self.gates[e.task]}
                 for e in self.estimates
@@ -187,8 +207,12 @@ class CalibrationReport:
         }
 
 
-def build_report(ws: Workspace, model: str, params: GateParams) -> CalibrationReport:
-    ests = estimates(ws, model, ks=sorted({1, params.k}))
+def build_report(
+    ws: Workspace, model: str, params: GateParams, ks: tuple[int, ...] | list[int] = ()
+) -> CalibrationReport:
+    """The report for ``model``; ``ks`` adds pass@k values to ``per_task`` (1 and ``params.k`` always)."""
+    all_ks = tuple(sorted({1, params.k, *ks}))
+    ests = estimates(ws, model, ks=all_ks)
     kinds: Counter[str] = Counter()
     agent_codes: Counter[str] = Counter()
     infra_codes: Counter[str] = Counter()
@@ -215,6 +239,7 @@ def build_report(ws: Workspace, model: str, params: GateParams) -> CalibrationRe
         infra_codes=dict(sorted(infra_codes.items())),
         tags=tags,
         generation=generation,
+        ks=all_ks,
     )
 
 
@@ -306,6 +331,16 @@ def _counts_table(title: str, counts: dict[str, int], total: int | None = None) 
     return t
 
 
+def breakdown_tables(r: CalibrationReport) -> list[Table]:
+    """Counts by outcome, agent-error code, infra code and uncleared failure tag (CLI and TUI alike)."""
+    return [
+        _counts_table("Outcomes", r.outcome_kinds, r.episodes),
+        _counts_table("Agent error codes", r.agent_error_codes),
+        _counts_table("Infra error codes", r.infra_codes),
+        _counts_table("Failure tags (uncleared)", r.tags),
+    ]
+
+
 def summary_table(r: CalibrationReport) -> Table:
     band = r.band_counts()
     t = Table(box=box.SIMPLE, show_header=False, show_edge=False)
@@ -351,10 +386,7 @@ def render_report(r: CalibrationReport) -> RenderableType:
                 style="bold yellow",
             )
         )
-    parts.append(_counts_table("Outcomes", r.outcome_kinds, r.episodes))
-    parts.append(_counts_table("Agent error codes", r.agent_error_codes))
-    parts.append(_counts_table("Infra error codes", r.infra_codes))
-    parts.append(_counts_table("Failure tags (uncleared)", r.tags))
+    parts.extend(breakdown_tables(r))
     gen = Table(title="Generator yield", box=box.SIMPLE, title_justify="left", show_edge=False, min_width=44)
     for col, justify in (("prompt version", "left"), ("attempts", "right"), ("accepted", "right")):
         gen.add_column(col, justify=justify)  # type: ignore[arg-type]

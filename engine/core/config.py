@@ -29,6 +29,18 @@ class PolicyModelConfig:
     max_tokens: int = 2048
     context_window: int = 32768
     api_key_env: str = "VLLM_API_KEY"
+    #: Training step of this checkpoint: entries of one ``series`` sort by it in ``report compare``.
+    checkpoint_step: int | None = None
+    #: The run a checkpoint belongs to (default: none); compare orders a series by ``checkpoint_step``.
+    series: str = ""
+    #: This model's band as "LO:HI" (solvability is model-specific); "" = the [band] section's.
+    band: str = ""
+
+    def band_edges(self) -> tuple[float, float] | None:
+        if not self.band:
+            return None
+        lo, hi = (float(x) for x in self.band.split(":"))
+        return lo, hi
 
     def __post_init__(self) -> None:
         if not self.served_name:
@@ -44,10 +56,24 @@ class GeneratorConfig:
 
 @dataclass
 class BandConfig:
+    """The band defaults: the one place they are written (calibration's ``GateParams``, export's
+    ``ExportParams``, the Tasks screen and the Settings template all read them from here)."""
+
     lo: float = 0.1
     hi: float = 0.9
     k: int = 2
     min_samples: int = 4
+
+
+@dataclass
+class EndstateConfig:
+    """End-state capture (``[endstate]``): how much changed-file content each episode archives."""
+
+    cap_mb: float = 20.0
+
+    @property
+    def cap_bytes(self) -> int:
+        return int(self.cap_mb * 1024 * 1024)
 
 
 @dataclass
@@ -56,6 +82,7 @@ class Config:
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     image_aliases: dict[str, str] = field(default_factory=dict)
     band: BandConfig = field(default_factory=BandConfig)
+    endstate: EndstateConfig = field(default_factory=EndstateConfig)
 
 
 _MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -65,13 +92,45 @@ _MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "max_tokens": int,
     "context_window": int,
     "api_key_env": str,
+    "checkpoint_step": int,
+    "series": str,
+    "band": str,
 }
+_ENDSTATE_KEYS: dict[str, type | tuple[type, ...]] = {"cap_mb": (int, float)}
 _GEN_KEYS: dict[str, type | tuple[type, ...]] = {"model": str, "api_key_env": str, "base_url": str}
 _BAND_KEYS: dict[str, type | tuple[type, ...]] = {
     "lo": (int, float),
     "hi": (int, float),
     "k": int,
     "min_samples": int,
+}
+
+
+def _band_ok(text: str) -> bool:
+    parts = text.split(":")
+    if len(parts) != 2:
+        return False
+    try:
+        lo, hi = float(parts[0]), float(parts[1])
+    except ValueError:
+        return False
+    return 0 <= lo <= hi <= 1
+
+
+#: Value rules beyond the type, per ``section.key`` (section ``models`` for every model): a predicate and
+#: what the message says was expected. A value of the right type that no run could use (``k = 0``,
+#: ``min_samples = -3``, a negative temperature) is as much a problem as a string where a number goes.
+_RULES: dict[str, tuple[Any, str]] = {
+    "models.base_url": (lambda v: v.startswith(("http://", "https://")), "an http:// or https:// URL"),
+    "models.temperature": (lambda v: 0 <= v <= 2, "a number between 0 and 2"),
+    "models.max_tokens": (lambda v: v >= 1, "an integer >= 1"),
+    "models.context_window": (lambda v: v >= 1, "an integer >= 1"),
+    "models.checkpoint_step": (lambda v: v >= 0, "an integer >= 0"),
+    "models.band": (lambda v: _band_ok(v), '"LO:HI" with 0 <= LO <= HI <= 1'),
+    "band.lo": (lambda v: 0 <= v <= 1, "a number between 0 and 1"),
+    "band.hi": (lambda v: 0 <= v <= 1, "a number between 0 and 1"),
+    "band.k": (lambda v: v >= 1, "an integer >= 1"),
+    "band.min_samples": (lambda v: v >= 1, "an integer >= 1"),
 }
 
 
@@ -90,6 +149,10 @@ def _typed(
         if isinstance(value, bool) or not isinstance(value, want):
             names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
             problems.append(f"[{where}].{key}: expected {names}, got {value!r}")
+            continue
+        rule = _RULES.get(f"{where.split('.', 1)[0]}.{key}")
+        if rule is not None and not rule[0](value):
+            problems.append(f"[{where}].{key}: expected {rule[1]}, got {value!r}")
             continue
         out[key] = value
     return out
@@ -120,16 +183,28 @@ def load_config(path: Path) -> Config:
             extra = set(table) - {"aliases"} if isinstance(table, dict) else set()
             for key in sorted(extra):
                 problems.append(f"[images].{key}: unknown key (expected aliases)")
-            if not isinstance(aliases, dict) or not all(isinstance(v, str) for v in aliases.values()):
+            if not isinstance(aliases, dict):
                 problems.append('[images.aliases]: expected a table of "image:tag" = "local-image:tag"')
             else:
-                cfg.image_aliases = dict(aliases)
+                for key, value in aliases.items():
+                    if isinstance(value, str) and value:
+                        cfg.image_aliases[key] = value
+                    else:
+                        problems.append(
+                            f'[images.aliases]."{key}": expected a local image name, got {value!r}'
+                        )
         elif section == "band":
             cfg.band = BandConfig(**_typed(table, "band", _BAND_KEYS, problems))
-            if not 0 <= cfg.band.lo <= cfg.band.hi <= 1:
+            if not cfg.band.lo <= cfg.band.hi:
                 problems.append(f"[band]: expected 0 <= lo <= hi <= 1, got lo={cfg.band.lo} hi={cfg.band.hi}")
+        elif section == "endstate":
+            cfg.endstate = EndstateConfig(**_typed(table, "endstate", _ENDSTATE_KEYS, problems))
+            if cfg.endstate.cap_mb < 0:
+                problems.append(f"[endstate].cap_mb: expected a size in MB >= 0, got {cfg.endstate.cap_mb!r}")
         else:
-            problems.append(f"[{section}]: unknown section (expected models, generator, images, band)")
+            problems.append(
+                f"[{section}]: unknown section (expected models, generator, images, band, endstate)"
+            )
     if problems:
         raise ConfigError(path, problems)
     return cfg

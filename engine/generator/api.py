@@ -8,6 +8,14 @@ failure of the prompt version whose yield is being measured. Waits honour ``retr
 The stream is read as raw events and accumulated here rather than with the SDK's helper, so that a tool
 call whose input is not valid JSON becomes a :class:`ToolCall` with ``parse_error`` set (answered with an
 ``is_error`` tool_result the model can act on) instead of an exception that loses the whole turn.
+
+Transport failures are classified whatever HTTP layer the SDK uses: before the response the SDK wraps
+them (``APIConnectionError``, ``APITimeoutError``), but once a stream is being read its HTTP library's own
+errors come through unwrapped — in anthropic 2.x that is ``httpx2`` (``RemoteProtocolError`` when the
+server closes mid-body, ``ReadTimeout`` when it stalls, ``ReadError`` on a reset), not ``httpx``. All of
+them are ``infra.generator_unavailable`` and retried. A stream that ends without a stop reason is an
+:class:`IncompleteStream`: retried, never taken as a turn, its tokens reported apart as lost. Every failure
+carries one line for the curator (:func:`describe`): what happened, the URL, the server's own message.
 """
 
 from __future__ import annotations
@@ -24,24 +32,78 @@ from typing import Any
 import anthropic
 import httpx
 
+try:  # the SDK's HTTP layer: httpx2 in anthropic 2.x, httpx before; catch both, whichever is installed
+    import httpx2
+
+    _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, httpx2.TransportError)
+    _TIMEOUTS: tuple[type[BaseException], ...] = (httpx.TimeoutException, httpx2.TimeoutException)
+    _PROTOCOL: tuple[type[BaseException], ...] = (httpx.RemoteProtocolError, httpx2.RemoteProtocolError)
+    _CONNECT: tuple[type[BaseException], ...] = (httpx.ConnectError, httpx2.ConnectError)
+except ImportError:  # pragma: no cover - an older SDK on plain httpx
+    _TRANSPORT_ERRORS = (httpx.TransportError,)
+    _TIMEOUTS = (httpx.TimeoutException,)
+    _PROTOCOL = (httpx.RemoteProtocolError,)
+    _CONNECT = (httpx.ConnectError,)
+
 from engine.generator.pricing import Usage
 
 #: Retryable API conditions → the infra code recorded if retries run out.
 RATE_LIMITED = "infra.rate_limited"
 OVERLOADED = "infra.generator_overloaded"
 UNAVAILABLE = "infra.generator_unavailable"
+INCOMPLETE = "infra.generator_incomplete_stream"
+#: Reason codes that mean the generator's API failed (not the prompt, not Bandpass): the report counts them
+#: apart from Bandpass's own errors, and ``bandpass generate`` exits 3 when an attempt ended with one.
+API_CODE_PREFIXES = ("infra.generator_", "infra.rate_limited")
+
+
+def is_api_code(code: str) -> bool:
+    return code.startswith(API_CODE_PREFIXES)
 
 
 class ApiFailure(RuntimeError):
     """The API could not give a turn: a non-retryable error, or retries exhausted. ``code`` is the infra
-    code stored as the generation's reason."""
+    code stored as the generation's reason; ``detail`` the one line for the curator."""
 
-    def __init__(self, code: str, detail: str, *, retries: int = 0, request_id: str | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        detail: str,
+        *,
+        retries: int = 0,
+        request_id: str | None = None,
+        lost: Usage | None = None,
+    ) -> None:
         self.code = code
         self.detail = detail
         self.retries = retries
         self.request_id = request_id
+        self.lost = lost or Usage()  # tokens of the last, broken stream (earlier ones went to on_retry)
         super().__init__(f"{code}: {detail}")
+
+
+class IncompleteStream(RuntimeError):
+    """The stream ended (or broke) before the server said why the reply stopped: not a turn."""
+
+    def __init__(self, why: str, *, usage: Usage, message_id: str | None, request_id: str | None) -> None:
+        self.why = why
+        self.usage = usage
+        self.message_id = message_id
+        self.request_id = request_id
+        super().__init__(why)
+
+
+class BrokenStream(RuntimeError):
+    """A transport error while a stream was being read, with what the stream had delivered so far."""
+
+    def __init__(
+        self, cause: BaseException, *, usage: Usage, message_id: str | None, request_id: str | None
+    ) -> None:
+        self.cause = cause
+        self.usage = usage
+        self.message_id = message_id
+        self.request_id = request_id
+        super().__init__(str(cause))
 
 
 class WaitPastDeadline(RuntimeError):
@@ -103,9 +165,70 @@ def classify(exc: BaseException) -> tuple[str, bool]:
         if status == 408 or status == 409:
             return UNAVAILABLE, True
         return "infra.generator_rejected", False
-    if isinstance(exc, (anthropic.APIConnectionError, httpx.TransportError)):
+    if isinstance(exc, BrokenStream):
+        return UNAVAILABLE, True
+    if isinstance(exc, IncompleteStream):
+        return INCOMPLETE, True
+    if isinstance(exc, (anthropic.APIConnectionError, *_TRANSPORT_ERRORS)):
         return UNAVAILABLE, True
     return "infra.generator_error", False
+
+
+def describe(exc: BaseException, url: str) -> str:
+    """One line for the curator: what happened, at which URL, in the server's (or the socket's) words."""
+    if isinstance(exc, anthropic.APIStatusError):
+        etype = getattr(exc, "type", None) or ""
+        msg = _server_message(exc)
+        return f"HTTP {exc.status_code}{' ' + etype if etype else ''} from {url}: {msg}"
+    if isinstance(exc, IncompleteStream):
+        mid = f" (message {exc.message_id})" if exc.message_id else ""
+        return f"{url} ended the stream without a stop reason{mid}: {exc.why}"
+    broken = isinstance(exc, BrokenStream)
+    cause: BaseException | None = exc.cause if isinstance(exc, BrokenStream) else exc
+    # The SDK wraps the HTTP library's error: the cause says what really happened.
+    while isinstance(cause, anthropic.APIConnectionError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    words = _root_words(cause) if cause is not None else ""
+    refused = isinstance(exc, anthropic.APIConnectionError) and "refused" in words.lower()
+    if isinstance(cause, _CONNECT) or refused:
+        return f"cannot connect to {url}: {words or 'connection failed'}"
+    if isinstance(cause, _TIMEOUTS) or isinstance(exc, anthropic.APITimeoutError):
+        if broken:
+            return f"the stream from {url} stalled: no data before the read timeout ({type(cause).__name__})"
+        return f"no reply from {url} before the timeout ({type(cause).__name__})"
+    if isinstance(cause, _PROTOCOL):
+        return f"{url} closed the connection mid-reply: {words}"
+    if broken:
+        return f"the stream from {url} broke: {type(cause).__name__}: {words}"
+    return f"request to {url} failed: {type(cause).__name__ if cause else type(exc).__name__}: {words}"
+
+
+def _root_words(exc: BaseException) -> str:
+    """The innermost message: ``[Errno 111] Connection refused`` rather than ``Connection error.``."""
+    words = str(exc)
+    inner = exc.__cause__ or exc.__context__
+    depth = 0
+    while inner is not None and depth < 5:
+        if str(inner):
+            words = str(inner)
+        inner = inner.__cause__ or inner.__context__
+        depth += 1
+    return words.strip() or type(exc).__name__
+
+
+def _server_message(exc: anthropic.APIStatusError) -> str:
+    """The server's own message from an error body: Anthropic's ``error.message``, vLLM's / FastAPI's
+    ``message`` or ``detail``, else the raw text."""
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        for key in ("message", "detail"):
+            if body.get(key):
+                return str(body[key])
+    msg = getattr(exc, "api_message", None) or exc.message or ""
+    return str(msg).strip() or "(no message)"
 
 
 def retry_after_s(exc: BaseException) -> float | None:
@@ -157,6 +280,11 @@ class MetaClient:
     def close(self) -> None:
         self._client.close()
 
+    @property
+    def messages_url(self) -> str:
+        """The URL every turn is posted to, as the curator should see it in an error line."""
+        return str(self._client.base_url).rstrip("/") + "/v1/messages"
+
     def turn(
         self,
         *,
@@ -178,16 +306,18 @@ class MetaClient:
                 reply.retries = retries
                 reply.retry_log = log
                 return reply
-            except (anthropic.APIError, httpx.TransportError) as exc:
+            except (anthropic.APIError, BrokenStream, IncompleteStream, *_TRANSPORT_ERRORS) as exc:
                 code, retryable = classify(exc)
                 request_id = getattr(exc, "request_id", None)
-                detail = _detail(exc)
+                detail = describe(exc, self.messages_url)
+                lost = _lost_usage(exc)
                 if not retryable or retries >= self.retry.max_retries:
                     raise ApiFailure(
                         code,
-                        detail if retryable is False else f"{detail} (after {retries} retries)",
+                        detail if retryable is False else f"{detail} (gave up after {retries} retries)",
                         retries=retries,
                         request_id=request_id,
+                        lost=lost,
                     ) from exc
                 wait = retry_after_s(exc)
                 honoured = wait is not None
@@ -197,18 +327,21 @@ class MetaClient:
                 wait = min(wait, self.retry.max_retry_after_s)
                 if deadline is not None and time.monotonic() + wait > deadline:
                     raise WaitPastDeadline(
-                        f"{code}: retry in {wait:.1f}s would pass the wall budget"
+                        f"{code}: retry in {wait:.1f}s would pass the wall budget ({detail})"
                     ) from exc
                 retries += 1
                 entry = {
                     "code": code,
                     "status": getattr(exc, "status_code", None),
                     "request_id": request_id,
+                    "message_id": getattr(exc, "message_id", None),
                     "wait_s": round(wait, 3),
                     "retry_after_honoured": honoured,
                     "attempt": retries,
-                    "detail": detail[:300],
+                    "detail": detail[:500],
                 }
+                if lost.tokens_in or lost.output_tokens:
+                    entry["lost_usage"] = lost.__dict__
                 log.append(entry)
                 if on_retry is not None:
                     on_retry(entry)
@@ -234,38 +367,81 @@ class MetaClient:
         stream = self._client.messages.create(
             model=self.model,
             max_tokens=self.max_tokens,
-            system=system,  # type: ignore[arg-type]
-            tools=tools,  # type: ignore[arg-type]
             messages=messages,  # type: ignore[arg-type]
             stream=True,
+            # Left out when empty: some servers refuse an empty tools list or an empty system.
+            **({"system": system} if system else {}),  # type: ignore[arg-type]
+            **({"tools": tools} if tools else {}),  # type: ignore[arg-type]
         )
         request_id = stream.response.headers.get("request-id")
-        with stream:
-            for event in stream:
-                etype = event.type
-                if etype == "message_start":
-                    message_id = event.message.id
-                    _take_usage(usage, event.message.usage)
-                elif etype == "content_block_start":
-                    blocks[event.index] = event.content_block.model_dump(exclude_none=True)
-                    if blocks[event.index].get("type") == "tool_use":
-                        json_bufs[event.index] = ""
-                elif etype == "content_block_delta":
-                    block = blocks.setdefault(event.index, {"type": "text", "text": ""})
-                    delta = event.delta
-                    if delta.type == "text_delta":
-                        block["text"] = block.get("text", "") + delta.text
-                        if on_text is not None and delta.text:
-                            on_text(delta.text)
-                    elif delta.type == "input_json_delta":
-                        json_bufs[event.index] = json_bufs.get(event.index, "") + delta.partial_json
-                    elif delta.type == "thinking_delta":
-                        block["thinking"] = block.get("thinking", "") + delta.thinking
-                    elif delta.type == "signature_delta":
-                        block["signature"] = delta.signature
-                elif etype == "message_delta":
-                    stop_reason = event.delta.stop_reason or stop_reason
-                    _take_usage(usage, event.usage, cumulative_output=True)
+        events = 0
+        try:
+            with stream:
+                for event in stream:
+                    events += 1
+                    stop_reason, message_id = self._take_event(
+                        event, blocks, json_bufs, usage, on_text, stop_reason, message_id
+                    )
+        except anthropic.APIStatusError as exc:  # an error event mid-stream (overloaded...): tokens lost
+            exc.lost_usage = usage  # type: ignore[attr-defined]
+            raise
+        except _TRANSPORT_ERRORS as exc:
+            raise BrokenStream(exc, usage=usage, message_id=message_id, request_id=request_id) from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            why = f"garbled event after {events} events: {exc}"
+            raise IncompleteStream(why, usage=usage, message_id=message_id, request_id=request_id) from exc
+        if stop_reason is None:
+            why = f"{events} events, no message_delta with a stop_reason"
+            raise IncompleteStream(why, usage=usage, message_id=message_id, request_id=request_id)
+        return self._assemble(blocks, json_bufs, stop_reason, usage, request_id, message_id)
+
+    @staticmethod
+    def _take_event(
+        event: Any,
+        blocks: dict[int, dict[str, Any]],
+        json_bufs: dict[int, str],
+        usage: Usage,
+        on_text: Callable[[str], None] | None,
+        stop_reason: str | None,
+        message_id: str | None,
+    ) -> tuple[str | None, str | None]:
+        """Accumulates one stream event; returns the (stop reason, message id) known so far."""
+        etype = event.type
+        if etype == "message_start":
+            message_id = event.message.id
+            _take_usage(usage, event.message.usage)
+        elif etype == "content_block_start":
+            blocks[event.index] = event.content_block.model_dump(exclude_none=True)
+            if blocks[event.index].get("type") == "tool_use":
+                json_bufs[event.index] = ""
+        elif etype == "content_block_delta":
+            block = blocks.setdefault(event.index, {"type": "text", "text": ""})
+            delta = event.delta
+            if delta.type == "text_delta":
+                block["text"] = block.get("text", "") + delta.text
+                if on_text is not None and delta.text:
+                    on_text(delta.text)
+            elif delta.type == "input_json_delta":
+                json_bufs[event.index] = json_bufs.get(event.index, "") + delta.partial_json
+            elif delta.type == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta.thinking
+            elif delta.type == "signature_delta":
+                block["signature"] = delta.signature
+        elif etype == "message_delta":
+            stop_reason = event.delta.stop_reason or stop_reason
+            _take_usage(usage, event.usage, cumulative_output=True)
+        return stop_reason, message_id
+
+    @staticmethod
+    def _assemble(
+        blocks: dict[int, dict[str, Any]],
+        json_bufs: dict[int, str],
+        stop_reason: str | None,
+        usage: Usage,
+        request_id: str | None,
+        message_id: str | None,
+    ) -> TurnReply:
+        """The assistant message (as it must be sent back) and its tool calls, from the accumulated blocks."""
         content: list[dict[str, Any]] = []
         calls: list[ToolCall] = []
         text_parts: list[str] = []
@@ -329,8 +505,7 @@ def _take_usage(usage: Usage, raw: Any, *, cumulative_output: bool = False) -> N
         usage.output_tokens = int(out) if cumulative_output else max(usage.output_tokens, int(out))
 
 
-def _detail(exc: BaseException) -> str:
-    if isinstance(exc, anthropic.APIStatusError):
-        msg = getattr(exc, "api_message", None) or str(exc)
-        return f"HTTP {exc.status_code} {getattr(exc, 'type', '') or ''}: {msg}".strip()
-    return f"{type(exc).__name__}: {exc}"
+def _lost_usage(exc: BaseException) -> Usage:
+    """Tokens a failed stream had already reported (message_start's input, output so far)."""
+    usage = getattr(exc, "usage", None) or getattr(exc, "lost_usage", None)
+    return usage if isinstance(usage, Usage) else Usage()

@@ -2,12 +2,22 @@
 
 Dollar budgets and "cost per accepted task" are only as good as this table, so it lives in a file a
 curator can correct (``engine/prompts/generator/prices.toml``, overridden per workspace by
-``generator-prices.toml`` in the workspace root) instead of constants in code. An unknown model is an
-error at the start of a batch, not a silent $0: a free-looking generator would defeat ``--budget-usd``.
+``generator-prices.toml`` in the workspace root) instead of constants in code.
+
+A model the table does not know is not refused: a new model must be usable the day it ships. Its cost is
+*unknown* (``known()`` is False; ``cost()`` counts it as 0 and every display says "unknown", never "$0"),
+the batch starts with a warning, and only a dollar budget refuses it, since a budget against an unknown
+price could never stop anything.
+
+Keys name model *families* and match exactly: a key prices the model of that exact name and its dated
+snapshots (``claude-sonnet-4-5-20250929``, ``claude-sonnet-4-5@20250929``, ``claude-sonnet-4-5-latest``),
+nothing else. A plain prefix rule priced ``claude-opus-4-8`` as ``claude-opus-4``, a new family silently
+billed at an old family's rate.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +26,9 @@ from engine.generator.prompts import PROMPTS_DIR
 
 PRICES_FILE = PROMPTS_DIR / "prices.toml"
 WORKSPACE_PRICES = "generator-prices.toml"
+
+#: What may follow a family key in a model name that is still that family: a snapshot date or an alias.
+SNAPSHOT_SUFFIX = re.compile(r"(?:[-@]\d{8}|-latest)")
 
 
 class PriceUnknown(KeyError):
@@ -87,17 +100,30 @@ class PriceTable:
             self.files.append(override)
             self.prices.update(_read(override))
 
-    def price(self, model: str) -> Price:
-        """Exact name, else the longest key that prefixes it (dated snapshots price as their family)."""
+    def lookup(self, model: str) -> Price | None:
+        """Exact name, else the family key of which ``model`` is a dated snapshot; None if neither."""
         if model in self.prices:
             return self.prices[model]
-        matches = [k for k in self.prices if model.startswith(k)]
-        if not matches:
+        for key in sorted(self.prices, key=len, reverse=True):
+            if model.startswith(key) and SNAPSHOT_SUFFIX.fullmatch(model[len(key) :]):
+                return self.prices[key]
+        return None
+
+    def known(self, model: str) -> bool:
+        return self.lookup(model) is not None
+
+    def price(self, model: str) -> Price:
+        """``lookup`` that raises :class:`PriceUnknown` (naming the files to edit) for an unknown model."""
+        p = self.lookup(model)
+        if p is None:
             raise PriceUnknown(model, self.files)
-        return self.prices[max(matches, key=len)]
+        return p
 
     def cost(self, model: str, usage: Usage) -> float:
-        p = self.price(model)
+        """Dollars for ``usage``; 0.0 for a model without a price (shown as unknown, see module doc)."""
+        p = self.lookup(model)
+        if p is None:
+            return 0.0
         return (
             usage.input_tokens * p.input
             + usage.output_tokens * p.output

@@ -5,6 +5,11 @@ and cancellations: an overloaded API or a stopped batch says nothing about a pro
 would let an outage look like a worse prompt (the same rule calibration applies to infra episodes).
 Cost per accepted task divides *all* the group's spend (rejected attempts included) by the accepted
 count, because that is what an accepted task really costs.
+
+Errors are split by whose they are: ``api_failures`` (the generator's API: unreachable, broken streams,
+refusals, rate limits — ``infra.generator_*``, ``infra.rate_limited``), ``docker_errors``
+(``infra.daemon_unavailable``) and ``internal_errors`` (Bandpass's own bugs: ``generator.internal_error``,
+``generator.prompt_error``) — an outage and a bug of ours call for different people.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.workspace import Workspace
+from engine.generator.api import is_api_code
 from store import queries
 from store.db import session
 
@@ -28,15 +34,21 @@ class YieldRow:
     accepted: int = 0
     rejected: int = 0
     budget_exhausted: int = 0
-    infra_errors: int = 0
+    infra_errors: int = 0  # every ``error`` outcome; split below
+    api_failures: int = 0
+    docker_errors: int = 0
+    internal_errors: int = 0
     cancelled: int = 0
     running: int = 0
     cost_usd: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
     api_retries: int = 0
+    lost_tokens_in: int = 0
+    lost_tokens_out: int = 0
     wall_s: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)  # rejection codes over non-accepted attempts
+    cost_known: bool = True  # False: the model has no price (pricing.py); cost_usd is not a real $0
 
     @property
     def yield_(self) -> float | None:
@@ -44,6 +56,8 @@ class YieldRow:
 
     @property
     def cost_per_accepted(self) -> float | None:
+        if not self.cost_known:
+            return None
         return self.cost_usd / self.accepted if self.accepted else None
 
     def top_reasons(self, n: int = 3) -> list[tuple[str, int]]:
@@ -53,27 +67,44 @@ class YieldRow:
         d = dict(self.__dict__)
         d["yield"] = self.yield_
         d["cost_per_accepted"] = self.cost_per_accepted
+        if not self.cost_known:
+            d["cost_usd"] = None  # unknown, not free
         d["top_reasons"] = [list(t) for t in self.top_reasons()]
         return d
 
 
 def generation_report(ws: Workspace, *, model: str | None = None) -> list[YieldRow]:
     """One row per (prompt version, model), sorted by both."""
+    from engine.generator.pricing import PriceTable
+
+    prices = PriceTable(ws.root)
     with session(ws.engine) as s:
         gens = queries.list_generations(s, model=model)
         rows: dict[tuple[str, str], YieldRow] = {}
         for g in gens:
-            row = rows.setdefault((g.prompt_version, g.model), YieldRow(g.prompt_version, g.model))
+            row = rows.setdefault(
+                (g.prompt_version, g.model),
+                YieldRow(g.prompt_version, g.model, cost_known=prices.known(g.model)),
+            )
             row.cost_usd += g.cost_usd
             row.tokens_in += g.tokens_in
             row.tokens_out += g.tokens_out
             row.api_retries += g.api_retries
+            row.lost_tokens_in += g.lost_tokens_in
+            row.lost_tokens_out += g.lost_tokens_out
             row.wall_s += g.wall_s
             if g.outcome == "running":
                 row.running += 1
                 continue
             if g.outcome == "error":
                 row.infra_errors += 1
+                code = (g.reason or "").split(",")[0]
+                if is_api_code(code):
+                    row.api_failures += 1
+                elif code.startswith("infra."):
+                    row.docker_errors += 1
+                else:
+                    row.internal_errors += 1
                 continue
             if g.outcome == "cancelled":
                 row.cancelled += 1
@@ -111,7 +142,9 @@ def render_generation_report(rows: list[YieldRow]) -> Any:
         ("yield", {"justify": "right"}),
         ("$/accepted", {"justify": "right"}),
         ("cost $", {"justify": "right"}),
-        ("infra err", {"justify": "right"}),
+        ("api fail", {"justify": "right"}),
+        ("docker err", {"justify": "right"}),
+        ("own err", {"justify": "right"}),
         ("api retries", {"justify": "right"}),
         ("top rejection reasons", {}),
     ):
@@ -119,6 +152,8 @@ def render_generation_report(rows: list[YieldRow]) -> Any:
     for r in rows:
         y = f"{r.yield_:.0%}" if r.yield_ is not None else "-"
         cpa = _usd(r.cost_per_accepted) if r.cost_per_accepted is not None else "-"
+        if not r.cost_known:
+            cpa = "unknown"
         reasons = ", ".join(f"{c} ×{n}" for c, n in r.top_reasons()) or "-"
         t.add_row(
             r.prompt_version,
@@ -127,11 +162,13 @@ def render_generation_report(rows: list[YieldRow]) -> Any:
             str(r.accepted),
             y,
             cpa,
-            _usd(r.cost_usd),
-            str(r.infra_errors),
+            _usd(r.cost_usd) if r.cost_known else "unknown",
+            str(r.api_failures),
+            str(r.docker_errors),
+            str(r.internal_errors),
             str(r.api_retries),
             reasons,
         )
     if not rows:
-        t.add_row("(no generations)", "", "", "", "", "", "", "", "", "")
+        t.add_row("(no generations)", *[""] * 11)
     return t

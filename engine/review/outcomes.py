@@ -16,6 +16,7 @@ AGENT_CODES = (
     "context_overflow",
     "agent_timeout",
     "agent_crashed",
+    "verifier_tamper",  # the tamper guard tripped: a policy failure, never passed, never infra
     # the policy ended or exhausted its own sandbox during the agent phase (engine/sandbox/attribution.py):
     # valid samples with reward 0, never retried; the same death caused from outside stays infra
     "sandbox_killed",
@@ -77,6 +78,7 @@ SUGGESTED_TAG = {
     "turn_limit": "harness.turn_limit",
     "context_overflow": "harness.context_overflow",
     "agent_timeout": "harness.agent_timeout",
+    "verifier_tamper": "misalignment.reward_hack",
     "image_build_failed": "infra.image_build_failed",
     "env_start_timeout": "infra.env_start_timeout",
     "container_died": "infra.container_died",

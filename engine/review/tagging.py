@@ -170,10 +170,9 @@ class Tagger:
             for eid in ids:
                 if queries.get_episode(s, eid) is None:
                     raise TagError(f"episode {eid} does not exist")
-                tag = queries.add_tag(s, eid, tag_class, subclass, note=note.strip(), author=self.author)
-                if tag.blocking != blocking:
-                    queries.set_tag_blocking(s, tag.id, blocking)  # type: ignore[arg-type]
-                    tag.blocking = blocking
+                tag = queries.add_tag(
+                    s, eid, tag_class, subclass, blocking=blocking, note=note.strip(), author=self.author
+                )
                 made.append(tag)
         n = len(ids)
         self._undo.append(

@@ -1,7 +1,7 @@
 """The failure taxonomy, loaded from data (DESIGN.md, "Failure tags").
 
 Why data: curators discover new failure modes faster than releases ship, so the list lives in
-``engine/taxonomy.toml`` and a workspace may extend it with its own ``taxonomy.toml`` (new classes, new
+``engine/review/taxonomy.toml`` and a workspace may extend it with its own ``taxonomy.toml`` (new classes, new
 subclasses, better descriptions). A workspace file can only add, never remove: a tag written yesterday
 must still validate today. Invalidity and misalignment always block export whatever a file says, because
 the export gate is the product's promise, not a preference.

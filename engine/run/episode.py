@@ -9,11 +9,9 @@ container is removed and the episode row ends ``done`` with one outcome.
 from __future__ import annotations
 
 import contextlib
-import errno
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import docker
@@ -22,21 +20,27 @@ from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus
 from engine.core.events import bus as default_bus
 from engine.core.workspace import Workspace
 from engine.review import outcomes
+from engine.run import endstate, guard, phases
 from engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
-from engine.run.verifier import run_verifier
+from engine.run.endstate import EndState, StoredEndState
+from engine.run.guard import Finding
+from engine.run.verifier import VerifierResult, run_verifier
 from engine.sandbox import attribution
 from engine.sandbox import pool as sandbox_pool
 from engine.sandbox.asciicast import CastWriter
-from engine.sandbox.container import Sandbox, SandboxError, SandboxSpec, classify_docker_error
+from engine.sandbox.container import Sandbox, SandboxSpec, classify_docker_error
 from engine.sandbox.docker_engine import DockerUnavailable, get_client
 from engine.sandbox.terminal import TerminalSession
+from engine.tasks import allowances
 from engine.tasks.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image
 from engine.tasks.taskdir import TaskSpec, load_task
+from store import endstate as endstate_store
 from store import queries
 from store.db import session
 from store.models import Task, TaskVersion
 
 COLS, ROWS = 160, 40
+CAPTURE_TIMEOUT_S = 60.0  # stopping agent processes and reading the end state
 
 
 # --- fault tolerance: recordings disk full ---------------------------------------------------------------
@@ -44,10 +48,6 @@ COLS, ROWS = 160, 40
 # happens it would surface in the pty reader thread (seen as a dead terminal: container_died) or in the
 # agent (agent_crashed), both wrong. So the writer stops recording and remembers why; the try checks it.
 DISK_FULL_CODE = "disk_full"  # not retryable: the next try would hit the same full disk
-
-
-def _disk_full(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class _GuardedCastWriter(CastWriter):
@@ -62,26 +62,13 @@ class _GuardedCastWriter(CastWriter):
         try:
             super()._write_line(line)
         except OSError as exc:
-            if not _disk_full(exc):
+            if not phases.disk_full(exc):
                 raise
             self.disk_error = f"recordings disk full: {self.path}: {exc.strerror}"
             f, self._f = self._f, None
             with contextlib.suppress(OSError):
                 if f is not None:
                     f.close()  # flushing the rest fails again; the descriptor is closed regardless
-
-
-def _disk_full_result(res: EpisodeResult, detail: str, *casts: tuple[str, Path]) -> EpisodeResult:
-    """Ends the try as ``infra_error``; cast paths are kept only for files that got any bytes."""
-    res.outcome, res.detail, res.reward = outcomes.infra_error(DISK_FULL_CODE), detail, None
-    for attr, path in casts:
-        try:
-            empty = path.stat().st_size == 0
-        except OSError:
-            empty = True
-        if empty:
-            setattr(res, attr, "")
-    return res
 
 
 # --- end fault tolerance ------------------------------------------------------------------------------
@@ -100,6 +87,10 @@ class EpisodeResult:
     steps: int = 0
     rerun_rewards: list[float | None] = field(default_factory=list)
     try_errors: list[str] = field(default_factory=list)
+    phases: list[dict[str, Any]] = field(default_factory=list)  # the last try's PhaseRecords
+    endstate: EndState | None = None  # what the policy left (the last try's capture)
+    guard_findings: list[Finding] = field(default_factory=list)
+    image: str = ""
     #: Who ended the sandbox, with the engine's events (engine/sandbox/attribution.py); {} when nothing did.
     evidence: dict[str, Any] = field(default_factory=dict)
 
@@ -150,12 +141,14 @@ def run_episode(
     max_infra_retries: int = 2,
     verifier_reruns: int = 0,
     retry_backoff_s: float = 1.0,
+    replay: StoredEndState | None = None,
 ) -> EpisodeResult:
     """Runs one episode to its outcome. ``agent`` may be a factory so each try gets a fresh agent.
 
     ``episode_id`` resumes a queued row (rollout batches); otherwise a row is created.
     ``verifier_reruns`` runs the verifier again on the final state that many times (the audit's
     "reruns agree" check); their rewards come back in ``rerun_rewards``.
+    ``replay`` puts a stored end state into the container instead of running the agent (regrade).
     """
     bus = default_bus if bus is None else bus
     is_factory = isinstance(agent, type) or not hasattr(agent, "run")
@@ -186,7 +179,7 @@ def run_episode(
     for try_no in range(max_infra_retries + 1):
         with session(ws.engine) as s:
             queries.delete_steps(s, episode_id)
-        result = _one_try(ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns)
+        result = _one_try(ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns, replay)
         result.retries = try_no
         retryable = (
             outcomes.is_infra(result.outcome) and outcomes.code_of(result.outcome) in outcomes.RETRYABLE_INFRA
@@ -199,6 +192,13 @@ def run_episode(
             client = None  # a dead daemon may have come back: reconnect
     result.try_errors = try_errors
 
+    _store_result(ws, episode_id, result)
+    bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
+    return result
+
+
+def _store_result(ws: Workspace, episode_id: int, result: EpisodeResult) -> None:
+    """The finished row, its phase timings and its end state (with the guard's findings), in one go."""
     errors = [*result.try_errors]
     if result.detail and result.outcome != outcomes.PASSED:
         errors.append(result.detail)
@@ -215,8 +215,21 @@ def run_episode(
             retries=result.retries,
         )
         queries.set_episode_evidence(s, episode_id, result.evidence)
-    bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
-    return result
+        endstate_store.set_phases(s, episode_id, result.phases)
+        if result.endstate is not None:
+            state = result.endstate
+            endstate_store.record_endstate(
+                s,
+                episode_id,
+                archive=ws.rel(state.archive) if state.archive else "",
+                image=result.image,
+                changes=state.change_dicts(),
+                findings=[f.as_dict() for f in result.guard_findings],
+                archived_bytes=state.archived_bytes,
+                cap_bytes=state.cap_bytes,
+                over_cap=state.over_cap,
+                capture_s=state.duration_s,
+            )
 
 
 def _one_try(
@@ -228,48 +241,160 @@ def _one_try(
     episode_id: int,
     try_no: int,
     verifier_reruns: int,
+    replay: StoredEndState | None = None,
 ) -> EpisodeResult:
-    res = EpisodeResult(episode_id, "", None)
-    try:
-        spec = load_task(ws.abs(version.path))
-    except Exception as exc:  # noqa: BLE001 - a stored version that no longer loads is infra, not policy
-        res.outcome, res.detail = outcomes.infra_error("orchestrator_failure"), f"task files unusable: {exc}"
-        return res
-    try:
-        client = client or get_client()
-    except DockerUnavailable as exc:
-        res.outcome, res.detail = outcomes.infra_error("daemon_unavailable"), str(exc)
-        return res
-    try:
-        build = ensure_image(ws, client, version, spec, bus)
-    except Exception as exc:  # noqa: BLE001
-        res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
-        return res
-    if not build.ok:
-        tail = "\n".join(build.log.splitlines()[-15:])
-        res.outcome = outcomes.infra_error("image_build_failed")
-        res.detail = f"image build failed ({build.error}):\n{tail}"
-        return res
+    """One try as Harbor's trial: set up, run the agent, capture the end state, verify, finalise.
 
-    rec_dir = ws.recordings_dir / f"episode-{episode_id}"
-    try:
-        rec_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # fault tolerance: a full or broken recordings disk is infra, one line
-        detail = f"recordings disk full: {rec_dir}: {exc.strerror}" if _disk_full(exc) else str(exc)
-        res.outcome, res.detail = outcomes.infra_error(DISK_FULL_CODE), detail
-        return res
-    suffix = f".try{try_no}" if try_no else ""
-    agent_path, verifier_path = rec_dir / f"agent{suffix}.cast", rec_dir / f"verifier{suffix}.cast"
-    res.agent_cast, res.verifier_cast = ws.rel(agent_path), ws.rel(verifier_path)
-    step_count = 0
+    Attribution (engine/sandbox/attribution.py) watches the container from just before the agent runs:
+    right after the agent it judges whether the container (or the agent's shell) ended and who ended it;
+    such a try ends there (after capturing the end state while the container still runs), and after the
+    verifier a death the agent's last command set off is judged too (``late_death``).
 
-    def persist_step(step: StepRecord) -> None:
-        nonlocal step_count
-        step_count += 1
-        with session(ws.engine) as s:
+    Each phase raises a :class:`~engine.run.phases.PhaseError` carrying its outcome; this loop only
+    runs the phases in order and turns the first error into the result.
+    """
+    trial = _Trial(ws, version, agent, bus, episode_id, try_no, verifier_reruns)
+    try:
+        trial.setup(client)
+        agent_result = trial.run_agent() if replay is None else trial.apply_endstate(replay)
+        trial.capture()
+        trial.end_if_sandbox_ended()  # the policy ended its sandbox: its end state is kept, no verifier
+        verdict = trial.verify()
+        trial.judge_late_death()
+        trial.finalise(agent_result, verdict)
+    except Exception as exc:  # noqa: BLE001 - every failure ends in exactly one outcome
+        trial.fail(phases.from_exception(exc, casts=("agent_cast", "verifier_cast")))
+    finally:
+        trial.release()
+    trial.res.phases = trial.clock.as_list()
+    return trial.res
+
+
+class _Trial:
+    """The state one try's phases share: the task, the container, the recordings, the result."""
+
+    def __init__(
+        self,
+        ws: Workspace,
+        version: TaskVersion,
+        agent: Agent,
+        bus: EventBus,
+        episode_id: int,
+        try_no: int,
+        verifier_reruns: int,
+    ) -> None:
+        self.ws, self.version, self.agent, self.bus = ws, version, agent, bus
+        self.episode_id, self.try_no, self.verifier_reruns = episode_id, try_no, verifier_reruns
+        self.res = EpisodeResult(episode_id, "", None)
+        self.clock = phases.PhaseClock()
+        self.client: docker.DockerClient | None = None
+        self.spec: TaskSpec | None = None
+        self.sandbox: Sandbox | None = None
+        self.ended: phases.SandboxEnded | None = None  # the attribution's verdict after the agent phase
+        self.watch: attribution.ContainerWatch | None = None  # who ends the sandbox (agent phase on)
+        self.image = ""
+        self.rec_dir = ws.recordings_dir / f"episode-{episode_id}"
+        suffix = f".try{try_no}" if try_no else ""
+        self.agent_path = self.rec_dir / f"agent{suffix}.cast"
+        self.verifier_path = self.rec_dir / f"verifier{suffix}.cast"
+        self.title = ""
+
+    # --- phase 1: the environment -------------------------------------------------------------------
+
+    def setup(self, client: docker.DockerClient | None) -> None:
+        try:
+            self.spec = spec = load_task(self.ws.abs(self.version.path))
+        except Exception as exc:  # noqa: BLE001 - a stored version that no longer loads is infra
+            raise phases.TaskUnusable(f"task files unusable: {exc}") from exc
+        with self.clock.phase(phases.SETUP, spec.build_timeout_sec):
+            try:
+                self.client = client = client or get_client()
+            except DockerUnavailable as exc:
+                raise phases.DaemonUnavailable(str(exc)) from exc
+            build = ensure_image(self.ws, client, self.version, spec, self.bus)
+            if not build.ok:
+                tail = "\n".join(build.log.splitlines()[-15:])
+                raise phases.ImageBuildFailed(f"image build failed ({build.error}):\n{tail}")
+            self.image = build.tag
+            try:
+                self.rec_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a full or broken recordings disk is infra, one line
+                if phases.disk_full(exc):
+                    raise phases.DiskFull(f"recordings disk full: {self.rec_dir}: {exc.strerror}") from exc
+                raise phases.PhaseError(str(exc), DISK_FULL_CODE) from exc
+            self.res.agent_cast = self.ws.rel(self.agent_path)
+            self.res.verifier_cast = self.ws.rel(self.verifier_path)
+            sandbox_spec = SandboxSpec(
+                image=build.tag,
+                cpus=spec.cpus,
+                memory_mb=spec.memory_mb,
+                pids_limit=spec.pids_limit or 512,
+                network=spec.network,
+                workdir=spec.workdir,
+                episode=self.episode_id,
+                labels={"bandpass.workspace": str(self.ws.root)},
+            )
+            try:  # a pre-started spare when the warm pool has one (engine/sandbox/pool.py), else cold
+                self.sandbox = sandbox_pool.acquire(client, sandbox_spec)
+            except Exception as exc:  # noqa: BLE001
+                raise phases.EnvironmentFailed(str(exc), classify_docker_error(exc)) from exc
+        self.title = f"{spec.name} · {self.agent.name} · episode {self.episode_id}"
+
+    # --- phase 2: the agent -------------------------------------------------------------------------
+
+    def run_agent(self) -> AgentResult:
+        assert self.spec is not None and self.sandbox is not None and self.client is not None
+        with self.clock.phase(phases.AGENT, self.spec.agent_timeout_sec):
+            # attribution: the engine's events for this container, from before the agent's terminal starts
+            self.watch = watch = attribution.ContainerWatch(
+                self.client,
+                self.sandbox,
+                memory_limit_mb=self.spec.memory_mb,
+                pids_limit=self.sandbox.spec.pids_limit,
+            ).start()
+            with _GuardedCastWriter(
+                self.agent_path, COLS, ROWS, title=self.title, env={"TERM": "xterm-256color"}
+            ) as cast:
+                result, terminal_alive = _run_agent(
+                    self.client,
+                    self.sandbox,
+                    self.spec,
+                    self.agent,
+                    cast,
+                    self.bus,
+                    self.episode_id,
+                    self._persist_step,
+                    watch,
+                )
+            # who ended the container or the agent's shell, if anything did; this replaces the plain
+            # "container not running: infra" rule (phases.container_stopped) for the agent phase
+            blame = watch.judge(terminal_alive=terminal_alive, reported_code=result.infra_code)
+            self.res.evidence = watch.evidence.as_dict()
+            if cast.disk_error:  # the recording is the sample; without it, no sample
+                raise phases.DiskFull(cast.disk_error, ("agent_cast", "verifier_cast"))
+            if blame is not None:
+                ended = phases.SandboxEnded(blame.outcome, f"{blame.why}; {result.detail}".strip("; "))
+                if not ended.keeps_reward:  # infrastructure: no sample, nothing of the policy's to keep
+                    raise ended
+                self.ended = ended  # the policy's doing: its end state is captured before the try ends
+            elif result.infra_code:
+                raise phases.AgentInfra(result.detail, result.infra_code)
+        return result
+
+    def apply_endstate(self, replay: StoredEndState) -> AgentResult:
+        """Regrade's agent phase: the source episode's end state instead of a policy."""
+        assert self.sandbox is not None
+        with self.clock.phase(phases.AGENT, CAPTURE_TIMEOUT_S):
+            endstate.apply(self.sandbox, replay)
+        self.res.agent_cast = replay.agent_cast
+        return AgentResult(error_code=replay.error_code, detail=replay.detail)
+
+    def _persist_step(self, step: StepRecord) -> None:
+        self.res.steps += 1
+        with session(self.ws.engine) as s:
             queries.add_step(
                 s,
-                episode_id,
+                self.episode_id,
                 step.index,
                 prompt_tokens=step.prompt_tokens,
                 completion_tokens=step.completion_tokens,
@@ -281,93 +406,137 @@ def _one_try(
                 marker_time=step.marker_time,
             )
 
-    sandbox: Sandbox | None = None
-    watch: attribution.ContainerWatch | None = None
-    sandbox_spec = SandboxSpec(
-        image=build.tag,
-        cpus=spec.cpus,
-        memory_mb=spec.memory_mb,
-        pids_limit=spec.pids_limit or 512,
-        network=spec.network,
-        workdir=spec.workdir,
-        episode=episode_id,
-        labels={"bandpass.workspace": str(ws.root)},
-    )
-    try:
-        try:  # a pre-started spare when the warm pool has one (engine/sandbox/pool.py), else a cold start
-            sandbox = sandbox_pool.acquire(client, sandbox_spec)
-        except Exception as exc:  # noqa: BLE001
-            res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
-            return res
-        title = f"{spec.name} · {agent.name} · episode {episode_id}"
-        # attribution: the engine's events for this container, from before the agent's terminal starts
-        watch = attribution.ContainerWatch(
-            client, sandbox, memory_limit_mb=spec.memory_mb, pids_limit=sandbox_spec.pids_limit
-        ).start()
-        with _GuardedCastWriter(
-            agent_path, COLS, ROWS, title=title, env={"TERM": "xterm-256color"}
-        ) as agent_cast:
-            agent_result, terminal_alive = _run_agent(
-                client, sandbox, spec, agent, agent_cast, bus, episode_id, persist_step, watch
+    # --- phase 3: the end state ---------------------------------------------------------------------
+
+    def capture(self) -> None:
+        """Stops every agent process, records what the policy changed, and checks it with the tamper guard
+        (before ``tests/`` is copied in, so the evidence is the policy's alone)."""
+        assert self.spec is not None and self.sandbox is not None and self.client is not None
+        if self.ended is not None:
+            if not self.sandbox.is_running():
+                return  # the policy ended the container: nothing runs to read (restarting it would be ours)
+            try:
+                self._capture()
+            except Exception as exc:  # noqa: BLE001 - the policy's outcome stands; the capture is evidence
+                self.ended.detail = f"{self.ended.detail}; end state not captured: {exc}"
+            return
+        self._capture()
+
+    def _capture(self) -> None:
+        assert self.spec is not None and self.sandbox is not None and self.client is not None
+        with self.clock.phase(phases.CAPTURE, CAPTURE_TIMEOUT_S):
+            # a restart here (the agent's processes would not die, or the container died after the
+            # agent returned) is recorded in ``Sandbox.stopped_by_harness``: ``late_death`` reads it
+            self.sandbox.kill_all_processes_except_init()
+            suffix = f".try{self.try_no}" if self.try_no else ""
+            state = endstate.capture(
+                self.client,
+                self.sandbox.container,
+                self.rec_dir / f"endstate{suffix}.tar",
+                cap_bytes=self.ws.config.endstate.cap_bytes,
             )
-        blame = watch.judge(terminal_alive=terminal_alive, reported_code=agent_result.infra_code)
-        res.evidence = watch.evidence.as_dict()
-        res.steps = step_count
-        if agent_cast.disk_error:  # fault tolerance: the recording is the sample; without it, no sample
-            return _disk_full_result(
-                res, agent_cast.disk_error, ("agent_cast", agent_path), ("verifier_cast", verifier_path)
+            allow, _problems = allowances.parse(self.spec.metadata)  # the loader reported problems
+            self.res.endstate, self.res.image = state, self.image
+            self.res.guard_findings = guard.check(
+                state.changes, exists_in_image=state.exists_in_image, contents=state.contents, allow=allow
             )
-        if blame is not None:  # the container or the agent's shell ended: who did it decides the outcome
-            res.outcome, res.detail = blame.outcome, f"{blame.why}; {agent_result.detail}".strip("; ")
-            res.reward = None if outcomes.is_infra(blame.outcome) else 0.0
-            return res
-        if agent_result.infra_code:
-            res.outcome, res.detail = outcomes.infra_error(agent_result.infra_code), agent_result.detail
-            return res
-        with _GuardedCastWriter(
-            verifier_path, COLS, ROWS, title=f"{title} · verifier", env={"TERM": "xterm-256color"}
-        ) as vc:
-            verdict = run_verifier(
-                client, sandbox, spec, recorder=vc, bus=bus, episode_id=episode_id, cols=COLS, rows=ROWS
-            )
-            for _ in range(verifier_reruns):
-                vc.marker("rerun")
-                again = run_verifier(client, sandbox, spec, recorder=vc, bus=bus, episode_id=episode_id)
-                res.rerun_rewards.append(again.reward)
-        res.verifier_output = verdict.output
-        res.reward = verdict.reward
-        if vc.disk_error:  # fault tolerance: as above, for the verifier's recording
-            return _disk_full_result(res, vc.disk_error, ("verifier_cast", verifier_path))
-        # a death the agent set off as its last act lands after it returned: the verifier found the
-        # container already dead (and restarted it); that is still the policy's doing
-        late = watch.late_death()
-        res.evidence = watch.evidence.as_dict() if late or watch.evidence.actions("oom") else {}
+            stale = guard.bytecode_to_drop(state.changes)
+            if stale:  # caches only: Python rebuilds them from the unchanged sources
+                self.sandbox.exec(["/bin/rm", "-f", "--", *stale])
+
+    def end_if_sandbox_ended(self) -> None:
+        """The attribution put the container's (or the agent shell's) end on the policy: a valid sample,
+        reward 0, never retried; the verifier does not run."""
+        if self.ended is not None:
+            self.res.reward = 0.0
+            raise self.ended
+
+    # --- phase 4: the verifier ----------------------------------------------------------------------
+
+    def verify(self) -> VerifierResult:
+        assert self.spec is not None and self.sandbox is not None and self.client is not None
+        spec, sandbox = self.spec, self.sandbox
+        with self.clock.phase(phases.VERIFY, spec.verifier_timeout_sec * (1 + self.verifier_reruns)):
+            with _GuardedCastWriter(
+                self.verifier_path,
+                COLS,
+                ROWS,
+                title=f"{self.title} · verifier",
+                env={"TERM": "xterm-256color"},
+            ) as vc:
+                verdict = run_verifier(
+                    self.client,
+                    sandbox,
+                    spec,
+                    recorder=vc,
+                    bus=self.bus,
+                    episode_id=self.episode_id,
+                    cols=COLS,
+                    rows=ROWS,
+                    agent_stopped=True,
+                )
+                for _ in range(self.verifier_reruns):
+                    vc.marker("rerun")
+                    again = run_verifier(
+                        self.client, sandbox, spec, recorder=vc, bus=self.bus, episode_id=self.episode_id
+                    )
+                    self.res.rerun_rewards.append(again.reward)
+            self.res.verifier_output = verdict.output
+            self.res.reward = verdict.reward
+            if vc.disk_error:  # as above, for the verifier's recording
+                raise phases.DiskFull(vc.disk_error, ("verifier_cast",))
+        return verdict
+
+    def judge_late_death(self) -> None:
+        """A death the agent set off as its last act lands after it returned: the capture phase found the
+        container dead (and restarted it); that is still the policy's doing, whatever the verifier said."""
+        if self.watch is None:
+            return
+        late = self.watch.late_death()
+        self.res.evidence = (
+            self.watch.evidence.as_dict() if late or self.watch.evidence.actions("oom") else {}
+        )
         if late is not None:
-            res.outcome, res.detail, res.reward = late.outcome, late.why, 0.0
-            return res
-        if agent_result.error_code:
-            res.outcome, res.detail = outcomes.agent_error(agent_result.error_code), agent_result.detail
-        elif verdict.infra_code:
-            res.outcome, res.detail = outcomes.infra_error(verdict.infra_code), verdict.detail
-        else:
-            res.outcome, res.detail = outcomes.from_reward(verdict.reward or 0.0), verdict.detail
-        return res
-    except (DockerUnavailable, docker.errors.DockerException, SandboxError, OSError) as exc:
-        if _disk_full(exc):  # fault tolerance: e.g. the cast file could not even be created
-            return _disk_full_result(
-                res,
-                f"recordings disk full: {exc}",
-                ("agent_cast", agent_path),
-                ("verifier_cast", verifier_path),
-            )
-        res.outcome, res.detail = outcomes.infra_error(classify_docker_error(exc)), str(exc)
-        return res
-    finally:
-        if watch is not None:
-            watch.close()
-        if sandbox is not None:  # removed in the background: the outcome no longer depends on it
+            self.res.reward = 0.0
+            raise phases.SandboxEnded(late.outcome, late.why)
+
+    # --- phase 5: the outcome -----------------------------------------------------------------------
+
+    def finalise(self, agent_result: AgentResult, verdict: VerifierResult) -> None:
+        """Precedence: tampering, the policy's own error, the verifier's infra error, then the reward."""
+        with self.clock.phase(phases.FINALISE, 0):
+            if guard.tripped(self.res.guard_findings):
+                raise phases.VerifierTamper(guard.summary(self.res.guard_findings))
+            if agent_result.error_code:
+                self.res.outcome = phases.agent_outcome(agent_result.error_code)
+                self.res.detail = agent_result.detail
+            elif verdict.infra_code:
+                raise phases.VerifierInfra(verdict.detail, verdict.infra_code)
+            else:
+                self.res.outcome = outcomes.from_reward(verdict.reward or 0.0)
+                self.res.detail = verdict.detail
+
+    def fail(self, err: phases.PhaseError) -> None:
+        self.res.outcome, self.res.detail = err.outcome, err.detail
+        if not err.keeps_reward:
+            self.res.reward = None
+        if isinstance(err, phases.DiskFull):  # cast paths are kept only for files that got any bytes
+            for attr in err.casts:
+                path = self.agent_path if attr == "agent_cast" else self.verifier_path
+                try:
+                    empty = path.stat().st_size == 0
+                except OSError:
+                    empty = True
+                if empty:
+                    setattr(self.res, attr, "")
+
+    def release(self) -> None:
+        if self.watch is not None:
             with contextlib.suppress(Exception):
-                sandbox_pool.release(sandbox)
+                self.watch.close()
+        if self.sandbox is not None:  # removed in the background: the outcome no longer depends on it
+            with contextlib.suppress(Exception):
+                sandbox_pool.release(self.sandbox)
 
 
 def _run_agent(
@@ -397,12 +566,8 @@ def _run_agent(
         try:
             term.start()
         except Exception as exc:  # noqa: BLE001
-            code = (
-                "oom"
-                if sandbox.oom_killed()
-                else ("container_died" if not sandbox.is_running() else "env_start_timeout")
-            )
-            return AgentResult(infra_code=code, detail=f"agent terminal did not start: {exc}"), True
+            err = phases.terminal_start_failed(sandbox, exc)
+            return AgentResult(infra_code=err.code, detail=err.detail), True
         if watch is not None:
             watch.mark_agent_started(getattr(term, "_exec_id", "") or "")
         ctx = AgentContext(
@@ -420,8 +585,8 @@ def _run_agent(
             if not term.alive:  # the terminal went with the container or the shell: attribution decides
                 return AgentResult(infra_code="container_died", detail=f"container stopped: {exc}"), False
             if not sandbox.is_running():
-                code = "oom" if sandbox.oom_killed() else "container_died"
-                return AgentResult(infra_code=code, detail=f"container stopped: {exc}"), term.alive
+                err = phases.container_stopped(sandbox, f"container stopped: {exc}")
+                return AgentResult(infra_code=err.code, detail=err.detail), term.alive
             return AgentResult(error_code="agent_crashed", detail=f"{type(exc).__name__}: {exc}"), True
         return result, term.alive
     finally:

@@ -53,6 +53,11 @@ log = logging.getLogger(__name__)
 #: How long new claims wait for a Docker engine that went away mid-batch before the batch stops unfinished
 #: (``--resume`` continues it). Long enough for a dockerd restart or upgrade.
 DEFAULT_DAEMON_WAIT_S = 300.0
+#: This many episodes in a row ending ``infra_error:policy_unavailable`` stop the batch: the endpoint is
+#: down, and every further episode would only burn a container start to record the same infra error.
+#: The rest stay queued for ``--resume`` once the endpoint is back.
+DEFAULT_MAX_CONSECUTIVE_UNAVAILABLE = 3
+POLICY_UNAVAILABLE = "infra_error:policy_unavailable"
 
 
 class BatchError(RuntimeError):
@@ -137,6 +142,84 @@ def latest_unfinished_batch(ws: Workspace) -> str | None:
         return queries.latest_unfinished_batch_id(s)
 
 
+def check_policy_endpoint(ws: Workspace, model: str, base_url: str | None, timeout: float = 30.0) -> None:
+    """What ``bandpass policy check`` does (list the served models, ask for one token), run before a
+    model batch starts any container; raises ``BatchError`` with the one line to show when the endpoint
+    cannot serve, so a dead endpoint costs a second instead of a batch of infra errors."""
+    from engine.run.policy.client import PolicyClient, PolicyInfraError, resolve_model
+
+    try:
+        cfg = resolve_model(ws.config, model, base_url)
+    except ValueError as exc:
+        raise BatchError(str(exc)) from None
+    client = PolicyClient(cfg, timeout=timeout, max_retries=0)
+    try:
+        client.check()
+    except PolicyInfraError as exc:
+        raise BatchError(f"policy endpoint not ready, nothing was run: {exc.detail}") from None
+    finally:
+        client.close()
+
+
+def parse_retry_codes(text: str) -> list[str]:
+    """``--retry CODE[,CODE]`` to infra codes (``oom``, ``infra_error:oom`` or ``infra_error`` for all).
+
+    Only infra errors can be retried: they are not samples, so re-running them adds the sample the batch
+    lacks. Re-running a *valid* sample (failed, agent_error) only when it failed would keep the lucky
+    reruns and inflate pass@k, so those codes are refused with that reason.
+    """
+    codes: list[str] = []
+    for raw in text.split(","):
+        part = raw.strip()
+        if not part:
+            continue
+        code = part.split(":", 1)[1] if part.startswith("infra_error:") else part
+        if code == "infra_error":
+            codes.append("*")
+            continue
+        if part in ("passed", "failed") or part.startswith("agent_error") or code in outcomes.AGENT_CODES:
+            raise BatchError(
+                f"--retry {part}: only infra_error codes can be retried (re-running valid samples only "
+                "when they failed would inflate pass@k)"
+            )
+        if ":" in code or not code.replace("_", "").isalnum():
+            raise BatchError(f"--retry {part}: expected an infra code like policy_unavailable or oom")
+        codes.append(code)
+    if not codes:
+        raise BatchError("--retry: expected CODE[,CODE], e.g. --retry policy_unavailable,container_died")
+    return codes
+
+
+def requeue_for_retry(ws: Workspace, batch_id: str, codes: Sequence[str]) -> list[int]:
+    """Requeues the batch's finished episodes that ended ``infra_error:<code>`` (``*``: any infra code) as a
+    new try of the same row; their recordings move to ``recordings/episode-<id>.prior<N>/``."""
+    get_batch(ws, batch_id)
+    with session(ws.engine) as s:
+        finished = queries.finished_outcomes(s, batch_id)
+    wanted = sorted(
+        {
+            o
+            for o in finished.values()
+            if outcomes.is_infra(o) and ("*" in codes or outcomes.code_of(o) in codes)
+        }
+    )
+    if not wanted:
+        return []
+    moved: dict[int, str] = {}
+    for eid, o in finished.items():
+        if o not in wanted:
+            continue
+        rec = ws.recordings_dir / f"episode-{eid}"
+        if rec.is_dir():
+            n = 1
+            while (dest := rec.with_name(f"{rec.name}.prior{n}")).exists():
+                n += 1
+            rec.rename(dest)
+            moved[eid] = ws.rel(dest)
+    with session(ws.engine) as s:
+        return queries.requeue_for_retry(s, batch_id, wanted, moved)
+
+
 # --- running ------------------------------------------------------------------------------------------
 
 
@@ -158,6 +241,12 @@ class BatchSummary:
     wall_s: float = 0.0
     interrupted: bool = False
     executor: str = "local"  # where this call ran episodes (engine.run.executors)
+    halted: str = ""  # why this call stopped claiming on its own (endpoint down); "" when it did not
+
+    @property
+    def all_infra(self) -> bool:
+        """Every finished episode is an infra error: the batch produced no valid sample at all."""
+        return self.done > 0 and self.infra_errors == self.done
 
     @property
     def passed(self) -> int:
@@ -190,6 +279,7 @@ class BatchSummary:
             failed=self.failed,
             agent_errors=self.agent_errors,
             infra_errors=self.infra_errors,
+            all_infra=self.all_infra,
             finished=self.finished,
             episodes_per_min=round(self.episodes_per_min, 2),
             wall_s=round(self.wall_s, 2),
@@ -255,6 +345,7 @@ class _Runner:
         on_progress: Callable[[BatchSummary], None] | None,
         daemon_wait_s: float,
         started: float,
+        max_consecutive_unavailable: int = DEFAULT_MAX_CONSECUTIVE_UNAVAILABLE,
     ) -> None:
         self.ws, self.batch_id, self.executor, self.stop = ws, batch_id, executor, stop
         self.on_progress = on_progress
@@ -264,6 +355,9 @@ class _Runner:
         self.in_flight: set[int] = set()
         self.ran = 0
         self.gave_up = False  # the executor could not get ready (engine away too long): stop claiming
+        self.max_unavailable = max_consecutive_unavailable
+        self.unavailable_run = 0  # consecutive finished episodes that were policy_unavailable
+        self.halted = ""
 
     def progress(self) -> None:
         if self.on_progress is None:
@@ -276,7 +370,7 @@ class _Runner:
             log.exception("on_progress failed")
 
     def _claim(self) -> EpisodeJob | None:
-        if self.stop.is_set() or self.gave_up:
+        if self.stop.is_set() or self.gave_up or self.halted:
             return None
         if not self.executor.wait_ready(self.stop, self.daemon_wait_s):
             self.gave_up = not self.stop.is_set()
@@ -300,9 +394,17 @@ class _Runner:
                     reward=None,
                     error=f"runner: {type(exc).__name__}: {exc}",
                 )
+        outcome = "" if exc is not None else fut.result().outcome
         with self.lock:
             self.in_flight.discard(job.episode_id)
             self.ran += 1
+            self.unavailable_run = self.unavailable_run + 1 if outcome == POLICY_UNAVAILABLE else 0
+            if self.max_unavailable and self.unavailable_run >= self.max_unavailable and not self.halted:
+                self.halted = (
+                    f"policy endpoint unavailable: {self.unavailable_run} episodes in a row ended "
+                    f"{POLICY_UNAVAILABLE}; stopped claiming (the rest stay queued)"
+                )
+                log.warning("batch %s: %s", self.batch_id, self.halted)
         self.progress()
 
     def loop(self) -> None:
@@ -323,7 +425,7 @@ class _Runner:
             done, _ = wait(list(pending), timeout=0.2, return_when=FIRST_COMPLETED)
             for fut in done:
                 self._settle(pending.pop(fut), fut)
-            if done and not (self.stop.is_set() or self.gave_up):
+            if done and not (self.stop.is_set() or self.gave_up or self.halted):
                 exhausted = False  # a slot freed up: there may be more to claim
 
 
@@ -340,6 +442,7 @@ def run_batch(
     retry_backoff_s: float = 1.0,
     executor: Executor | None = None,
     daemon_wait_s: float = DEFAULT_DAEMON_WAIT_S,
+    max_consecutive_unavailable: int = DEFAULT_MAX_CONSECUTIVE_UNAVAILABLE,
 ) -> BatchSummary:
     """Runs the batch's queued episodes until none is left or ``stop`` is set; returns the summary.
 
@@ -367,7 +470,9 @@ def run_batch(
                 done = [e.id for e in queries.episodes(s, batch_id=batch_id, status="done")]
             removed = sandbox_pool.remove_episode_containers(ws.root, [*requeued, *done])
         executor.open(RunContext(ws, batch, agent_factory, bus, max_infra_retries, retry_backoff_s))
-        runner = _Runner(ws, batch_id, executor, stop, on_progress, daemon_wait_s, started)
+        runner = _Runner(
+            ws, batch_id, executor, stop, on_progress, daemon_wait_s, started, max_consecutive_unavailable
+        )
         try:
             runner.progress()
             runner.loop()
@@ -391,6 +496,7 @@ def run_batch(
     summary.wall_s = time.monotonic() - started
     summary.interrupted = stop.is_set() and not summary.finished
     summary.executor = executor.name
+    summary.halted = runner.halted
     return summary
 
 
@@ -406,6 +512,7 @@ def run_planned(
     retry_backoff_s: float = 1.0,
     executor: Executor | None = None,
     daemon_wait_s: float = DEFAULT_DAEMON_WAIT_S,
+    max_consecutive_unavailable: int = DEFAULT_MAX_CONSECUTIVE_UNAVAILABLE,
 ) -> BatchSummary:
     """``run_batch`` with the agent the batch row describes (what ``bandpass run`` and ``--resume`` do)."""
     try:
@@ -425,6 +532,7 @@ def run_planned(
             retry_backoff_s=retry_backoff_s,
             executor=executor,
             daemon_wait_s=daemon_wait_s,
+            max_consecutive_unavailable=max_consecutive_unavailable,
         )
     finally:
         close()
@@ -434,12 +542,15 @@ __all__ = [
     "BatchError",
     "BatchSummary",
     "batch_agent_factory",
+    "check_policy_endpoint",
     "batch_summary",
     "default_concurrency",
     "get_batch",
     "latest_unfinished_batch",
     "new_batch_id",
+    "parse_retry_codes",
     "plan_batch",
+    "requeue_for_retry",
     "run_batch",
     "run_planned",
 ]

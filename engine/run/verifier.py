@@ -16,6 +16,7 @@ from pathlib import Path
 import docker
 
 from engine.core.events import EventBus
+from engine.run.guard import VERIFIER_PATH
 from engine.sandbox.asciicast import CastWriter
 from engine.sandbox.container import Sandbox, SandboxError
 from engine.sandbox.terminal import TerminalSession
@@ -58,6 +59,23 @@ def parse_reward(json_bytes: bytes | None, txt_bytes: bytes | None) -> tuple[flo
     return None, f"neither {LOGS_DIR}/reward.json nor reward.txt was written"
 
 
+#: The verifier's environment, whatever the image or the policy left behind: a fixed PATH, no start-up
+#: files for non-interactive shells (``BASH_ENV``, ``ENV``), no readline macros (``INPUTRC``).
+SAFE_ENV = {"PATH": VERIFIER_PATH, "BASH_ENV": "", "ENV": "", "INPUTRC": "/dev/null"}
+SHELLS = ("/bin/bash", "/usr/bin/bash")
+
+
+def verifier_shell(client: docker.DockerClient, sandbox: Sandbox) -> str:
+    """The image's bash by absolute path (never a PATH lookup, which a policy can shadow); the tamper guard
+    flags any change to it. Asked of the engine, not of a program inside the container."""
+    api = client.api
+    for shell in SHELLS:
+        res = api.head(api._url("/containers/{0}/archive", sandbox.id), params={"path": shell})
+        if res.status_code == 200:
+            return shell
+    return SHELLS[0]
+
+
 def run_verifier(
     client: docker.DockerClient,
     sandbox: Sandbox,
@@ -68,10 +86,20 @@ def run_verifier(
     episode_id: int | None = None,
     cols: int = 160,
     rows: int = 40,
+    agent_stopped: bool = False,
+    shell: str | None = None,
 ) -> VerifierResult:
+    """``agent_stopped``: the caller already killed every agent process (the capture phase does, so it
+    reads a still end state); only the logs and tests directories are then reset."""
     try:
         reset = f"rm -rf {LOGS_DIR} {TESTS_DIR} && mkdir -p {LOGS_DIR} {TESTS_DIR}"
-        if sandbox.kill_all_processes_except_init(then=reset) == "restart":
+        if agent_stopped:
+            code, out = sandbox.exec(reset)
+            if code != 0:
+                return VerifierResult(
+                    None, "reward_missing", out, f"could not prepare {LOGS_DIR}: {out.strip()}"
+                )
+        elif sandbox.kill_all_processes_except_init(then=reset) == "restart":
             code, out = sandbox.exec(reset)  # the restart path skipped ``then``
             if code != 0:
                 return VerifierResult(
@@ -91,7 +119,8 @@ def run_verifier(
         episode_id=episode_id,
         stream="verifier",
         workdir=task.workdir,
-        env=dict(task.verifier_env),
+        env={**SAFE_ENV, **task.verifier_env},
+        shell=shell or verifier_shell(client, sandbox),
     )
     try:
         try:
@@ -99,7 +128,7 @@ def run_verifier(
         except Exception as exc:  # noqa: BLE001 - any start failure is the container's
             return _died(sandbox, "", f"verifier terminal did not start: {exc}")
         res = term.send_and_wait(
-            f"bash {TESTS_DIR}/test.sh\n", timeout=task.verifier_timeout_sec, quiescence=1e9
+            f"{term.shell} {TESTS_DIR}/test.sh\n", timeout=task.verifier_timeout_sec, quiescence=1e9
         )
         output = term.recent_output(64 * 1024)
         if res.timed_out:

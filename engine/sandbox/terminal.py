@@ -140,8 +140,10 @@ class TerminalSession:
         workdir: str | None = None,
         user: str | None = None,
         env: dict[str, str] | None = None,
+        shell: str = "bash",
     ) -> None:
         self.client = client
+        self.shell = shell  # the verifier passes an absolute path: a PATH lookup is the policy's to rig
         self.container = container
         self.screen = Screen(cols, rows)
         self.recorder = recorder
@@ -186,7 +188,7 @@ class TerminalSession:
         try:
             created = api.exec_create(
                 self.container.id,
-                ["bash", "--norc", "--noprofile", "-i"],
+                [self.shell, "--norc", "--noprofile", "-i"],
                 stdin=True,
                 tty=True,
                 environment=environment,

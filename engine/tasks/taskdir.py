@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from engine.tasks import allowances
+
 __all__ = [
     "DIFFICULTIES",
     "IGNORED_NAMES",
@@ -472,6 +474,8 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
         difficulty = None
     category = chk.string(meta, "metadata", "category", nonempty=True)
     tags = chk.string_list(meta, "metadata", "tags")
+    for fld, problem in allowances.parse(meta)[1]:  # the tamper guard's per-task allowances
+        chk.problem(CONFIG, fld, problem)
 
     agent_timeout = chk.positive_number(agent, "agent", "timeout_sec", DEFAULT_AGENT_TIMEOUT_SEC)
     verifier_timeout = chk.positive_number(verifier, "verifier", "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_SEC)

@@ -14,11 +14,19 @@ Requests are validated as the real API does (roles alternate, every ``tool_use``
 ``tool_result`` in the next user message, tool inputs are objects), so a protocol bug in the loop fails
 the test with the same 400 Claude would send.
 
+Failures a real server shows are scriptable too: :class:`Fail` (an HTTP error), :class:`StreamFail` (an
+``event: error`` mid-stream), :class:`Cut` (the connection closed mid-body, reset, or stalled past the
+client's timeout) and ``Reply(..., no_stop=True)`` (a stream that ends cleanly without a stop reason).
+``refuse_tools`` makes the server answer any request with tools 400, the way vLLM does without its
+tool-call flags. ``GET /v1/models`` lists the scripted models.
+
 Conversations are scripted per model name. The server is stateless about conversations: the turn to play
 is the number of assistant messages in the request, so concurrent conversations of one model each get
 the script from the start. A script entry is a :class:`Reply`, a callable ``(request body) -> Reply``
 (to react to tool results), or a list of :class:`Fail` / :class:`StreamFail` followed by a Reply, served
 in order to repeated requests for that turn (``429 then success``). Past the end the last entry repeats.
+Helpers: :func:`malformed` (a tool input that is not valid JSON) and :func:`refusal` (``stop_reason:
+"refusal"``), as the reviewer's tests need.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -59,6 +67,7 @@ class Reply:
     output_tokens: int | None = None  # default: derived from the reply's size
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    no_stop: bool = False  # message_delta carries stop_reason null: the server stopped mid-reply
 
 
 @dataclass
@@ -80,6 +89,20 @@ class StreamFail:
     type: str = "overloaded_error"
     message: str = "Overloaded"
 
+
+@dataclass
+class Cut:
+    """A 200 stream that starts, emits ``partial`` text, then breaks: ``how`` is ``close`` (the server
+    closes without finishing the chunked body) or ``stall`` (no more bytes for ``stall_s`` seconds, past
+    the client's read timeout, then close)."""
+
+    how: str = "close"
+    partial: str = "Let me think about "
+    stall_s: float = 30.0
+
+
+#: vLLM's answer when tools are sent but it runs without --enable-auto-tool-choice (an OpenAI-style body).
+VLLM_TOOLS_REFUSAL = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 
 Entry = Reply | Callable[[dict[str, Any]], Reply] | list[Any]
 
@@ -103,6 +126,16 @@ def tool(name: str, **inputs: Any) -> Tool:
     return Tool(name, dict(inputs))
 
 
+def malformed(name: str, raw_json: str) -> Tool:
+    """A tool_use whose streamed input is ``raw_json`` verbatim (may be invalid JSON)."""
+    return Tool(name, raw_json=raw_json)
+
+
+def refusal(text: str = "I can't help with reviewing this.") -> Reply:
+    """A reply the way the API ends a turn its classifiers stopped: ``stop_reason: "refusal"``."""
+    return Reply([Text(text)], stop_reason="refusal")
+
+
 @dataclass
 class Received:
     """One request as the server saw it (headers lower-cased), with its arrival time."""
@@ -124,6 +157,9 @@ class AnthropicServer:
     usage_sent: list[tuple[str, int, int, int, int]] = field(default_factory=list)
     #: Seconds between SSE events, so a test can watch tokens arrive one by one.
     event_delay_s: float = 0.0
+    #: When set, any request with tools is answered 400 with this message in vLLM's error shape.
+    refuse_tools: str | None = None
+    _release: threading.Event = field(default_factory=threading.Event)  # ends stalls on stop()
     _served: dict[tuple[str, int], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _httpd: ThreadingHTTPServer | None = None
@@ -151,7 +187,7 @@ class AnthropicServer:
             if r.path.startswith("/v1/messages") and (model is None or (r.body or {}).get("model") == model)
         ]
 
-    def next_entry(self, model: str, turn: int, body: dict[str, Any]) -> Reply | Fail | StreamFail:
+    def next_entry(self, model: str, turn: int, body: dict[str, Any]) -> Reply | Fail | StreamFail | Cut:
         with self._lock:
             entries = self.scripts[model]
             entry = entries[min(turn, len(entries) - 1)]
@@ -159,7 +195,7 @@ class AnthropicServer:
                 i = self._served.get((model, turn), 0)
                 self._served[(model, turn)] = i + 1
                 entry = entry[min(i, len(entry) - 1)]
-        if callable(entry) and not isinstance(entry, (Reply, Fail, StreamFail)):
+        if callable(entry) and not isinstance(entry, (Reply, Fail, StreamFail, Cut)):
             entry = entry(body)
         return entry
 
@@ -175,6 +211,7 @@ class AnthropicServer:
         return self
 
     def stop(self) -> None:
+        self._release.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -326,6 +363,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         self.state.requests.append(Received(self.path, dict(self.headers.items()), None, time.monotonic()))
+        if self.path.split("?")[0].rstrip("/") == "/v1/models":
+            ids = sorted(self.state.scripts)
+            data = [
+                {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+                for m in ids
+            ]
+            payload = {"data": data, "has_more": False, "first_id": ids[0] if ids else None}
+            self._json(200, {**payload, "last_id": ids[-1] if ids else None}, {"request-id": _request_id()})
+            return
         self._error(404, "not_found_error", f"Not found: {self.path}")
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
@@ -356,6 +402,11 @@ class _Handler(BaseHTTPRequestHandler):
         if problem:
             self._error(400, "invalid_request_error", problem)
             return
+        if self.state.refuse_tools and body.get("tools"):
+            self.state.requests[-1].status = 400
+            vllm_body = {"object": "error", "message": self.state.refuse_tools, "type": "BadRequestError"}
+            self._json(400, {**vllm_body, "param": None, "code": 400}, {})
+            return
         model = body["model"]
         if model not in self.state.scripts:
             self._error(404, "not_found_error", f"model: {model}")
@@ -371,10 +422,48 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(entry, StreamFail):
             self._sse(self._failing_events(body, entry), rid)
             return
+        if isinstance(entry, Cut):
+            self._cut(body, entry, rid)
+            return
         if body.get("stream"):
             self._sse(self._events(body, entry), rid)
         else:
             self._json(200, self._message(body, entry), {"request-id": rid})
+
+    def _cut(self, body: dict[str, Any], cut: Cut, rid: str) -> None:
+        """Starts a stream, sends part of a reply, then breaks the connection the way ``cut.how`` says."""
+        import socket
+
+        start = [
+            self._start(body, _tokens(json.dumps(body.get("messages", [])))),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": cut.partial},
+                },
+            ),
+        ]
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream; charset=utf-8")
+            self.send_header("transfer-encoding", "chunked")
+            self.send_header("request-id", rid)
+            self.end_headers()
+            for name, payload in start:
+                self._chunk(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode())
+            if cut.how == "stall":
+                self.state._release.wait(cut.stall_s)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
+        with suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     # --- bodies --- #
 
@@ -508,7 +597,10 @@ class _Handler(BaseHTTPRequestHandler):
             "message_delta",
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": self._stop_reason(reply), "stop_sequence": None},
+                "delta": {
+                    "stop_reason": None if reply.no_stop else self._stop_reason(reply),
+                    "stop_sequence": None,
+                },
                 "usage": {"output_tokens": out},
             },
         )

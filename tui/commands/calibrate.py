@@ -45,6 +45,24 @@ AllowWarningOpt = Annotated[
     typer.Option("--allow-warning", help="Let tasks whose latest audit is 'warning' pass the audit gate."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+KsOpt = Annotated[
+    str | None,
+    typer.Option("--ks", help="More pass@k values for --json per_task, e.g. 1,2,4,8 (1 and --k always)."),
+]
+
+
+def _parse_ks(text: str | None) -> list[int]:
+    if not text:
+        return []
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise fail(f"--ks: expected a comma list of integers >= 1, got {text}")
+        out.append(int(part))
+    return out
 
 
 def _gate_params(
@@ -54,12 +72,15 @@ def _gate_params(
     band: str | None,
     min_samples: int | None,
     allow_warning: bool,
+    model: str | None = None,
 ) -> GateParams:
+    """Flags win, then the model's own ``band`` in bandpass.toml, then the ``[band]`` section."""
     from engine.calibration.calibrate import GateParams, parse_band
 
     cfg = ws.config.band
+    own = ws.config.models[model].band_edges() if model in ws.config.models else None
     try:
-        lo, hi = parse_band(band) if band is not None else (cfg.lo, cfg.hi)
+        lo, hi = parse_band(band) if band is not None else (own or (cfg.lo, cfg.hi))
     except ValueError as exc:
         raise fail(str(exc)) from None
     k = cfg.k if k is None else k
@@ -96,6 +117,7 @@ def _calibration(
     min_samples: int | None,
     allow_warning: bool,
     as_json: bool,
+    ks: str | None = None,
 ) -> None:
     from rich.console import Console
 
@@ -103,8 +125,10 @@ def _calibration(
 
     ws = open_workspace()
     model = _require_model(ws, model)
-    params = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning)
-    rep = build_report(ws, model, params)
+    params = _gate_params(
+        ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning, model=model
+    )
+    rep = build_report(ws, model, params, _parse_ks(ks))
     if as_json:
         typer.echo(json.dumps(rep.as_dict(), indent=2, sort_keys=True, default=str))
         return
@@ -120,10 +144,11 @@ def report_root(
     min_samples: MinSamplesOpt = None,
     allow_warning: AllowWarningOpt = False,
     as_json: JsonOpt = False,
+    ks: KsOpt = None,
 ) -> None:
     """Calibration report for --model (same as ``bandpass report calibration``)."""
     if ctx.invoked_subcommand is None:
-        _calibration(model, k, band, min_samples, allow_warning, as_json)
+        _calibration(model, k, band, min_samples, allow_warning, as_json, ks)
 
 
 @report_app.command("calibration")
@@ -134,9 +159,45 @@ def report_calibration(
     min_samples: MinSamplesOpt = None,
     allow_warning: AllowWarningOpt = False,
     as_json: JsonOpt = False,
+    ks: KsOpt = None,
 ) -> None:
     """Pass-rate histogram with the band, mean pass@k, reward std, outcomes, tags, infra codes, yield."""
-    _calibration(model, k, band, min_samples, allow_warning, as_json)
+    _calibration(model, k, band, min_samples, allow_warning, as_json, ks)
+
+
+@report_app.command("compare")
+def report_compare(
+    models: Annotated[
+        str,
+        typer.Option(
+            "--models", help="Comma list of models; a bandpass.toml series sorts by checkpoint_step."
+        ),
+    ],
+    k: KOpt = None,
+    band: BandOpt = None,
+    min_samples: MinSamplesOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Tasks × models matrix of pass@k with each cell's band, mean pass@k, and tasks that left the band."""
+    from rich.console import Console
+
+    from engine.calibration.compare import compare, render_comparison
+
+    ws = open_workspace()
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    if not names:
+        raise fail("--models: expected a comma list of model names")
+    for name in names:
+        _require_model(ws, name)
+    params = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=False)
+    try:
+        cmp = compare(ws, names, params, config=ws.config, band_override=band is not None)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        typer.echo(json.dumps(cmp.as_dict(), indent=2, sort_keys=True, default=str))
+        return
+    Console(width=max(100, 28 + 18 * len(names))).print(render_comparison(cmp))
 
 
 @app.command("export")
@@ -148,8 +209,25 @@ def export_cmd(
     band: BandOpt = None,
     k: KOpt = None,
     formats: Annotated[
-        str, typer.Option("--format", help="Comma list of harbor,verl,skyrl,jsonl.")
+        str,
+        typer.Option(
+            "--format", help="Comma list of harbor,verl,skyrl,jsonl,traces (traces: episodes as chats)."
+        ),
     ] = "harbor,verl,skyrl,jsonl",
+    trace_filter: Annotated[
+        str,
+        typer.Option(
+            "--filter",
+            help="With --format traces: all, success (passed) or failure (the rest, infra flagged).",
+        ),
+    ] = "all",
+    against: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--against",
+            help="Reference task folder (a benchmark checkout); repeatable. Near-duplicates are left out.",
+        ),
+    ] = None,
     curriculum: Annotated[
         bool, typer.Option("--curriculum", help="Order rows easy→hard by pass rate.")
     ] = False,
@@ -160,8 +238,12 @@ def export_cmd(
     min_samples: MinSamplesOpt = None,
     allow_warning: AllowWarningOpt = False,
     max_infra_rate: Annotated[
-        float, typer.Option("--max-infra-rate", help="Exclude tasks whose infra-error rate is above this.")
-    ] = 0.2,
+        float | None,
+        typer.Option(
+            "--max-infra-rate",
+            help="Exclude tasks whose infra-error rate is above this (default: the report's warning rate).",
+        ),
+    ] = None,
     env_class: Annotated[str, typer.Option("--env-class", help="SkyRL env_class value.")] = "harbor",
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace --out when it holds a previous Bandpass export.")
@@ -173,8 +255,8 @@ def export_cmd(
 
     ws = open_workspace()
     model = _require_model(ws, model)
-    gp = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning)
-    if not 0 <= max_infra_rate <= 1:
+    gp = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning, model=model)
+    if max_infra_rate is not None and not 0 <= max_infra_rate <= 1:
         raise fail(f"--max-infra-rate: expected 0 <= R <= 1, got {max_infra_rate}")
     try:
         params = ExportParams(
@@ -188,8 +270,10 @@ def export_cmd(
             seed=seed,
             min_samples=gp.min_samples,
             allow_warning=allow_warning,
-            max_infra_rate=max_infra_rate,
             env_class=env_class,
+            trace_filter=trace_filter,
+            against=tuple(against or ()),
+            **({} if max_infra_rate is None else {"max_infra_rate": max_infra_rate}),
         )
         if out is None:
             safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in model)
@@ -206,6 +290,10 @@ def export_cmd(
         f"(train {splits['train']}, validation {splits['validation']}; export #{result.export_id})"
     )
     typer.echo(f"manifest sha256 {result.manifest_sha256}  ({len(result.files)} files)")
+    if "traces" in params.formats:
+        typer.echo(f"traces: {result.traces} episode(s) ({trace_filter}) in traces/traces.{{jsonl,parquet}}")
+    for name, hit in result.decontaminated.items():
+        typer.echo(f"decontaminated: {name} ~ {hit['reference']} (similarity {hit['similarity']:.2f})")
     if result.excluded:
         typer.echo(f"excluded {len(result.excluded)} task(s):")
         for name, why in result.excluded.items():

@@ -2,8 +2,11 @@
 
 A thin face over :func:`engine.generator.generate_batch`: progress comes from the same
 ``GenerationEvent`` stream the TUI's Generate screen subscribes to, so the CLI and the screen can never
-disagree about what happened. Exit status: 0 when at least one task was accepted, 1 when none was,
-2 when the batch could not start (no API key, unknown prompt version or model price).
+disagree about what happened. Exit status: 0 when at least one task was accepted and no attempt failed
+for the API, 1 when none was accepted, 2 when the batch could not start (no API key, unknown prompt
+version or model price), 3 when the generator could not be reached or refused the requests (any attempt
+ended with an API failure; ``--check`` failing too) — an overnight script can tell an outage from a bad
+prompt.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import typer
 
 from tui.cli import app, fail, open_workspace
 from tui.commands.calibrate import report_app
+
+#: Exit status when the generator's API could not be reached or refused the requests.
+EXIT_UNREACHABLE = 3
 
 
 def _progress_printer(verbose: bool):  # noqa: ANN202 - an event callback
@@ -45,7 +51,8 @@ def _progress_printer(verbose: bool):  # noqa: ANN202 - an event callback
             line = f"{tag}   -> {' | '.join(first)[:140]}"
         elif ev.kind == "api_retry":
             line = (
-                f"{tag}   api {data.get('code')} (HTTP {data.get('status')}), retry in {data.get('wait_s')}s"
+                f"{tag}   api {data.get('code')}: {data.get('detail')} — retry {data.get('attempt')} "
+                f"in {data.get('wait_s')}s"
             )
         elif ev.kind == "turn":
             line = (
@@ -59,6 +66,8 @@ def _progress_printer(verbose: bool):  # noqa: ANN202 - an event callback
                 f"${data.get('cost_usd', 0):.4f}, {data.get('wall_s', 0):.0f}s, "
                 f"{data.get('api_retries')} api retries)"
             )
+            if data.get("detail") and data.get("outcome") != "accepted":
+                line += f"\n{tag}   {data['detail']}"
         if line is not None:
             with lock:
                 if verbose:
@@ -85,8 +94,8 @@ def generate_cmd(
         float | None, typer.Option("--budget-usd", help="Dollar limit for the whole batch.", min=0)
     ] = None,
     task_budget_usd: Annotated[
-        float, typer.Option("--task-budget-usd", help="Dollar limit per attempt.", min=0)
-    ] = 5.0,
+        float | None, typer.Option("--task-budget-usd", help="Dollar limit per attempt (default 5).", min=0)
+    ] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="Turn limit per attempt.", min=1)] = 40,
     max_tokens: Annotated[
         int, typer.Option("--max-tokens", help="Token limit (in + out) per attempt.", min=1)
@@ -100,6 +109,24 @@ def generate_cmd(
     max_output_tokens: Annotated[
         int, typer.Option("--max-output-tokens", help="max_tokens of each API call.", min=256)
     ] = 8192,
+    max_no_tool_turns: Annotated[
+        int,
+        typer.Option("--max-no-tool-turns", help="Replies without a tool call before rejecting.", min=1),
+    ] = 3,
+    api_timeout: Annotated[
+        float,
+        typer.Option(
+            "--api-timeout", help="Seconds to wait on the API (connect, each stream read).", min=0.1
+        ),
+    ] = 600.0,
+    api_retries: Annotated[
+        int,
+        typer.Option("--api-retries", help="Retries of a failed API call before the attempt errs.", min=0),
+    ] = 8,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Check endpoint, key, model and tool use with a one-token request."),
+    ] = False,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the axes draw (reproducible).")] = None,
     accept_warnings: Annotated[
         bool, typer.Option("--accept-warnings", help="Accept tasks whose audit verdict is 'warning'.")
@@ -112,13 +139,33 @@ def generate_cmd(
 ) -> None:
     """Have Claude write and self-audit new tasks; accepted ones enter the workspace (origin generated)."""
     from engine.core.events import EventBus, GenerationEvent
-    from engine.generator import Budget, GeneratorError, available_versions, generate_batch, load_prompt
+    from engine.generator import (
+        Budget,
+        GeneratorError,
+        RetryPolicy,
+        available_versions,
+        generate_batch,
+        load_prompt,
+    )
+    from engine.generator.api import is_api_code
 
     if list_prompts:
         for name in available_versions():
             typer.echo(f"{name:<16} {load_prompt(name).description}")
         return
     ws = open_workspace()
+    if check:
+        _check(ws, model, as_json)
+        return
+    from engine.generator.pricing import PriceTable, PriceUnknown
+
+    prices = PriceTable(ws.root)
+    gen_model = model or ws.config.generator.model
+    if not prices.known(gen_model):
+        unknown = PriceUnknown(gen_model, prices.files)
+        if task_budget_usd is not None:
+            raise fail(f"--task-budget-usd needs a price: {unknown}", code=2)
+        typer.echo(f"warning: cost unknown: {unknown}", err=True)
     bus = EventBus()
     if not as_json:
         bus.subscribe(GenerationEvent, _progress_printer(verbose))  # type: ignore[arg-type]
@@ -132,7 +179,11 @@ def generate_cmd(
             concurrency=concurrency,
             difficulty=difficulty,
             budget=Budget(
-                max_turns=max_turns, max_tokens=max_tokens, max_usd=task_budget_usd, max_wall_s=max_wall
+                max_turns=max_turns,
+                max_tokens=max_tokens,
+                max_usd=5.0 if task_budget_usd is None else task_budget_usd,
+                max_wall_s=max_wall,
+                max_no_tool_turns=max_no_tool_turns,
             ),
             batch_budget_usd=budget_usd,
             target_model=target_model,
@@ -142,6 +193,8 @@ def generate_cmd(
             stop=stop,
             accept_warnings=accept_warnings,
             max_tokens_per_turn=max_output_tokens,
+            api_timeout_s=api_timeout,
+            retry=RetryPolicy(max_retries=api_retries),
         )
     except GeneratorError as exc:
         raise fail(str(exc), code=2) from None
@@ -152,14 +205,53 @@ def generate_cmd(
         typer.echo(json.dumps(result.as_dict(), indent=2, default=str))
     else:
         accepted = result.accepted
+        spent = f"${result.spent_usd:.4f}" if prices.known(gen_model) else "cost unknown"
         typer.echo(
-            f"{len(accepted)}/{len(result.results)} accepted, ${result.spent_usd:.4f} spent"
-            + (f", {result.skipped} not started (budget)" if result.skipped else "")
+            f"{len(accepted)}/{len(result.results)} accepted, {spent} spent"
+            + (f", {result.skipped} not started" if result.skipped else "")
         )
+        if result.halted:
+            typer.echo(f"batch halted: {result.halted}")
         for r in accepted:
             typer.echo(f"    {r.task_name}  (generation {r.generation_id})")
+    api_failed = [r for r in result.results if r.outcome == "error" and is_api_code(r.reason)]
+    if api_failed:
+        last = api_failed[-1]
+        typer.echo(
+            f"bandpass: error: {len(api_failed)} attempt(s) could not use the generator "
+            f"({last.reason}): {last.detail}",
+            err=True,
+        )
+        raise typer.Exit(EXIT_UNREACHABLE)
     if n and not result.accepted:
         raise typer.Exit(1)
+
+
+def _check(ws, model: str | None, as_json: bool) -> None:  # noqa: ANN001 - engine Workspace
+    """``--check``: one line per step (endpoint, auth, model, tools, stream, price), then the fix."""
+    from engine.generator import GeneratorError, resolve_api
+    from engine.generator.check import check_generator
+
+    model = model or ws.config.generator.model
+    try:
+        key, url = resolve_api(ws)
+    except GeneratorError as exc:
+        raise fail(str(exc), code=2) from None
+    report = check_generator(ws, model, api_key=key, base_url=url)
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        typer.echo(f"generator {model} at {report.url}")
+        marks = {True: "ok  ", False: "FAIL", None: "-   "}
+        for step in report.steps:
+            mark = "warn" if step.name == "price" and step.ok is False else marks[step.ok]
+            typer.echo(f"  {mark} {step.name:<9}{step.detail}")
+        if report.error:
+            typer.echo(f"bandpass: error: {report.error}", err=True)
+        if report.hint:
+            typer.echo(f"  hint: {report.hint}", err=not report.ok)
+    if not report.ok:
+        raise typer.Exit(EXIT_UNREACHABLE)
 
 
 @report_app.command("generation")
@@ -180,6 +272,6 @@ def report_generation(
         return
     Console(width=160).print(render_generation_report(rows))
     typer.echo(
-        "yield = accepted / attempts; attempts exclude infra errors (API failures) and cancellations; "
-        "$/accepted counts every attempt's spend."
+        "yield = accepted / attempts; attempts exclude errors (api fail: the generator's API; docker err; "
+        "own err: Bandpass's own) and cancellations; $/accepted counts every attempt's spend."
     )

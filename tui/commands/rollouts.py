@@ -40,6 +40,16 @@ def _version_ids(ws: Workspace, refs: list[str] | None) -> list[int]:
         return out
 
 
+def _preflight(ws: Workspace, name: str, base_url: str | None, timeout: float) -> None:
+    """The endpoint check before a model batch (engine.run.rollouts.check_policy_endpoint)."""
+    from engine.run.rollouts import BatchError, check_policy_endpoint
+
+    try:
+        check_policy_endpoint(ws, name, base_url, min(timeout, 30.0))
+    except BatchError as exc:
+        raise fail(str(exc)) from None
+
+
 def _line(sm: BatchSummary) -> str:
     return (
         f"passed {sm.passed} · failed {sm.failed} · agent errors {sm.agent_errors} · "
@@ -54,6 +64,7 @@ def _run_with_progress(
     retries: int,
     quiet: bool,
     executor: Any = None,  # --- executors: an engine.run.executors.Executor (None: local) ---
+    max_unavailable: int = 3,
 ) -> Any:
     """Runs the batch under a Rich progress bar; first Ctrl-C drains, second aborts."""
     from rich.console import Console
@@ -98,6 +109,7 @@ def _run_with_progress(
                 stop=stop,
                 max_infra_retries=retries,
                 executor=executor,
+                max_consecutive_unavailable=max_unavailable,
             )
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -141,6 +153,25 @@ def run_cmd(
     batch: Annotated[
         str | None, typer.Argument(metavar="[BATCH]", help="With --resume: the batch to finish.")
     ] = None,
+    retry: Annotated[
+        str | None,
+        typer.Option(
+            "--retry",
+            help="With --resume: re-run the finished episodes that ended infra_error:CODE (comma list; "
+            "infra_error = every infra code) as new tries of the same attempts.",
+        ),
+    ] = None,
+    no_check: Annotated[
+        bool, typer.Option("--no-check", help="Skip the endpoint check before a model batch starts.")
+    ] = False,
+    stop_after_unavailable: Annotated[
+        int,
+        typer.Option(
+            "--stop-after-unavailable",
+            min=0,
+            help="Stop the batch after this many episodes in a row end policy_unavailable (0: never).",
+        ),
+    ] = 3,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Policy turn limit.")] = 20,
     request_timeout: Annotated[
         float, typer.Option("--request-timeout", help="Seconds per policy request.")
@@ -171,7 +202,9 @@ def run_cmd(
         default_concurrency,
         get_batch,
         latest_unfinished_batch,
+        parse_retry_codes,
         plan_batch,
+        requeue_for_retry,
     )
     from engine.sandbox.docker_engine import DockerUnavailable, get_client
 
@@ -188,13 +221,31 @@ def run_cmd(
     try:
         if batch and not resume:
             raise fail(f"a batch id ({batch}) goes with --resume: bandpass run --resume {batch}")
+        if retry is not None and not resume:
+            raise fail("--retry goes with --resume: bandpass run --resume [BATCH] --retry CODE[,CODE]")
         if resume:
             if model or agent or tasks or base_url:
                 raise fail("--resume takes no --model/--agent/--tasks/--base-url: the batch remembers them")
-            batch_id = batch or latest_unfinished_batch(ws)
-            if batch_id is None:
-                raise fail(f"no unfinished batch in {ws.root}")
-            get_batch(ws, batch_id)
+            if retry is not None:
+                codes = parse_retry_codes(retry)
+                batch_id = batch or _latest_batch(ws)
+                if batch_id is None:
+                    raise fail(f"no batch in {ws.root}")
+                b = get_batch(ws, batch_id)
+                if b.kind == "model" and not no_check:
+                    _preflight(ws, b.agent, b.base_url or None, request_timeout)
+                requeued = requeue_for_retry(ws, batch_id, codes)
+                typer.echo(  # stderr, also with --json: stdout keeps the one JSON object
+                    f"batch {batch_id}: {len(requeued)} episode(s) requeued for a new try ({retry})",
+                    err=True,
+                )
+            else:
+                batch_id = batch or latest_unfinished_batch(ws)
+                if batch_id is None:
+                    raise fail(f"no unfinished batch in {ws.root}")
+                b = get_batch(ws, batch_id)
+                if b.kind == "model" and not no_check:
+                    _preflight(ws, b.agent, b.base_url or None, request_timeout)
         else:
             if bool(model) == bool(agent):
                 raise fail("give exactly one of --model M or --agent oracle|nop|cheat:*")
@@ -210,6 +261,8 @@ def run_cmd(
                     resolve_model(ws.config, name, base_url)
                 except ValueError as exc:
                     raise fail(str(exc)) from None
+                if not no_check:
+                    _preflight(ws, name, base_url, request_timeout)
             params = {"max_steps": max_steps, "request_timeout": request_timeout} if kind == "model" else {}
             versions = _version_ids(ws, tasks)
             try:
@@ -228,7 +281,13 @@ def run_cmd(
                 f"{exc} (see bandpass doctor); resume later with bandpass run --resume {batch_id}"
             ) from None
         sm = _run_with_progress(
-            ws, batch_id, concurrency or default_concurrency(), infra_retries, as_json, executor
+            ws,
+            batch_id,
+            concurrency or default_concurrency(),
+            infra_retries,
+            as_json,
+            executor,
+            stop_after_unavailable,
         )
     except (BatchError, ExecutorError) as exc:
         raise fail(str(exc)) from None
@@ -251,13 +310,31 @@ def run_cmd(
                 "(no valid reward; excluded from pass@k)",
                 err=True,
             )
+    if sm.halted:
+        typer.echo(f"bandpass: error: {sm.halted}", err=True)
     if not sm.finished:
         typer.echo(
             f"stopped with {sm.queued + sm.running} episode(s) unfinished: "
             f"bandpass run --resume {sm.batch_id}",
             err=True,
         )
-        raise typer.Exit(130 if sm.interrupted else 1)
+        raise typer.Exit(130 if sm.interrupted and not sm.halted else 1)
+    if sm.all_infra:
+        typer.echo(
+            f"bandpass: error: all {sm.done} episode(s) of batch {sm.batch_id} ended in infrastructure "
+            f"errors: no valid sample (bandpass run --resume {sm.batch_id} --retry infra_error once fixed)",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+def _latest_batch(ws: Workspace) -> str | None:
+    from store import queries
+    from store.db import session
+
+    with session(ws.engine) as s:
+        rows = queries.batches(s)
+    return rows[0].id if rows else None
 
 
 @app.command("batches")

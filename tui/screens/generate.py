@@ -6,16 +6,17 @@ the store (outcome, reason, tokens, cost per attempt) and the accepted-yield per
 number a prompt change is judged by. Accepted tasks appear in Tasks: the app's ``tasks_changed`` counter
 makes the Tasks screen reload when it is shown next.
 
+Enter (or ``o``) on a history row opens the attempt turn by turn (the Generation screen, the same reading
+as ``bandpass generations show``); ``k`` checks the generator's endpoint, key, model and tool use with a
+one-token request (``bandpass generate --check``) and explains a refusal.
+
 The generator lives in ``engine.generator``; this screen calls ``generate_batch`` in a worker thread with
-whatever of (n, difficulty, prompt_version, bus, stop) it accepts, and sets ``stop`` to cancel. If the
-generator cannot be imported, Start says so instead of failing; its errors (no API key, unknown price,
-bad prompt version) arrive as notifications.
+n, difficulty, prompt version, the app's bus and a ``stop`` event it sets to cancel. The generator's
+errors (no API key, unknown price, bad prompt version) arrive as notifications.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -31,8 +32,10 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, RichLog, S
 
 from engine.core.events import GenerationEvent
 from engine.core.workspace import Workspace
+from engine.generator import DEFAULT_PROMPT, BatchResult, available_versions, generate_batch
 from store import queries
 from store.db import session
+from tui.screens.generation import GenerationScreen
 from tui.widgets.threadsafe import UiCaller
 
 _KIND_STYLE = {
@@ -40,36 +43,18 @@ _KIND_STYLE = {
     "tool_use": "bold cyan",
     "tool_result": "dim",
     "turn": "bold magenta",
+    "api_retry": "yellow",
     "finished": "bold green",
     "error": "bold red",
 }
 
 
-def find_generate() -> Callable[..., Any] | None:
-    """The generator's entry point: ``engine.generator.generate_batch`` (a plain ``generate`` is accepted
-    too, so the screen survives a rename). None when the generator cannot be imported."""
-    try:
-        mod = importlib.import_module("engine.generator")
-    except Exception:  # noqa: BLE001 - a broken generator must not take the screen down
-        return None
-    for name in ("generate_batch", "generate"):
-        fn = getattr(mod, name, None)
-        if callable(fn):
-            return fn  # type: ignore[no-any-return]
-    return None
-
-
-def describe_result(result: Any) -> str:
-    """One line for the finish notification (a BatchResult, or whatever a stand-in returns)."""
-    accepted = getattr(result, "accepted", None)
-    results = getattr(result, "results", None)
-    if isinstance(accepted, list) and isinstance(results, list):
-        spent = getattr(result, "spent_usd", 0.0) or 0.0
-        skipped = getattr(result, "skipped", 0)
-        return f"{len(accepted)} of {len(results)} accepted · ${spent:.2f} spent" + (
-            f" · {skipped} not started" if skipped else ""
-        )
-    return "done" if result is None else str(result)
+def describe_result(result: BatchResult) -> str:
+    """One line for the finish notification."""
+    accepted, spent = len(result.accepted), result.spent_usd or 0.0
+    line = f"{accepted} of {len(result.results)} accepted · ${spent:.2f} spent"
+    line += f" · {result.skipped} not started" if result.skipped else ""
+    return line + (f" · halted: {result.halted}" if result.halted else "")
 
 
 def format_event(ev: GenerationEvent) -> str:
@@ -87,6 +72,8 @@ class GenerateScreen(Screen[None]):
         Binding("n", "start", "Start generation"),
         Binding("x", "stop", "Stop"),
         Binding("r", "refresh", "Refresh history"),
+        Binding("o", "open_attempt", "Open attempt"),
+        Binding("k", "check", "Check generator"),
     ]
 
     class Got(Message):
@@ -101,20 +88,11 @@ class GenerateScreen(Screen[None]):
         self._stop: threading.Event | None = None
 
     def _prompt_versions(self) -> list[str]:
-        try:
-            from engine.generator.prompts import available_versions
-
-            return available_versions()
-        except Exception:  # noqa: BLE001
-            return []
+        return available_versions()
 
     def compose(self) -> ComposeResult:
         versions = self._prompt_versions()
-        try:
-            from engine.generator import DEFAULT_PROMPT as default
-        except Exception:  # noqa: BLE001
-            default = ""
-        initial = default if default in versions else (versions[-1] if versions else None)
+        initial = DEFAULT_PROMPT if DEFAULT_PROMPT in versions else (versions[-1] if versions else None)
         yield Header()
         with Horizontal(id="gen-bar"):
             yield Input("5", type="integer", placeholder="tasks", id="gen-n", tooltip="tasks to generate")
@@ -132,6 +110,7 @@ class GenerateScreen(Screen[None]):
             )
             yield Button("Start", id="gen-start", variant="primary")
             yield Button("Stop", id="gen-stop", variant="error", disabled=True)
+            yield Button("Check", id="gen-check")
         yield Static("idle", id="gen-status")
         with Horizontal(id="gen-main"):
             with Vertical(id="gen-live"):
@@ -145,7 +124,7 @@ class GenerateScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#gen-history", DataTable).add_columns(
-            "id", "outcome", "difficulty", "prompt", "tokens in/out", "cost $", "reason"
+            "id", "outcome", "difficulty", "prompt", "turns", "tokens in/out", "cost $", "reason"
         )
         bus = self.app.bus  # type: ignore[attr-defined]
         ui = UiCaller()
@@ -180,6 +159,7 @@ class GenerateScreen(Screen[None]):
                         g.outcome,
                         g.difficulty,
                         g.prompt_version,
+                        g.turns,
                         f"{g.tokens_in}/{g.tokens_out}",
                         f"{g.cost_usd:.3f}",
                         g.reason,
@@ -196,9 +176,61 @@ class GenerateScreen(Screen[None]):
         table = self.query_one("#gen-history", DataTable)
         table.clear()
         for row in gens:
-            table.add_row(*(str(c) for c in row))
+            table.add_row(*(str(c) for c in row), key=str(row[0]))
         text = " · ".join(f"{pv}: {acc}/{n} accepted ({(acc / n if n else 0):.0%})" for pv, n, acc in yields)
         self.query_one("#gen-yield", Static).update(f"yield per prompt version: {text or 'no attempts yet'}")
+
+    @on(DataTable.RowSelected, "#gen-history")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.app.push_screen(GenerationScreen(self.workspace, int(event.row_key.value)))
+
+    def action_open_attempt(self) -> None:
+        table = self.query_one("#gen-history", DataTable)
+        if not table.row_count:
+            self.notify("No generation attempts yet.", severity="warning")
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        if key is not None:
+            self.app.push_screen(GenerationScreen(self.workspace, int(key)))
+
+    # --- check --- #
+
+    @on(Button.Pressed, "#gen-check")
+    def action_check(self) -> None:
+        self.query_one("#gen-status", Static).update("checking the generator…")
+        self._check()
+
+    @work(thread=True, exclusive=True, group="gen-check")
+    def _check(self) -> None:
+        from engine.generator import GeneratorError, resolve_api
+        from engine.generator.check import check_generator
+
+        ws = self.workspace
+        model = ws.config.generator.model
+        try:
+            key, url = resolve_api(ws)
+            report = check_generator(ws, model, api_key=key, base_url=url)
+        except GeneratorError as exc:
+            self.app.call_from_thread(
+                self._show_check, [f"[bold red]check[/] {escape(str(exc))}"], False, str(exc)
+            )
+            return
+        lines = [f"[bold]check[/] generator {escape(model)} at {escape(report.url)}"]
+        for step in report.steps:
+            mark = {True: "[green]ok[/]  ", False: "[red]FAIL[/]", None: "[dim]-[/]   "}[step.ok]
+            lines.append(f"  {mark} {escape(step.name):<9} {escape(step.detail)}")
+        if report.hint:
+            lines.append(f"  [yellow]hint:[/] {escape(report.hint)}")
+        summary = "generator ready" if report.ok else (report.error or "check failed")
+        self.app.call_from_thread(self._show_check, lines, report.ok, summary)
+
+    def _show_check(self, lines: list[str], ok: bool, summary: str) -> None:
+        log = self.query_one("#gen-log", RichLog)
+        for line in lines:
+            log.write(line)
+        self.query_one("#gen-status", Static).update("idle")
+        self.notify(summary, title="Generator check", severity="information" if ok else "error", timeout=15)
 
     # --- running --- #
 
@@ -207,35 +239,23 @@ class GenerateScreen(Screen[None]):
         if self._stop is not None:
             self.notify("A generation batch is already running.", severity="warning")
             return
-        fn = find_generate()
-        if fn is None:
-            self.notify(
-                "The generator's entry point (engine.generator.generate) is not available in this build.",
-                title="Generate",
-                severity="warning",
-            )
-            return
         try:
             n = max(1, int(self.query_one("#gen-n", Input).value))
         except ValueError:
             n = 1
         difficulty = self.query_one("#gen-difficulty", Select).value
         prompt = self.query_one("#gen-prompt", Select).value
-        kwargs: dict[str, Any] = {
-            "n": n,
-            "difficulty": None if difficulty == "any" else difficulty,
-            "prompt_version": prompt if isinstance(prompt, str) else None,
-            "bus": self.app.bus,  # type: ignore[attr-defined]
-        }
         self._stop = threading.Event()
-        kwargs["stop"] = self._stop
-        params = inspect.signature(fn).parameters
-        accepts_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
-        kwargs = {k: v for k, v in kwargs.items() if v is not None and (accepts_all or k in params)}
+        kwargs: dict[str, Any] = {
+            "prompt_version": prompt if isinstance(prompt, str) else DEFAULT_PROMPT,
+            "difficulty": None if difficulty == "any" else difficulty,
+            "bus": self.app.bus,  # type: ignore[attr-defined]
+            "stop": self._stop,
+        }
         self.query_one("#gen-start", Button).disabled = True
         self.query_one("#gen-stop", Button).disabled = False
         self.query_one("#gen-status", Static).update(f"generating {n} task(s)…")
-        self._run(fn, kwargs)
+        self._run(n, kwargs)
 
     @on(Button.Pressed, "#gen-stop")
     def action_stop(self) -> None:
@@ -246,9 +266,9 @@ class GenerateScreen(Screen[None]):
         self.notify("Stopping after the current turn.", title="Generate")
 
     @work(thread=True, group="gen-run")
-    def _run(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    def _run(self, n: int, kwargs: dict[str, Any]) -> None:
         try:
-            result = fn(self.workspace, **kwargs)
+            result = generate_batch(self.workspace, n, **kwargs)
             self.app.call_from_thread(self.notify, describe_result(result), title="Generation finished")
         except Exception as exc:  # noqa: BLE001
             self.app.call_from_thread(

@@ -33,11 +33,13 @@ from engine.review.replay import (
     load_source,
     settle_gc,
 )
+from engine.review.reviewer import ReviewError
 from engine.review.tagging import TagError, Tagger
 from engine.review.taxonomy import TaxonomyError
 from engine.sandbox.asciicast import CastError, read_cast
+from tui.screens.changes import ChangesScreen
 from tui.screens.tag_dialog import TagChoice, TagDialog
-from tui.widgets.screen_commands import ScreenBindingsProvider
+from tui.widgets.review_panel import ReviewPanel, run_summary
 from tui.widgets.step_panel import StepPanel
 from tui.widgets.terminal_view import TerminalView
 from tui.widgets.timeline import Timeline, fmt_time
@@ -51,26 +53,28 @@ CASTS = ("agent", "verifier")
 
 class ReplayScreen(Screen[None]):
     CSS_PATH = "replay.tcss"
-    COMMANDS = {ScreenBindingsProvider}
     BINDINGS = [
         Binding("space", "toggle_play", "Play/Pause"),
-        Binding("left", "skip(-5)", "−5 s"),
-        Binding("right", "skip(5)", "+5 s"),
-        Binding("left_square_bracket", "prev_marker", "Prev step"),
+        Binding("left", "skip(-5)", "−5 s", show=False),
+        Binding("right", "skip(5)", "+5 s", show=False),
+        Binding("left_square_bracket", "prev_marker", "Prev step", show=False),
         Binding("right_square_bracket", "next_marker", "Next step"),
-        Binding("comma", "frame_back", "Frame back"),
-        Binding("full_stop", "frame_forward", "Frame fwd"),
-        Binding("minus", "slower", "Slower"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
+        Binding("comma", "frame_back", "Frame back", show=False),
+        Binding("full_stop", "frame_forward", "Frame fwd", show=False),
+        Binding("minus", "slower", "Slower", show=False),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", show=False),
         Binding("home", "seek_start", "Start", show=False),
         Binding("end", "seek_end", "End", show=False),
         *(Binding(str(n), f"jump({n})", f"Jump to {n}0%", show=False) for n in range(10)),
         Binding("i", "toggle_idle", "Idle limit", show=False),
-        Binding("m", "toggle_marker_pause", "Pause at steps"),
+        Binding("m", "toggle_marker_pause", "Pause at steps", show=False),
         Binding("v", "switch_cast", "Agent/Verifier"),
-        Binding("b", "toggle_side_by_side", "Side by side"),
+        Binding("b", "toggle_side_by_side", "Side by side", show=False),
         Binding("t", "tag", "Tag"),
-        Binding("u", "undo", "Undo tag"),
+        Binding("u", "undo", "Undo tag", show=False),
+        Binding("y", "accept_review", "Accept review"),
+        Binding("R", "request_review", "Review with Claude"),
+        Binding("d", "changes", "Changes"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -125,6 +129,7 @@ class ReplayScreen(Screen[None]):
                 yield Static("", id="replay-status")
             with Vertical(id="replay-side"):
                 yield StepPanel(id="step-panel")
+                yield ReviewPanel(self.ws, id="review-panel")
                 yield Static("Verifier output", classes="side-heading")
                 with VerticalScroll(id="verifier-scroll"):
                     yield Static(self.source.verifier_output or "—", id="verifier-output", markup=False)
@@ -132,6 +137,7 @@ class ReplayScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.sub_title = self.source.title
+        self.query_one(ReviewPanel).show(self.source.episode_id)
         paths = {"agent": self.source.agent_cast, "verifier": self.source.verifier_cast}
         problems = [self.error] if self.error else []
         for kind, path in paths.items():
@@ -378,6 +384,14 @@ class ReplayScreen(Screen[None]):
         self._cancel.set()
         self.dismiss(None)
 
+    def action_changes(self) -> None:
+        """What the policy changed in its container, with the tamper guard's findings."""
+        eid = self.source.episode_id
+        if eid is None or self.ws is None:
+            self.notify("changes are kept for episodes, not bare cast files", severity="warning")
+            return
+        self.app.push_screen(ChangesScreen(self.ws, eid))
+
     # --- tagging --- #
 
     def action_tag(self) -> None:
@@ -413,3 +427,33 @@ class ReplayScreen(Screen[None]):
     def action_undo(self) -> None:
         label = self.tagger.undo() if self.tagger is not None else None
         self.notify(f"undone: {label}" if label else "nothing to undo", timeout=3)
+        self.query_one(ReviewPanel).show(self.source.episode_id)
+
+    def action_request_review(self) -> None:
+        """Claude reviews this episode in the background; the panel repaints when it is stored."""
+        eid = self.source.episode_id
+        if eid is None:
+            self.notify("only an episode can be reviewed (this is a bare cast file)", severity="warning")
+            return
+        self.notify("asking Claude to review this episode…", timeout=3)
+
+        def done(result, error: str) -> None:  # noqa: ANN001 - ReviewRunResult | None
+            message, severity = run_summary(result, error)
+            self.notify(message, severity=severity)  # type: ignore[arg-type]
+
+        self.query_one(ReviewPanel).request([eid], done)
+
+    def action_accept_review(self) -> None:
+        """Claude's review becomes the curator's tag in one key (undo with u)."""
+        tagger = self.tagger
+        if tagger is None:
+            self.notify("only an episode has reviews (this is a bare cast file)", severity="warning")
+            return
+        try:
+            tag = self.query_one(ReviewPanel).accept(tagger)
+        except (ReviewError, TagError, TaxonomyError) as e:
+            self.notify(str(e), severity="warning")
+            return
+        self.notify(
+            f"tagged episode {tag.episode_id}: {tag.tag_class}.{tag.subclass} from the review (u: undo)"
+        )

@@ -302,6 +302,8 @@ class RunsScreen(Screen[None]):
             if version_ids is None:
                 with session(ws.engine) as s:
                     version_ids = [r.version_id for r in queries.task_rows(s)]
+            if kind == "model":  # a dead endpoint is one notification, not a batch of infra errors
+                rollouts.check_policy_endpoint(ws, name, None)
             batch_id = rollouts.plan_batch(ws, name, version_ids, k, kind=kind)
             self.batch_id = batch_id
             self.app.call_from_thread(
@@ -318,10 +320,11 @@ class RunsScreen(Screen[None]):
             self._ui.call(self.post_message, self.Progress(summary))
             word = "stopped" if summary.interrupted else "finished"
             sev = "error" if summary.infra_errors else "information"
+            halted = f"\n{summary.halted}" if summary.halted else ""
             self.app.call_from_thread(
                 self.notify,
                 f"{batch_id} {word}: {summary.passed} passed, {summary.failed} failed, "
-                f"{summary.agent_errors} agent errors, {summary.infra_errors} infra errors",
+                f"{summary.agent_errors} agent errors, {summary.infra_errors} infra errors{halted}",
                 title="Batch",
                 severity=sev,
                 timeout=15,

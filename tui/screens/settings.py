@@ -22,9 +22,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static, TextArea
 
-from engine.core.config import Config, ConfigError, load_config
+from engine.core.config import BandConfig, Config, ConfigError, GeneratorConfig, load_config
 from engine.core.workspace import Workspace
 
+#: What a new bandpass.toml starts as; its values are the engine's own defaults.
 TEMPLATE = """\
 # Bandpass workspace settings. Every key is optional.
 
@@ -36,17 +37,17 @@ TEMPLATE = """\
 # context_window = 32768
 
 # [generator]
-# model = "claude-sonnet-4-5"
+# model = "{generator.model}"
 
 # [images.aliases]
 # "python:3.12-slim" = "bandpass/base:bookworm"
 
 [band]
-lo = 0.1
-hi = 0.9
-k = 2
-min_samples = 4
-"""
+lo = {band.lo}
+hi = {band.hi}
+k = {band.k}
+min_samples = {band.min_samples}
+""".format(band=BandConfig(), generator=GeneratorConfig())
 
 
 def parse_config_text(text: str) -> Config:

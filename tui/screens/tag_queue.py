@@ -17,10 +17,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from engine.core.workspace import Workspace
+from engine.review.reviewer import ReviewError
 from engine.review.tagging import QueueItem, TagError, Tagger, load_queue, similar
 from engine.review.taxonomy import TaxonomyError
 from tui.screens.tag_dialog import TagChoice, TagDialog
-from tui.widgets.screen_commands import ScreenBindingsProvider
+from tui.widgets.review_panel import ReviewPanel, run_summary
 
 COLUMNS = ("", "episode", "state", "task", "agent", "outcome", "failing tests", "tags / suggestion")
 FILTERS = ("pending", "all", "tagged", "skipped")
@@ -29,18 +30,19 @@ VERIFIER_TAIL = 40  # lines of verifier output in the detail pane
 
 class TagQueueScreen(Screen[None]):
     CSS_PATH = "tag_queue.tcss"
-    COMMANDS = {ScreenBindingsProvider}
     BINDINGS = [
         Binding("n", "next_pending", "Next"),
-        Binding("p", "prev_pending", "Previous"),
+        Binding("p", "prev_pending", "Previous", show=False),
         Binding("a", "accept_suggestion", "Suggested tag"),
+        Binding("y", "accept_review", "Accept review"),
+        Binding("R", "request_review", "Review with Claude"),
         *(Binding(str(k), f"tag_class({k})", f"Tag class {k}", show=False) for k in range(1, 10)),
         Binding("space", "toggle_select", "Select"),
-        Binding("S", "select_similar", "Select similar"),
+        Binding("S", "select_similar", "Select similar", show=False),
         Binding("s", "skip", "Skip"),
         Binding("c", "clear_tag", "Clear tag", show=False),
         Binding("u,ctrl+z", "undo", "Undo"),
-        Binding("f", "cycle_filter", "Filter"),
+        Binding("f", "cycle_filter", "Filter", show=False),
         Binding("enter", "replay", "Replay"),
         Binding("r", "refresh", "Refresh", show=False),
         Binding("escape", "clear_selection", "Clear selection", show=False),
@@ -60,6 +62,7 @@ class TagQueueScreen(Screen[None]):
         with Horizontal(id="queue-body"):
             yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="queue-detail"):
+                yield ReviewPanel(self.ws, id="queue-review")
                 yield Static("", id="queue-info", markup=False)
         yield Static("", id="queue-status")
         yield Footer()
@@ -127,6 +130,7 @@ class TagQueueScreen(Screen[None]):
         )
         cur = self.current
         info = self.query_one("#queue-info", Static)
+        self.query_one(ReviewPanel).show(cur.episode_id if cur else None)
         if cur is None:
             info.update("the queue is empty" if not self._all else f"no {self.filter} episodes (f: filter)")
             return
@@ -285,6 +289,30 @@ class TagQueueScreen(Screen[None]):
             return
         self.notify(f"cleared {cur.tags[-1]} on episode {cur.episode_id} (u: undo)", timeout=3)
         self.action_refresh()
+
+    def action_accept_review(self) -> None:
+        """The highlighted episode's review becomes the curator's tag in one key (undo with u)."""
+        try:
+            tag = self.query_one(ReviewPanel).accept(self.tagger)
+        except (ReviewError, TagError, TaxonomyError) as e:
+            self.notify(str(e), severity="warning")
+            return
+        self.notify(
+            f"tagged episode {tag.episode_id}: {tag.tag_class}.{tag.subclass} from the review (u: undo)"
+        )
+        self.action_refresh(keep=tag.episode_id)
+
+    def action_request_review(self) -> None:
+        """Claude reviews the selection (or the highlighted episode) in the background."""
+        ids = self.targets()
+        self.notify(f"asking Claude to review {len(ids)} episode(s)…", timeout=3)
+
+        def done(result, error: str) -> None:  # noqa: ANN001 - ReviewRunResult | None
+            message, severity = run_summary(result, error)
+            self.notify(message, severity=severity)  # type: ignore[arg-type]
+            self.action_refresh()
+
+        self.query_one(ReviewPanel).request(ids, done)
 
     def action_undo(self) -> None:
         label = self.tagger.undo()

@@ -21,10 +21,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Select, Static
 
+from engine.core.config import BandConfig
 from engine.core.workspace import Workspace
 from store import queries
 from store.db import session
@@ -92,7 +94,8 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
         lo, hi, k, min_samples = band.lo, band.hi, band.k, band.min_samples
         configured = list(ws.config.models)
     except Exception:  # a broken bandpass.toml must not hide the tasks; Settings shows the error
-        lo, hi, k, min_samples, configured = 0.1, 0.9, 2, 4, []
+        band, configured = BandConfig(), []
+        lo, hi, k, min_samples = band.lo, band.hi, band.k, band.min_samples
     with session(ws.engine) as s:
         rows = queries.task_rows(s)
         seen = queries.episode_agents(s)
@@ -360,9 +363,14 @@ class TasksScreen(Screen[None]):
         self.app.call_from_thread(self._show_detail, version_id, text)
 
     def _show_detail(self, version_id: int, text: str) -> None:
-        """Drops a stale result: a slower read for a row the cursor has already left must not win."""
-        if self.query_one(VirtualTable).cursor_key == version_id:
-            self.query_one("#task-detail-body", Static).update(text)
+        """Drops a stale result: a slower read for a row the cursor has already left must not win, nor
+        one that arrives after the screen closed (quitting while a read is under way)."""
+        try:
+            table, body = self.query_one(VirtualTable), self.query_one("#task-detail-body", Static)
+        except NoMatches:
+            return
+        if table.cursor_key == version_id:
+            body.update(text)
 
     @on(VirtualTable.RowSelected)
     def _selected(self, event: VirtualTable.RowSelected) -> None:

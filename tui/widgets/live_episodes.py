@@ -30,14 +30,9 @@ from engine.core.events import (
     StepFinished,
     StepStarted,
 )
+from engine.run.episode import COLS, ROWS  # the size the episode runner gives every terminal
 from engine.sandbox.emulator import Screen
 from tui.widgets.feed_pump import pump
-
-#: The size the episode runner gives every terminal (engine.run.episode.COLS/ROWS).
-try:
-    from engine.run.episode import COLS, ROWS
-except Exception:  # noqa: BLE001 - the registry must work even if the runner's import fails
-    COLS, ROWS = 160, 40
 
 STREAMS = ("agent", "verifier")
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import pickle
@@ -162,10 +163,31 @@ def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
             "steps": [{k: getattr(st, k) for k in STEP_FIELDS} for st in steps],
             "builds": [{"tag": b.tag, "ok": b.ok, "log": b.log, "duration_s": b.duration_s} for b in builds],
             "image_aliases_json": tv.image_aliases_json if tv else "[]",
+            # end state and phase timings (the archive travels with the recordings' files)
+            "phases_json": ep.phases_json,
+            "endstate": _endstate_fields(s, episode_id),
         }
     rec = ws.recordings_dir / f"episode-{episode_id}"
     out["files"] = {p.name: p.read_bytes() for p in sorted(rec.glob("*")) if p.is_file()}
     return out
+
+
+def _endstate_fields(s: Any, episode_id: int) -> dict[str, Any] | None:
+    from store import endstate as endstate_store
+
+    row = endstate_store.get_endstate(s, episode_id)
+    if row is None:
+        return None
+    return {
+        "archive": row.archive,
+        "image": row.image,
+        "changes": json.loads(row.changes_json),
+        "findings": json.loads(row.findings_json),
+        "archived_bytes": row.archived_bytes,
+        "cap_bytes": row.cap_bytes,
+        "over_cap": row.over_cap,
+        "capture_s": row.capture_s,
+    }
 
 
 def run_remote_episode(spec: dict[str, Any], task_tar: bytes) -> Iterator[dict[str, Any]]:
@@ -392,8 +414,6 @@ class RayExecutor(Executor):
 def commit_result(ws: Any, episode_id: int, version_id: int, result: dict[str, Any]) -> dict[str, Any]:
     """Writes a remote episode into the head's workspace: casts first (so a finished row never points at
     a missing file), then steps, builds, aliases and the finished row in one transaction."""
-    import json
-
     from store import queries
     from store.db import session
 
@@ -426,6 +446,11 @@ def commit_result(ws: Any, episode_id: int, version_id: int, result: dict[str, A
         )
         evidence = json.loads(row.get("evidence_json") or "{}")
         queries.set_episode_evidence(s, episode_id, evidence if isinstance(evidence, dict) else {})
+        from store import endstate as endstate_store
+
+        endstate_store.set_phases(s, episode_id, json.loads(result.get("phases_json") or "[]"))
+        if result.get("endstate"):
+            endstate_store.record_endstate(s, episode_id, **result["endstate"])
     return row
 
 

@@ -1,0 +1,151 @@
+"""Which episodes a review run reads, failure clusters to sample from, and a cluster's summary.
+
+A *failure signature* here is task version + outcome + the failing checks the verifier named (the same
+key the tag queue's "same failure" selection uses). Reviewing every member of a 40-episode cluster would
+cost 40 reviews to learn one thing, so ``--cluster`` reviews an evenly spread sample and summarises what
+the reviews agree on. The diagnosis feature (issue #15) defines richer signatures; :func:`signature` is
+the one place to switch to them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.core.workspace import Workspace
+from engine.review.tagging import failing_tests, load_queue
+from store import review_queries as rq
+from store.db import session
+
+
+@dataclass
+class Cluster:
+    id: str
+    task: str
+    version_hash: str
+    outcome: str
+    failing: tuple[str, ...]
+    episode_ids: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "task": self.task,
+            "version_hash": self.version_hash,
+            "outcome": self.outcome,
+            "failing_checks": list(self.failing),
+            "size": len(self.episode_ids),
+            "episode_ids": self.episode_ids,
+        }
+
+
+def signature(version_hash: str, outcome: str, failing: Sequence[str]) -> str:
+    key = f"{version_hash}|{outcome}|{','.join(failing)}"
+    return hashlib.sha1(key.encode()).hexdigest()[:10]
+
+
+def failure_clusters(ws: Workspace, *, task: str | None = None) -> list[Cluster]:
+    """Clusters of finished episodes that did not pass, largest first."""
+    with session(ws.engine) as s:
+        refs = rq.finished_episodes(s, task=task)
+        s.expunge_all()
+    clusters: dict[str, Cluster] = {}
+    for ref in refs:
+        ep = ref.episode
+        if ep.outcome == "passed":
+            continue
+        failing = failing_tests(ep.verifier_output or "")
+        sid = signature(ref.version_hash, ep.outcome, failing)
+        c = clusters.setdefault(sid, Cluster(sid, ref.task, ref.version_hash, ep.outcome, failing))
+        c.episode_ids.append(ep.id)  # type: ignore[arg-type]
+    return sorted(clusters.values(), key=lambda c: (-len(c.episode_ids), c.task, c.id))
+
+
+def spread_sample(ids: Sequence[int], n: int) -> list[int]:
+    """``n`` members evenly spread over the cluster (first and last included): deterministic, and not
+    just the oldest ones, which often share one batch's conditions."""
+    if n >= len(ids):
+        return list(ids)
+    if n <= 1:
+        return [ids[0]] if n == 1 else []
+    return [ids[round(i * (len(ids) - 1) / (n - 1))] for i in range(n)]
+
+
+class ScopeError(ValueError):
+    pass
+
+
+def select_episodes(
+    ws: Workspace,
+    episode_ids: Sequence[int] = (),
+    *,
+    task: str | None = None,
+    pending: bool = False,
+    cluster: str | None = None,
+    sample: int = 5,
+) -> list[int]:
+    """The episodes named (explicit ids, ``task``, the tag queue's pending ones, a cluster's sample),
+    unioned in that order; every one must exist and be finished."""
+    chosen: list[int] = []
+    with session(ws.engine) as s:
+        finished = {r.episode.id: r for r in rq.finished_episodes(s)}
+        s.expunge_all()
+    for e in episode_ids:
+        if e not in finished:
+            raise ScopeError(f"episode {e} does not exist or has not finished")
+        chosen.append(e)
+    if task is not None:
+        ids = [e for e, r in finished.items() if r.task == task]
+        if not ids:
+            raise ScopeError(f"task {task!r} has no finished episodes")
+        chosen.extend(ids)
+    if pending:
+        chosen.extend(i.episode_id for i in load_queue(ws, states={"pending"}))
+    if cluster is not None:
+        found = next((c for c in failure_clusters(ws) if c.id == cluster), None)
+        if found is None:
+            raise ScopeError(f"no failure cluster {cluster!r} (bandpass reviews --clusters lists them)")
+        chosen.extend(spread_sample(found.episode_ids, sample))
+    return list(dict.fromkeys(chosen))
+
+
+def cluster_summary(ws: Workspace, cluster_id: str) -> dict[str, Any]:
+    """What the reviews of a cluster's members say together: how many agree on which code and verdict,
+    the dropped evidence, and the explanation of the best-supported review of the majority code."""
+    found = next((c for c in failure_clusters(ws) if c.id == cluster_id), None)
+    if found is None:
+        raise ScopeError(f"no failure cluster {cluster_id!r}")
+    members = set(found.episode_ids)
+    with session(ws.engine) as s:
+        reviews = [r for r in rq.all_reviews(s) if r.episode_id in members]
+        s.expunge_all()
+    latest = {r.episode_id: r for r in reviews if r.status == "ok"}
+    codes = Counter((f"{r.tag_class}.{r.subclass}" if r.tag_class else "none") for r in latest.values())
+    verdicts = Counter(r.verdict for r in latest.values())
+    majority, votes = codes.most_common(1)[0] if codes else ("", 0)
+    best = max(
+        (
+            r
+            for r in latest.values()
+            if (f"{r.tag_class}.{r.subclass}" if r.tag_class else "none") == majority
+        ),
+        key=lambda r: len(json.loads(r.citations_json or "[]")),
+        default=None,
+    )
+    return {
+        **found.as_dict(),
+        "reviewed": len(latest),
+        "not_ok": sum(1 for r in reviews if r.status != "ok"),
+        "codes": dict(codes.most_common()),
+        "verdicts": dict(verdicts.most_common()),
+        "majority": majority,
+        "majority_share": round(votes / len(latest), 3) if latest else None,
+        "representative_review": best.id if best else None,
+        "representative_episode": best.episode_id if best else None,
+        "explanation": best.explanation if best else "",
+        "dropped": sum(len(json.loads(r.dropped_json or "[]")) for r in latest.values()),
+    }

@@ -1,0 +1,184 @@
+"""An episode try as explicit phases, each with a timeout, a timing record and typed errors.
+
+Harbor's trial is the model: set up the environment, run the agent, capture the end state, verify,
+finalise. A phase that cannot go on raises a :class:`PhaseError` subclass that *carries its outcome*, so
+"what outcome does this failure mean" is answered here, in one place, and nowhere else:
+
+- :func:`from_exception` maps Docker/OS exceptions raised inside a phase to an infra outcome;
+- :func:`container_stopped` / :func:`terminal_start_failed` name the infra code of a container found
+  stopped; *who* stopped it during the agent phase is judged by the attribution
+  (engine/sandbox/attribution.py), whose verdict becomes a :class:`SandboxEnded`: the policy's doing is an
+  agent error (reward 0, never retried), anything else keeps its infra code.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from engine.review import outcomes
+from engine.sandbox.container import classify_docker_error
+
+SETUP, AGENT, CAPTURE, VERIFY, FINALISE = "setup", "agent", "capture", "verify", "finalise"
+
+
+class PhaseError(Exception):
+    """A phase ended the try. ``outcome`` is the episode's outcome string; ``detail`` the one-line why."""
+
+    kind = "infra_error"
+    code = "orchestrator_failure"
+
+    def __init__(self, detail: str, code: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if code is not None:
+            self.code = code
+
+    @property
+    def outcome(self) -> str:
+        return f"{self.kind}:{self.code}"
+
+    @property
+    def keeps_reward(self) -> bool:
+        """Agent errors keep the verifier's reward as evidence; infra errors have no valid reward."""
+        return self.kind == "agent_error"
+
+
+class TaskUnusable(PhaseError):
+    code = "orchestrator_failure"
+
+
+class DaemonUnavailable(PhaseError):
+    code = "daemon_unavailable"
+
+
+class ImageBuildFailed(PhaseError):
+    code = "image_build_failed"
+
+
+class EnvironmentFailed(PhaseError):
+    """The container could not be had (start timeout, container died at start, OOM...)."""
+
+    code = "env_start_timeout"
+
+
+class ContainerStopped(PhaseError):
+    code = "container_died"
+
+
+class DiskFull(PhaseError):
+    """The recordings disk is full: not retryable, the next try would hit the same disk."""
+
+    code = "disk_full"
+
+    def __init__(self, detail: str, casts: tuple[str, ...] = ()) -> None:
+        super().__init__(detail)
+        self.casts = casts  # which of the result's cast attributes may be empty and must then be cleared
+
+
+class AgentInfra(PhaseError):
+    """Something outside the policy broke the agent phase (the endpoint rate-limited us...)."""
+
+
+class VerifierInfra(PhaseError):
+    """The verifier produced no valid reward (timeout, reward missing, container died under it)."""
+
+
+class VerifierTamper(PhaseError):
+    """The tamper guard tripped: the policy changed what the verifier relies on. A policy failure."""
+
+    kind = "agent_error"
+    code = "verifier_tamper"
+
+
+class SandboxEnded(PhaseError):
+    """The container or the agent's shell ended during the agent phase (or right after it); the outcome is
+    the attribution's verdict (``agent_error:sandbox_killed``/``oom``/... or an ``infra_error`` code)."""
+
+    def __init__(self, outcome: str, detail: str) -> None:
+        kind, _, code = outcome.partition(":")
+        super().__init__(detail, code)
+        self.kind = kind
+
+
+def disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def from_exception(exc: BaseException, casts: tuple[str, ...] = ()) -> PhaseError:
+    """The one mapping from an exception escaping a phase to an outcome."""
+    if isinstance(exc, PhaseError):
+        return exc
+    if disk_full(exc):
+        return DiskFull(f"recordings disk full: {exc}", casts)
+    return PhaseError(str(exc), classify_docker_error(exc))
+
+
+class _Stoppable(Protocol):
+    def oom_killed(self) -> bool: ...
+
+    def is_running(self) -> bool: ...
+
+
+def container_stopped(sandbox: _Stoppable, detail: str) -> ContainerStopped:
+    """The infra code of a container found stopped: ``oom`` when the kernel killed it for memory, else
+    ``container_died``. During the agent phase the attribution then decides whether the policy did it."""
+    return ContainerStopped(detail, "oom" if sandbox.oom_killed() else "container_died")
+
+
+def terminal_start_failed(sandbox: _Stoppable, exc: BaseException) -> AgentInfra:
+    """The agent's terminal did not start: the container is gone (oom / died) or slow to answer."""
+    if sandbox.oom_killed():
+        code = "oom"
+    elif not sandbox.is_running():
+        code = "container_died"
+    else:
+        code = "env_start_timeout"
+    return AgentInfra(f"agent terminal did not start: {exc}", code)
+
+
+def agent_outcome(error_code: str) -> str:
+    return outcomes.agent_error(error_code)
+
+
+@dataclass
+class PhaseRecord:
+    """How long a phase took against its budget, and the outcome it ended the try with, if any."""
+
+    name: str
+    timeout_s: float
+    duration_s: float = 0.0
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PhaseClock:
+    """Times each phase; a PhaseError raised inside one is noted on its record and passed on."""
+
+    records: list[PhaseRecord] = field(default_factory=list)
+
+    @contextmanager
+    def phase(self, name: str, timeout_s: float) -> Iterator[PhaseRecord]:
+        rec = PhaseRecord(name, float(timeout_s))
+        self.records.append(rec)
+        started = time.monotonic()
+        try:
+            yield rec
+        except PhaseError as exc:
+            rec.error = exc.outcome
+            raise
+        except BaseException as exc:
+            rec.error = type(exc).__name__
+            raise
+        finally:
+            rec.duration_s = round(time.monotonic() - started, 4)
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [r.as_dict() for r in self.records]

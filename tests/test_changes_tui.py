@@ -1,0 +1,75 @@
+"""Replay's Changes view on a real tampering episode: changes against the image, diffs, guard findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Static
+
+from engine.core.workspace import Workspace
+from engine.run.episode import run_episode
+from tests.test_guard import Keys, _task
+from tests.test_replay_tui import Host
+from tui.screens.changes import ChangesScreen
+from tui.screens.replay import ReplayScreen
+
+pytestmark = pytest.mark.docker
+
+
+async def _until(pilot, cond, what: str) -> None:  # noqa: ANN001
+    for _ in range(500):
+        if cond():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_changes_view_shows_diffs_and_highlights_guard_findings(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    vid = _task(workspace, tmp_path, "changes-view")
+    res = run_episode(
+        workspace,
+        vid,
+        Keys(
+            "echo 'export EVIL=1' >> /etc/profile",
+            "printf '#!/bin/sh\\necho 42\\n' > /usr/bin/cat",
+            "mkdir -p /app/notes && echo 'hello' > /app/notes/readme.txt",
+        ),
+    )
+    assert res.outcome == "agent_error:verifier_tamper"
+
+    replay = ReplayScreen(workspace, episode_id=res.episode_id)
+    async with Host(replay).run_test(size=(160, 45)) as pilot:
+        await pilot.press("d")
+        await _until(pilot, lambda: isinstance(pilot.app.screen, ChangesScreen), "the Changes screen")
+        screen = pilot.app.screen
+        assert isinstance(screen, ChangesScreen)
+        summary = str(screen.query_one("#changes-summary", Static).content)
+        assert summary.startswith("guard TRIPPED: 2 finding(s)")
+        table = screen.query_one(DataTable)
+        rows = {str(table.get_row_at(i)[1]): table.get_row_at(i) for i in range(table.row_count)}
+        assert {"/etc/profile", "/usr/bin/cat", "/app/notes/readme.txt"} <= set(rows)
+        assert "/app/notes/" not in rows  # directories hidden unless flagged (h shows them)
+        cat_path = rows["/usr/bin/cat"][1]
+        assert "red" in str(cat_path.style)  # a tripped finding is highlighted
+        assert str(rows["/usr/bin/cat"][3]) == "system_file"
+        assert str(rows["/etc/profile"][3]) == "shell_startup"
+
+        order = [c["path"] for c in screen.rows]
+        table.move_cursor(row=order.index("/etc/profile"))
+        diff = screen.query_one("#changes-diff", Static)
+        await _until(pilot, lambda: "+export EVIL=1" in str(diff.content), "the diff of /etc/profile")
+        text = str(diff.content)
+        assert "--- image:/etc/profile" in text and "TAMPER: shell_startup" in text
+
+        table.move_cursor(row=order.index("/app/notes/readme.txt"))
+        await _until(pilot, lambda: "+hello" in str(diff.content), "the diff of an added file")
+        assert "--- /dev/null" in str(diff.content)
+
+        await pilot.press("f")
+        flagged = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+        assert sorted(flagged) == ["/etc/profile", "/usr/bin/cat"]
+        await pilot.press("escape")
+        await _until(pilot, lambda: pilot.app.screen is replay, "back to Replay")
