@@ -151,6 +151,7 @@ class Step(SQLModel, table=True):
     observation: str = ""
     cuts_json: str = "[]"  # context/observation truncations: harness evidence
     marker_time: float = 0.0
+    attempts_json: str = "[]"  # every request behind the step: latency, error, backoff (a slow server)
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -165,6 +166,7 @@ STEP_FIELDS: tuple[str, ...] = (
     "observation",
     "cuts_json",
     "marker_time",
+    "attempts_json",
 )
 
 

@@ -349,7 +349,7 @@ def episodes(
 
 
 def add_step(s: Session, episode_id: int, index: int, **fields: Any) -> Step:
-    for key in ("action", "cuts"):
+    for key in ("action", "cuts", "attempts"):
         if key in fields:
             fields[f"{key}_json"] = json.dumps(fields.pop(key), default=str)
     step = Step(episode_id=episode_id, index=index, **fields)

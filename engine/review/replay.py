@@ -489,7 +489,8 @@ def _step_view(row: object) -> StepView:
         keystrokes=keys,
         task_complete=bool(action.get("task_complete", False)),
         notes=[str(n) for n in action.get("notes", []) or []]
-        + [f"{k}: {action[k]}" for k in ("parse_error", "error") if action.get(k)],
+        + [f"{k}: {action[k]}" for k in ("parse_error", "error") if action.get(k)]
+        + _attempts_note(loads(getattr(row, "attempts_json", "[]"), [])),
         observation=str(getattr(row, "observation", "")),
         raw_reply=str(getattr(row, "raw_reply", "")),
         prompt_tokens=int(getattr(row, "prompt_tokens", 0)),
@@ -497,6 +498,17 @@ def _step_view(row: object) -> StepView:
         latency_s=float(getattr(row, "latency_s", 0.0)),
         cuts=[c for c in cuts if isinstance(c, dict)] if isinstance(cuts, list) else [],
     )
+
+
+def _attempts_note(attempts: object) -> list[str]:
+    """One line when a step needed more than one request: a slow or flaky server's cost, visible."""
+    if not isinstance(attempts, list) or len(attempts) < 2:
+        return []
+    parts = [str(a.get("error") or "ok") for a in attempts if isinstance(a, dict)]
+    total = sum(
+        float(a.get("latency_s", 0)) + float(a.get("wait_s", 0)) for a in attempts if isinstance(a, dict)
+    )
+    return [f"requests: {len(parts)} ({', '.join(parts)}), {total:.1f} s in all"]
 
 
 class ReplaySourceError(ValueError):

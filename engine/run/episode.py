@@ -404,6 +404,7 @@ class _Trial:
                 observation=step.observation,
                 cuts=step.cuts,
                 marker_time=step.marker_time,
+                attempts=step.attempts,
             )
 
     # --- phase 3: the end state ---------------------------------------------------------------------

@@ -142,23 +142,23 @@ def latest_unfinished_batch(ws: Workspace) -> str | None:
         return queries.latest_unfinished_batch_id(s)
 
 
-def check_policy_endpoint(ws: Workspace, model: str, base_url: str | None, timeout: float = 30.0) -> None:
+def check_policy_endpoint(
+    ws: Workspace, model: str, base_url: str | None, timeout: float = 30.0
+) -> list[str]:
     """What ``bandpass policy check`` does (list the served models, ask for one token), run before a
     model batch starts any container; raises ``BatchError`` with the one line to show when the endpoint
-    cannot serve, so a dead endpoint costs a second instead of a batch of infra errors."""
-    from engine.run.policy.client import PolicyClient, PolicyInfraError, resolve_model
+    cannot serve, so a dead endpoint costs a second instead of a batch of infra errors. Returns the
+    check's warnings (e.g. bandpass.toml's window larger than the served ``max_model_len``)."""
+    from engine.run.policy.client import PolicyInfraError, check_endpoint, resolve_model
 
     try:
         cfg = resolve_model(ws.config, model, base_url)
     except ValueError as exc:
         raise BatchError(str(exc)) from None
-    client = PolicyClient(cfg, timeout=timeout, max_retries=0)
     try:
-        client.check()
+        return check_endpoint(cfg, timeout=timeout).warnings
     except PolicyInfraError as exc:
         raise BatchError(f"policy endpoint not ready, nothing was run: {exc.detail}") from None
-    finally:
-        client.close()
 
 
 def parse_retry_codes(text: str) -> list[str]:

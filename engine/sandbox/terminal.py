@@ -200,6 +200,11 @@ class TerminalSession:
         except docker.errors.APIError as e:
             raise TerminalError(f"cannot start bash in container {self.container.id[:12]}: {e}") from e
         self._sock = getattr(self._raw, "_sock", self._raw)
+        # The SDK leaves its API timeout on the attach socket: an idle shell (a policy thinking for longer
+        # than that) would make recv() time out and the terminal look dead. The reader blocks instead;
+        # close() ends it by shutting the socket down.
+        with contextlib.suppress(OSError, AttributeError):
+            self._sock.settimeout(None)
         with self._cond:
             self._alive = True
         self._reader = threading.Thread(target=self._read_loop, name=f"pty-{self._exec_id[:8]}", daemon=True)

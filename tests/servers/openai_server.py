@@ -5,6 +5,14 @@ real ``openai`` SDK: retries, status codes, headers and timeouts are exactly wha
 would hide. Policies are scripted and chosen by the served model name (``script:solve-hello``...), so a
 test picks a behaviour just by naming the model, as a curator names a model in ``bandpass.toml``.
 
+Like vLLM it has one context window (``window``, reported as ``max_model_len`` in ``/v1/models`` unless
+``report_window`` is off), counts prompts with a chat template and a tokenizer of its own (which a
+characters-per-token guess gets wrong, as real tokenizers make it), answers ``POST /tokenize`` with chat
+messages at the server root (``tokenizer=False`` makes it a 404, as on servers that are not vLLM),
+refuses a prompt longer than the window with vLLM's 400 ("maximum context length is N tokens. However,
+your request has P input tokens"), and silently lowers ``max_tokens`` to what the window leaves, cutting
+the reply there with ``finish_reason: length``.
+
 Run standalone (``python -m tests.servers.openai_server --port 8000``) to poke at the CLI by hand.
 """
 
@@ -12,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import threading
 import time
 import uuid
@@ -62,9 +71,8 @@ SCRIPTS: dict[str, list[Any]] = {
     "script:flaky": [{"status": 500}, {"status": 429, "retry_after": "0"}, *SOLVE_HELLO],
     "script:rate-limited": [{"status": 429, "retry_after": "0"}],
     "script:down": [{"status": 503}],
-    "script:truncated": [
-        {"content": '{"analysis": "a very long thought that never', "finish_reason": "length"}
-    ],
+    # A reply far longer than any max_tokens: the server stops it there ("length").
+    "script:truncated": ['{"analysis": "' + "a very long thought that never ends, " * 2000],
     "script:context-overflow": [
         {
             "status": 400,
@@ -100,6 +108,9 @@ class OpenAIServer:
     """The server's state; ``start()`` binds 127.0.0.1 on a free port."""
 
     api_key: str | None = None
+    window: int = 32768
+    report_window: bool = True
+    tokenizer: bool = True
     scripts: dict[str, list[Any]] = field(default_factory=lambda: {k: list(v) for k, v in SCRIPTS.items()})
     extra_models: list[str] = field(default_factory=list)
     requests: list[Received] = field(default_factory=list)
@@ -170,8 +181,34 @@ def running_server(**kwargs: Any) -> Iterator[OpenAIServer]:
         server.stop()
 
 
+#: The server's tokenizer: a word is one token per 4 characters, punctuation one token each, spaces free.
+#: Deliberately unlike a flat characters-per-token ratio ("f\n" lines are 1 token per 2 characters).
+_TOKEN = re.compile(r"\w{1,4}|[^\w\s]")
+#: Chat template: "<|im_start|>role\n ... <|im_end|>\n" costs 5 tokens a message; the generation prompt 3.
+TEMPLATE_TOKENS_PER_MESSAGE = 5
+GENERATION_PROMPT_TOKENS = 3
+
+
 def _tokens(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
+    return len(_TOKEN.findall(text))
+
+
+def _first_tokens(text: str, n: int) -> str:
+    """``text`` up to the end of its n-th token (what a server sends when it stops at n tokens)."""
+    if n <= 0:
+        return ""
+    for i, m in enumerate(_TOKEN.finditer(text), 1):
+        if i == n:
+            return text[: m.end()]
+    return text
+
+
+def prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """Exactly what this server counts for a chat prompt (what ``/tokenize`` and ``usage`` report)."""
+    return (
+        sum(_tokens(str(m.get("content", ""))) + TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+        + GENERATION_PROMPT_TOKENS
+    )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -244,7 +281,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "created": now,
                     "owned_by": "vllm",
                     "root": m,
-                    "max_model_len": 32768,
+                    **({"max_model_len": self.state.window} if self.state.report_window else {}),
                 }
                 for m in self.state.models
             ]
@@ -264,12 +301,25 @@ class _Handler(BaseHTTPRequestHandler):
         self._record(body)
         if not self._authorized():
             return
+        if self.path.rstrip("/") == "/tokenize" and self.state.tokenizer:
+            msgs = body.get("messages")
+            n = prompt_tokens(msgs) if msgs is not None else _tokens(str(body.get("prompt", "")))
+            self._send(200, {"count": n, "max_model_len": self.state.window, "tokens": list(range(n))})
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._error(404, f"no route {self.path}")
             return
         model = body.get("model")
         if model not in self.state.models:
             self._error(404, f"The model `{model}` does not exist.")
+            return
+        n_prompt = prompt_tokens(body.get("messages", []))
+        if n_prompt >= self.state.window:
+            self._error(
+                400,
+                f"This model's maximum context length is {self.state.window} tokens. However, your request "
+                f"has {n_prompt} input tokens. Please reduce the length of the input messages.",
+            )
             return
         if model not in self.state.scripts:  # an extra model: answers "ok" (enough for `policy check`)
             self._complete(body, "ok", "stop")
@@ -288,11 +338,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._complete(body, item.get("content", ""), item.get("finish_reason", "stop"))
 
     def _complete(self, body: dict[str, Any], content: str, finish_reason: str) -> None:
-        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
-        if max_tokens is not None and _tokens(content) > int(max_tokens):
-            content = content[: int(max_tokens) * 4]
+        n_prompt = prompt_tokens(body.get("messages", []))
+        asked = body.get("max_tokens") or body.get("max_completion_tokens")
+        room = self.state.window - n_prompt  # vLLM lowers max_tokens to what the window leaves
+        limit = room if asked is None else min(int(asked), room)
+        if _tokens(content) > limit:
+            content = _first_tokens(content, limit)
             finish_reason = "length"
-        prompt_tokens = sum(_tokens(str(m.get("content", ""))) + 4 for m in body.get("messages", []))
         completion_tokens = _tokens(content)
         self._send(
             200,
@@ -311,9 +363,9 @@ class _Handler(BaseHTTPRequestHandler):
                     }
                 ],
                 "usage": {
-                    "prompt_tokens": prompt_tokens,
+                    "prompt_tokens": n_prompt,
                     "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
+                    "total_tokens": n_prompt + completion_tokens,
                 },
             },
         )
@@ -323,8 +375,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--api-key", default=None)
+    parser.add_argument("--window", type=int, default=32768, help="max_model_len")
     args = parser.parse_args()
-    state = OpenAIServer(api_key=args.api_key)
+    state = OpenAIServer(api_key=args.api_key, window=args.window)
     handler = type("Handler", (_Handler,), {"state": state})
     httpd = ThreadingHTTPServer(("127.0.0.1", args.port), handler)
     print(f"serving {', '.join(state.models)} at http://127.0.0.1:{args.port}/v1", flush=True)

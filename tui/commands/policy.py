@@ -7,10 +7,11 @@ hundreds of episodes.
 
 from __future__ import annotations
 
-import shutil
+import os
+import signal
 import subprocess
-import sys
-import time
+import tempfile
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -45,92 +46,109 @@ def check_cmd(
     base_url: BaseUrlOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request.")] = 30.0,
 ) -> None:
-    """Verify an endpoint: list its models and ask for one token; say what is wrong when it fails."""
-    from engine.run.policy.client import PolicyClient, PolicyInfraError, resolve_model
+    """Verify an endpoint: list its models, its window, ask for one token; say what is wrong when it fails."""
+    from engine.run.policy.client import PolicyInfraError, check_endpoint, describe_check, resolve_model
 
     try:
         cfg = resolve_model(_config(), model, base_url)
     except ValueError as e:
         raise fail(str(e)) from None
-    client = PolicyClient(cfg, timeout=timeout, max_retries=0)
     try:
-        report = client.check()
+        report = check_endpoint(cfg, timeout=timeout)
     except PolicyInfraError as e:
         raise fail(e.detail) from None
-    finally:
-        client.close()
-    others = [m for m in report.served if m != report.model]
-    also = f" (also serves: {', '.join(others)})" if others else ""
-    typer.echo(
-        f"ok: {report.model} at {report.base_url} answered a 1-token request in {report.latency_s:.2f}s{also}"
-    )
+    typer.echo(describe_check(report))
+    for warning in report.warnings:
+        typer.echo(f"WARNING: {warning}", err=True)
 
 
-@policy_app.command("serve")
+class _Stop(Exception):
+    """SIGTERM or SIGHUP arrived: stop vLLM like Ctrl-C does."""
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+@policy_app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def serve_cmd(
-    model: Annotated[str, typer.Argument(help="Model name in bandpass.toml, or a Hugging Face model id.")],
-    port: Annotated[int, typer.Option("--port", help="Port for the OpenAI-compatible server.")] = 8000,
+    ctx: typer.Context,
+    model: Annotated[
+        str, typer.Argument(help="Model name in bandpass.toml, or what to load (a folder or hub id).")
+    ],
+    port: Annotated[
+        int | None,
+        typer.Option("--port", help="Port (default: the port of the model's base_url, else 8000)."),
+    ] = None,
     wait: Annotated[
         float, typer.Option("--wait", help="Seconds to wait for /health (model loading).")
     ] = 1800.0,
+    log: Annotated[
+        Path | None, typer.Option("--log", help="vLLM's output (default: a file in the temp folder).")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show vLLM's output live.")] = False,
 ) -> None:
-    """Start ``vllm serve`` for MODEL and wait until it is healthy (needs the ``gpu`` extra)."""
-    from engine.core.config import PolicyModelConfig
+    """Start ``vllm serve`` for MODEL, wait until it is healthy, stop it (all of it) on Ctrl-C, SIGTERM
+    or SIGHUP. Flags after ``--`` go to vLLM verbatim: bandpass policy serve M -- --dtype float32"""
+    from urllib.parse import urlparse
 
-    exe = shutil.which("vllm")
+    from engine.core.config import PolicyModelConfig
+    from engine.run.policy.serve import VllmProcess, find_vllm, missing_vllm_message, serve_argv
+
+    exe = find_vllm()
     if exe is None:
-        raise fail("vllm is not installed: pip install 'bandpass[gpu]' (needs a CUDA GPU)")
-    # The served name doubles as the model to load (a Hugging Face id or a local path), as in vLLM.
+        raise fail(missing_vllm_message())
     cfg = _config().models.get(model) or PolicyModelConfig(name=model)
-    argv = [
-        exe,
-        "serve",
-        cfg.served_name,
-        "--port",
-        str(port),
-        "--served-model-name",
-        cfg.served_name,
-        "--max-model-len",
-        str(cfg.context_window),
-    ]
+    if port is None:
+        port = (urlparse(cfg.base_url).port or 8000) if model in _config().models else 8000
+    argv = serve_argv(exe, cfg, port, list(ctx.args))
+    log_path = log or Path(tempfile.gettempdir()) / f"bandpass-vllm-{port}.log"
+    env = dict(os.environ)
+    if cfg.api_key_env != "VLLM_API_KEY" and os.environ.get(cfg.api_key_env):
+        env["VLLM_API_KEY"] = os.environ[cfg.api_key_env]  # vLLM reads its key there; never on argv
+    root = f"http://127.0.0.1:{port}"
     typer.echo(f"starting: {' '.join(argv)}")
-    proc = subprocess.Popen(argv)
+    typer.echo(f"vLLM log: {log_path}")
+    server = VllmProcess(argv, log_path, echo=typer.echo if verbose else None, env=env)
+    handlers = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    code: int | None = None
     try:
-        ok = wait_for_health(f"http://127.0.0.1:{port}", wait, proc)
-        if not ok:
-            code = proc.poll()
-            if code is not None:
-                raise fail(
-                    f"vllm serve exited with status {code} before becoming healthy (see its output above)"
-                )
-            raise fail(f"vllm serve not healthy after {wait:.0f}s at http://127.0.0.1:{port}/health")
-        typer.echo(f"serving {cfg.served_name} at http://127.0.0.1:{port}/v1 (Ctrl-C to stop)")
-        proc.wait()
-    except KeyboardInterrupt:
-        pass
+        server.start()
+
+        def progress(waited: float) -> None:
+            typer.echo(f"waiting for {root}/health: {waited:.0f}s (vLLM is loading {cfg.model_path})")
+
+        typer.echo(f"waiting for {root}/health (vLLM is loading {cfg.model_path}; this takes minutes)")
+        healthy = server.wait_healthy(root, wait, progress=progress)
+        if not healthy:
+            code = server.poll()
+            if code is None:
+                raise fail(f"vllm serve not healthy after {wait:.0f}s at {root}/health (log: {log_path})")
+            _print_tail(server.tail())
+            raise fail(
+                f"vllm serve exited with status {code} before becoming healthy "
+                f"(the last lines of its log are above; all of it: {log_path})"
+            )
+        typer.echo(f"serving {cfg.served_name} at {root}/v1 (Ctrl-C to stop)")
+        code = server.wait()
+        _print_tail(server.tail())
+        raise fail(f"vllm serve exited with status {code} (the last lines of its log are above)")
+    except (KeyboardInterrupt, _Stop) as e:
+        why = str(e) or "Ctrl-C"
+        typer.echo(f"{why}: stopping vLLM (process group {server.pid})", err=True)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    if proc.returncode not in (0, None, -15):
-        sys.exit(proc.returncode)
+        server.stop()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def _print_tail(lines: list[str]) -> None:
+    for line in lines:
+        typer.echo(f"  | {line}", err=True)
 
 
 def wait_for_health(root_url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
     """Polls ``/health`` (vLLM answers 200 once the model is loaded); gives up early if the server died."""
-    import httpx
+    from engine.run.policy.serve import wait_for_health as wait_health
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            return False
-        try:
-            if httpx.get(f"{root_url}/health", timeout=2.0).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    return False
+    return wait_health(root_url, timeout, proc.poll if proc is not None else None)

@@ -45,9 +45,11 @@ def _preflight(ws: Workspace, name: str, base_url: str | None, timeout: float) -
     from engine.run.rollouts import BatchError, check_policy_endpoint
 
     try:
-        check_policy_endpoint(ws, name, base_url, min(timeout, 30.0))
+        warnings = check_policy_endpoint(ws, name, base_url, min(timeout, 30.0))
     except BatchError as exc:
         raise fail(str(exc)) from None
+    for warning in warnings:  # e.g. bandpass.toml's window vs the served max_model_len
+        typer.echo(f"WARNING: {warning}", err=True)
 
 
 def _line(sm: BatchSummary) -> str:
@@ -258,7 +260,7 @@ def run_cmd(
                 if name in BUILTIN:
                     raise fail(f"--model {name}: that is a built-in agent name; use --agent {name}")
                 try:
-                    resolve_model(ws.config, name, base_url)
+                    resolve_model(ws.config, name, base_url)  # a config error is one line, before any request
                 except ValueError as exc:
                     raise fail(str(exc)) from None
                 if not no_check:

@@ -34,7 +34,7 @@ TEMPLATE = """\
 # served_name = "Qwen/Qwen3.5-9B"
 # temperature = 0.7
 # max_tokens = 2048
-# context_window = 32768
+# context_window = 32768   # optional: default is the served max_model_len
 
 # [generator]
 # model = "{generator.model}"
@@ -145,7 +145,7 @@ class SettingsScreen(Screen[None]):
                 m.served_name,
                 f"{m.temperature:g}",
                 str(m.max_tokens),
-                str(m.context_window),
+                str(m.context_window or "served"),
                 m.api_key_env,
                 key=m.name,
             )

@@ -32,6 +32,8 @@ class StepRecord:
     raw_reply: str = ""
     observation: str = ""
     cuts: list[dict[str, Any]] = field(default_factory=list)
+    #: Every HTTP request behind this step (latency, error, backoff): a slow server's wall time is here.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
