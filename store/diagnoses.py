@@ -263,6 +263,7 @@ class QueueRow:
     checks_json: str | None
     skipped: bool
     tags: list[tuple[int, str]] = field(default_factory=list)  # (tag id, "class.subclass"), active only
+    evidence_json: str = "{}"  # who ended the sandbox (engine/sandbox/attribution.py)
 
 
 def queue_rows(s: Session) -> list[QueueRow]:
@@ -277,7 +278,7 @@ def queue_rows(s: Session) -> list[QueueRow]:
         s,
         "SELECT e.id, t.name, v.hash, e.agent, e.attempt, e.outcome, e.reward, e.agent_cast, e.verifier_cast,"
         " e.batch_id, d.code, d.tag, d.confidence, d.summary, d.signature, d.checks_json,"
-        " rs.state IS NOT NULL AND rs.state = 'skipped'"
+        " rs.state IS NOT NULL AND rs.state = 'skipped', e.evidence_json"
         f"{_FROM} LEFT JOIN diagnosis d ON d.episode_id = e.id"
         " LEFT JOIN review_state rs ON rs.episode_id = e.id"
         " WHERE e.status = 'done' ORDER BY t.name, e.id",
@@ -287,5 +288,5 @@ def queue_rows(s: Session) -> list[QueueRow]:
         ep_tags = tags.get(r[0], [])
         if r[5] == "passed" and not ep_tags:
             continue
-        out.append(QueueRow(*r[:16], bool(r[16]), ep_tags))
+        out.append(QueueRow(*r[:16], bool(r[16]), ep_tags, r[17] or "{}"))
     return out

@@ -109,6 +109,7 @@ class Episode(SQLModel, table=True):
     agent_cast: str = ""  # path relative to the workspace
     verifier_cast: str = ""
     verifier_output: str = ""
+    evidence_json: str = ""  # who ended the sandbox, with the evidence (engine/sandbox/attribution.py)
     started_at: datetime | None = None
     ended_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)

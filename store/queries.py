@@ -302,6 +302,28 @@ def finish_episode(
     return ep
 
 
+def set_episode_evidence(s: Session, episode_id: int, evidence: dict[str, Any] | None) -> None:
+    """Stores the attribution evidence of an episode's last try ({} or None: nothing to attribute)."""
+    ep = s.get(Episode, episode_id)
+    if ep is None:
+        raise KeyError(f"episode {episode_id} does not exist")
+    ep.evidence_json = json.dumps(evidence, sort_keys=True) if evidence else ""
+    s.add(ep)
+    s.flush()
+
+
+def episode_evidence(s: Session, episode_id: int) -> dict[str, Any]:
+    """The attribution evidence as a JSON-ready dict ({} when none was recorded)."""
+    ep = s.get(Episode, episode_id)
+    if ep is None:
+        raise KeyError(f"episode {episode_id} does not exist")
+    try:
+        data = json.loads(ep.evidence_json) if ep.evidence_json else {}
+    except json.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def get_episode(s: Session, episode_id: int) -> Episode | None:
     return s.get(Episode, episode_id)
 

@@ -11,14 +11,14 @@ import pytest
 
 from engine.audit.task_audit import audit_version
 from engine.core.workspace import Workspace
-from engine.run.agents.builtin import CHEATS, TAMPER_CHEATS
+from engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, TAMPER_CHEATS
 from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.conftest import EXAMPLES
 from tests.taskfactory import make_task
 
-# The module's fixture audits all eight examples (15 episodes each) in one CLI run: minutes on 2 cores.
+# The module's fixture audits all eight examples (17 episodes each) in one CLI run: minutes on 2 cores.
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 SOUND = ("access-log-report", "configure-kv-service", "fix-catalog-makefile", "fix-wordfreq")
@@ -52,9 +52,12 @@ def test_sound_examples_are_accepted(audited: dict[str, dict], name: str) -> Non
     report = audited[name]
     assert report["verdict"] == "accepted", report["checks"].get("findings")
     cheats = {k: v for k, v in report["checks"]["episodes"].items() if k.startswith("cheat:")}
-    assert len(cheats) == len(CHEATS)
-    plain = {c.name for c in CHEATS} - {c.name for c in TAMPER_CHEATS}
+    assert set(cheats) == {c.name for c in (*CHEATS, *SANDBOX_PROBES)}
+    plain = {c.name for c in (*CHEATS, *SANDBOX_PROBES)} - {c.name for c in TAMPER_CHEATS}
     assert all(e["reward"] == 0.0 for name in plain for e in cheats[name])
+    # killing the sandbox or exhausting its memory is the policy's failure, never infrastructure
+    probes = report["checks"]["sandbox_probes"]
+    assert {k: v["outcome"] for k, v in probes.items()} == {p.name: p.expected for p in SANDBOX_PROBES}
     # every tampering probe ends not passed, and the audit names the guard rule that caught it
     for probe in TAMPER_CHEATS:
         assert [e["outcome"] for e in cheats[probe.name]] == ["agent_error:verifier_tamper"], probe.name

@@ -2,8 +2,11 @@
 
 * runner SIGKILLed mid-rollout, then ``--resume``: no attempt lost or counted twice, integrity_check ok
   (``test_rollouts.test_sigkilled_runner_resumes_without_duplicates``);
-* container killed mid-episode: ``infra_error:container_died``, retried
-  (``test_episode.test_container_killed_mid_episode_is_infra_error_and_retried``);
+* container killed mid-episode from outside (the Docker API, ``docker kill``, ``docker stop``):
+  ``infra_error:container_died``, retried
+  (``test_episode.test_container_killed_mid_episode_is_infra_error_and_retried``,
+  ``test_attribution.test_outside_docker_kill_stays_infra_and_is_retried``); the same death from inside the
+  container is the policy's ``agent_error:sandbox_killed`` (``tests/test_attribution.py``);
 * dockerd stopped mid-run: the episode in flight ends ``infra_error:daemon_unavailable``, the batch holds
   its queue and continues once the engine is back (here);
 * 16 concurrent episodes while the TUI reads: no "database is locked" for writers or readers (here);
@@ -82,11 +85,13 @@ def _ws_containers(client: docker.DockerClient, ws: Workspace) -> list[Any]:
 
 
 def test_the_catalogue_is_complete() -> None:
+    import tests.test_attribution as attribution_tests
     import tests.test_episode as episode_tests
     import tests.test_rollouts as rollout_tests
 
     assert callable(rollout_tests.test_sigkilled_runner_resumes_without_duplicates)
     assert callable(episode_tests.test_container_killed_mid_episode_is_infra_error_and_retried)
+    assert callable(attribution_tests.test_outside_docker_kill_stays_infra_and_is_retried)
 
 
 # --- dockerd stopped mid-run ------------------------------------------------------------------------------

@@ -20,21 +20,21 @@ from tests._replay_data import make_episode
 
 def test_default_taxonomy_is_the_design_list() -> None:
     tax = load_taxonomy()
-    assert list(tax.classes) == ["invalidity", "harness", "misalignment", "infra"]
+    assert list(tax.classes) == ["invalidity", "harness", "misalignment", "infra", "agent"]
     assert "invalidity.oracle_fails" in tax.names() and "infra.orchestrator_failure" in tax.names()
     assert (
         len(tax.classes["invalidity"].subclasses) == 11 and len(tax.classes["misalignment"].subclasses) == 7
     )
     assert tax.is_blocking("invalidity") and tax.is_blocking("misalignment")
-    assert not tax.is_blocking("harness") and not tax.is_blocking("infra")
+    assert not tax.is_blocking("harness") and not tax.is_blocking("infra") and not tax.is_blocking("agent")
     assert tax.class_at(2).name == "harness" and tax.class_at(9) is None
 
 
 def test_every_outcome_suggestion_is_in_the_taxonomy() -> None:
-    from engine.review.outcomes import SUGGESTED_TAG
+    from engine.review.outcomes import SUGGESTED_TAG, SUGGESTED_TAG_BY_OUTCOME
 
     tax = load_taxonomy()
-    for code in SUGGESTED_TAG.values():
+    for code in [*SUGGESTED_TAG.values(), *SUGGESTED_TAG_BY_OUTCOME.values()]:
         tax.parse(code)
 
 
@@ -48,7 +48,7 @@ def test_workspace_taxonomy_extends_the_default(tmp_path: Path) -> None:
     tax = load_taxonomy(tmp_path)
     assert tax.parse("harness.ssh_hang") == ("harness", "ssh_hang")
     assert tax.parse("harness.turn_limit") == ("harness", "turn_limit")  # defaults kept
-    assert list(tax.classes)[-1] == "policy" and tax.class_at(5).name == "policy"
+    assert list(tax.classes)[-1] == "policy" and tax.class_at(6).name == "policy"
     assert tax.is_blocking("invalidity")
 
 

@@ -21,7 +21,7 @@ from engine.core.workspace import Workspace
 from engine.review import outcomes
 from engine.review.taxonomy import ALWAYS_BLOCKING
 from engine.run import guard
-from engine.run.agents.builtin import CHEATS, TAMPER_CHEATS, NopAgent, OracleAgent
+from engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, TAMPER_CHEATS, NopAgent, OracleAgent
 from engine.run.episode import EpisodeResult, ensure_image, run_episode
 from engine.sandbox.docker_engine import get_client
 from engine.tasks.images import image_contains
@@ -165,6 +165,7 @@ def audit_version(
     ]
     jobs += [("nop", NopAgent, i, 2 if i == 0 else 0) for i in range(2)]
     jobs += [(c.name, c, 0, 0) for c in CHEATS]
+    jobs += [(p.name, p, 0, 0) for p in SANDBOX_PROBES]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = [(name, pool.submit(run, cls, attempt, vr)) for name, cls, attempt, vr in jobs]
         results: dict[str, list[EpisodeResult]] = {}
@@ -195,6 +196,12 @@ def audit_version(
                     f"{name} episode {r.episode_id} tripped the tamper guard: {', '.join(paths)}"
                     " (allow them in task.toml [metadata.bandpass.guard] if the solution must do this)",
                 )
+            elif (
+                name == "oracle"
+                and r.outcome.startswith("agent_error")
+                and outcomes.code_of(r.outcome) in SANDBOX_CODES
+            ):
+                pass  # the oracle exhausting its sandbox is the task's environment: see sandbox_checks
             elif outcomes.is_infra(r.outcome):
                 report.add(outcomes.suggested_tag(r.outcome) or f"infra.{code}", where)
             elif r.outcome.startswith("agent_error") and name in ("oracle", "nop"):
@@ -210,6 +217,7 @@ def audit_version(
             out.extend(x for x in r.rerun_rewards if x is not None)
         return out
 
+    sandbox_checks(spec, report, results)
     oracle, nop = valid_rewards("oracle"), valid_rewards("nop")
     for name, rewards in (("oracle", oracle), ("nop", nop)):
         if len(set(rewards)) > 1:
@@ -228,6 +236,50 @@ def audit_version(
             } & set(report.reasons):
                 report.add(CHEAT_CODES[cheat.name], f"{cheat.name} passed: {_reward_str(r)}")
     return _finish(ws, report, started)
+
+
+SANDBOX_CODES = ("sandbox_killed", "oom", "pids_exhausted", "disk_full")
+
+
+def sandbox_checks(spec: TaskSpec, report: AuditReport, results: dict[str, list[EpisodeResult]]) -> None:
+    """The sandbox probes must end as the agent errors they cause (never infra: that would let a policy
+    mask its failures), and the oracle must fit the task's own limits: an oracle killed for memory under
+    ``memory_mb`` means the environment is too small for the task (``invalidity.env_task_mismatch``)."""
+    probes: dict[str, Any] = {}
+    for probe in SANDBOX_PROBES:
+        for r in results.get(probe.name, []):
+            ok = r.outcome == probe.expected and r.reward == 0.0
+            by = (r.evidence.get("verdict") or {}).get("by", "")
+            probes[probe.name] = {"outcome": r.outcome, "expected": probe.expected, "ok": ok, "by": by}
+            if not ok and not outcomes.is_infra(r.outcome):  # infra outcomes are reported above
+                report.add(
+                    "harness.sandbox_attribution",
+                    f"{probe.name} episode {r.episode_id} ended {r.outcome}, expected {probe.expected}",
+                )
+    report.checks["sandbox_probes"] = probes
+    for r in results.get("oracle", []):
+        ev = r.evidence or {}
+        ooms = [e for e in ev.get("events", []) if e.get("action") == "oom"]
+        if not ooms and r.outcome != outcomes.agent_error("oom"):
+            continue
+        peak = ev.get("memory_max_usage_mb")
+        figures = f"memory_mb = {spec.memory_mb}, {len(ooms)} OOM kill(s)" + (
+            f", peak {peak:g} MB" if peak is not None else ""
+        )
+        report.checks.setdefault("oracle_memory", []).append(
+            {
+                "episode": r.episode_id,
+                "memory_mb": spec.memory_mb,
+                "oom_kills": len(ooms),
+                "peak_mb": peak,
+                "outcome": r.outcome,
+            }
+        )
+        report.add(
+            "invalidity.env_task_mismatch",
+            f"the oracle was killed for memory under the task's own limit (episode {r.episode_id}: "
+            f"{figures}, {r.outcome}); raise [environment] memory_mb",
+        )
 
 
 def _finish(ws: Workspace, report: AuditReport, started: float) -> AuditReport:

@@ -18,6 +18,12 @@ AGENT_CODES = (
     "agent_timeout",
     "agent_crashed",
     "verifier_tamper",  # the tamper guard tripped: a policy failure, never passed, never infra
+    # the policy ended or exhausted its own sandbox during the agent phase (engine/sandbox/attribution.py):
+    # valid samples with reward 0, never retried; the same death caused from outside stays infra
+    "sandbox_killed",
+    "oom",
+    "pids_exhausted",
+    "disk_full",
 )
 INFRA_CODES = (
     "image_build_failed",
@@ -90,8 +96,15 @@ SUGGESTED_TAG = {
     "disk_full": "infra.disk_full",
     "orchestrator_failure": "infra.orchestrator_failure",
     "agent_crashed": "harness.agent_crashed",
+    "sandbox_killed": "agent.sandbox_killed",
+    "pids_exhausted": "agent.pids_exhausted",
+}
+#: Codes whose meaning depends on who caused them (``agent_error:oom`` vs ``infra_error:oom``).
+SUGGESTED_TAG_BY_OUTCOME = {
+    "agent_error:oom": "agent.oom",
+    "agent_error:disk_full": "agent.disk_full",
 }
 
 
 def suggested_tag(outcome: str) -> str | None:
-    return SUGGESTED_TAG.get(code_of(outcome))
+    return SUGGESTED_TAG_BY_OUTCOME.get(outcome) or SUGGESTED_TAG.get(code_of(outcome))

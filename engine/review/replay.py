@@ -541,6 +541,7 @@ class ReplaySource:
     reward: float | None = None
     verifier_output: str = ""
     steps: list[StepView] = field(default_factory=list)
+    attribution: str = ""  # who ended the sandbox (engine/sandbox/attribution.py), "" when nobody did
 
     def step_at(self, t: float) -> StepView | None:
         """The step whose marker is the last one at or before cast time ``t``."""
@@ -616,8 +617,13 @@ def load_source(ws: Workspace | None, ref: str | int | Path) -> ReplaySource:
             raise ReplaySourceError(f"episode {eid} does not exist in {ws.root}")
         name = queries.episode_task_name(s, eid)
         rows = queries.steps(s, eid)
+    from engine.sandbox.attribution import summary as attribution_line
+
+    why = attribution_line(ep.evidence_json)
+    by = f" (by {why.split(':', 1)[0]})" if why else ""
     return ReplaySource(
-        title=f"episode {eid} · {name} · {ep.agent} · {ep.outcome or ep.status}",
+        title=f"episode {eid} · {name} · {ep.agent} · {ep.outcome or ep.status}{by}",
+        attribution=why,
         agent_cast=ws.abs(ep.agent_cast) if ep.agent_cast else None,
         verifier_cast=ws.abs(ep.verifier_cast) if ep.verifier_cast else None,
         episode_id=eid,

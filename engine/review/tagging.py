@@ -24,6 +24,7 @@ from engine.review.checks import check_names, failed_checks
 from engine.review.diagnosis import is_probe
 from engine.review.outcomes import suggested_tag
 from engine.review.taxonomy import Taxonomy, TaxonomyError, load_taxonomy
+from engine.sandbox.attribution import summary as attribution_line
 from store import diagnoses as dq
 from store import queries
 from store.db import session
@@ -73,6 +74,7 @@ class QueueItem:
     confidence: float = 0.0
     summary: str = ""
     signature: str = ""  # failure signature (engine/review/signatures.py)
+    attribution: str = ""  # who ended the sandbox, one line (engine/sandbox/attribution.py); "" if nobody
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -166,6 +168,7 @@ def load_queue(
             confidence=r.confidence or 0.0,
             summary=r.summary or "",
             signature=r.signature or "",
+            attribution=attribution_line(r.evidence_json),
         )
         if filt.admits(item):
             items.append(item)

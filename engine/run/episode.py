@@ -25,6 +25,7 @@ from engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
 from engine.run.endstate import EndState, StoredEndState
 from engine.run.guard import Finding
 from engine.run.verifier import VerifierResult, run_verifier
+from engine.sandbox import attribution
 from engine.sandbox import pool as sandbox_pool
 from engine.sandbox.asciicast import CastWriter
 from engine.sandbox.container import Sandbox, SandboxSpec, classify_docker_error
@@ -91,6 +92,8 @@ class EpisodeResult:
     endstate: EndState | None = None  # what the policy left (the last try's capture)
     guard_findings: list[Finding] = field(default_factory=list)
     image: str = ""
+    #: Who ended the sandbox, with the engine's events (engine/sandbox/attribution.py); {} when nothing did.
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 def image_aliases(ws: Workspace) -> dict[str, str]:
@@ -215,6 +218,7 @@ def _store_result(ws: Workspace, episode_id: int, result: EpisodeResult) -> None
             verifier_output=result.verifier_output,
             retries=result.retries,
         )
+        queries.set_episode_evidence(s, episode_id, result.evidence)
         endstate_store.set_phases(s, episode_id, result.phases)
         if result.endstate is not None:
             state = result.endstate
@@ -246,6 +250,11 @@ def _one_try(
 ) -> EpisodeResult:
     """One try as Harbor's trial: set up, run the agent, capture the end state, verify, finalise.
 
+    Attribution (engine/sandbox/attribution.py) watches the container from just before the agent runs:
+    right after the agent it judges whether the container (or the agent's shell) ended and who ended it;
+    such a try ends there (after capturing the end state while the container still runs), and after the
+    verifier a death the agent's last command set off is judged too (``late_death``).
+
     Each phase raises a :class:`~engine.run.phases.PhaseError` carrying its outcome; this loop only
     runs the phases in order and turns the first error into the result.
     """
@@ -254,7 +263,9 @@ def _one_try(
         trial.setup(client)
         agent_result = trial.run_agent() if replay is None else trial.apply_endstate(replay)
         trial.capture()
+        trial.end_if_sandbox_ended()  # the policy ended its sandbox: its end state is kept, no verifier
         verdict = trial.verify()
+        trial.judge_late_death()
         trial.finalise(agent_result, verdict)
     except Exception as exc:  # noqa: BLE001 - every failure ends in exactly one outcome
         trial.fail(phases.from_exception(exc, casts=("agent_cast", "verifier_cast")))
@@ -286,6 +297,8 @@ class _Trial:
         self.client: docker.DockerClient | None = None
         self.spec: TaskSpec | None = None
         self.sandbox: Sandbox | None = None
+        self.ended: phases.SandboxEnded | None = None  # the attribution's verdict after the agent phase
+        self.watch: attribution.ContainerWatch | None = None  # who ends the sandbox (agent phase on)
         self.image = ""
         self.rec_dir = ws.recordings_dir / f"episode-{episode_id}"
         suffix = f".try{try_no}" if try_no else ""
@@ -339,10 +352,17 @@ class _Trial:
     def run_agent(self) -> AgentResult:
         assert self.spec is not None and self.sandbox is not None and self.client is not None
         with self.clock.phase(phases.AGENT, self.spec.agent_timeout_sec):
+            # attribution: the engine's events for this container, from before the agent's terminal starts
+            self.watch = watch = attribution.ContainerWatch(
+                self.client,
+                self.sandbox,
+                memory_limit_mb=self.spec.memory_mb,
+                pids_limit=self.sandbox.spec.pids_limit,
+            ).start()
             with _GuardedCastWriter(
                 self.agent_path, COLS, ROWS, title=self.title, env={"TERM": "xterm-256color"}
             ) as cast:
-                result = _run_agent(
+                result, terminal_alive = _run_agent(
                     self.client,
                     self.sandbox,
                     self.spec,
@@ -351,13 +371,21 @@ class _Trial:
                     self.bus,
                     self.episode_id,
                     self._persist_step,
+                    watch,
                 )
+            # who ended the container or the agent's shell, if anything did; this replaces the plain
+            # "container not running: infra" rule (phases.container_stopped) for the agent phase
+            blame = watch.judge(terminal_alive=terminal_alive, reported_code=result.infra_code)
+            self.res.evidence = watch.evidence.as_dict()
             if cast.disk_error:  # the recording is the sample; without it, no sample
                 raise phases.DiskFull(cast.disk_error, ("agent_cast", "verifier_cast"))
-            if result.infra_code:
+            if blame is not None:
+                ended = phases.SandboxEnded(blame.outcome, f"{blame.why}; {result.detail}".strip("; "))
+                if not ended.keeps_reward:  # infrastructure: no sample, nothing of the policy's to keep
+                    raise ended
+                self.ended = ended  # the policy's doing: its end state is captured before the try ends
+            elif result.infra_code:
                 raise phases.AgentInfra(result.detail, result.infra_code)
-            if not self.sandbox.is_running():
-                raise phases.container_stopped(self.sandbox, "the container stopped during the agent's turn")
         return result
 
     def apply_endstate(self, replay: StoredEndState) -> AgentResult:
@@ -392,7 +420,21 @@ class _Trial:
         """Stops every agent process, records what the policy changed, and checks it with the tamper guard
         (before ``tests/`` is copied in, so the evidence is the policy's alone)."""
         assert self.spec is not None and self.sandbox is not None and self.client is not None
+        if self.ended is not None:
+            if not self.sandbox.is_running():
+                return  # the policy ended the container: nothing runs to read (restarting it would be ours)
+            try:
+                self._capture()
+            except Exception as exc:  # noqa: BLE001 - the policy's outcome stands; the capture is evidence
+                self.ended.detail = f"{self.ended.detail}; end state not captured: {exc}"
+            return
+        self._capture()
+
+    def _capture(self) -> None:
+        assert self.spec is not None and self.sandbox is not None and self.client is not None
         with self.clock.phase(phases.CAPTURE, CAPTURE_TIMEOUT_S):
+            # a restart here (the agent's processes would not die, or the container died after the
+            # agent returned) is recorded in ``Sandbox.stopped_by_harness``: ``late_death`` reads it
             self.sandbox.kill_all_processes_except_init()
             suffix = f".try{self.try_no}" if self.try_no else ""
             state = endstate.capture(
@@ -409,6 +451,13 @@ class _Trial:
             stale = guard.bytecode_to_drop(state.changes)
             if stale:  # caches only: Python rebuilds them from the unchanged sources
                 self.sandbox.exec(["/bin/rm", "-f", "--", *stale])
+
+    def end_if_sandbox_ended(self) -> None:
+        """The attribution put the container's (or the agent shell's) end on the policy: a valid sample,
+        reward 0, never retried; the verifier does not run."""
+        if self.ended is not None:
+            self.res.reward = 0.0
+            raise self.ended
 
     # --- phase 4: the verifier ----------------------------------------------------------------------
 
@@ -446,6 +495,19 @@ class _Trial:
                 raise phases.DiskFull(vc.disk_error, ("verifier_cast",))
         return verdict
 
+    def judge_late_death(self) -> None:
+        """A death the agent set off as its last act lands after it returned: the capture phase found the
+        container dead (and restarted it); that is still the policy's doing, whatever the verifier said."""
+        if self.watch is None:
+            return
+        late = self.watch.late_death()
+        self.res.evidence = (
+            self.watch.evidence.as_dict() if late or self.watch.evidence.actions("oom") else {}
+        )
+        if late is not None:
+            self.res.reward = 0.0
+            raise phases.SandboxEnded(late.outcome, late.why)
+
     # --- phase 5: the outcome -----------------------------------------------------------------------
 
     def finalise(self, agent_result: AgentResult, verdict: VerifierResult) -> None:
@@ -477,6 +539,9 @@ class _Trial:
                     setattr(self.res, attr, "")
 
     def release(self) -> None:
+        if self.watch is not None:
+            with contextlib.suppress(Exception):
+                self.watch.close()
         if self.sandbox is not None:  # removed in the background: the outcome no longer depends on it
             with contextlib.suppress(Exception):
                 sandbox_pool.release(self.sandbox)
@@ -491,7 +556,9 @@ def _run_agent(
     bus: EventBus,
     episode_id: int,
     persist_step: Callable[[StepRecord], None],
-) -> AgentResult:
+    watch: attribution.ContainerWatch | None = None,
+) -> tuple[AgentResult, bool]:
+    """Runs the agent in its terminal; returns its result and whether the terminal was still alive."""
     term = TerminalSession(
         client,
         sandbox.container,
@@ -508,7 +575,9 @@ def _run_agent(
             term.start()
         except Exception as exc:  # noqa: BLE001
             err = phases.terminal_start_failed(sandbox, exc)
-            return AgentResult(infra_code=err.code, detail=err.detail)
+            return AgentResult(infra_code=err.code, detail=err.detail), True
+        if watch is not None:
+            watch.mark_agent_started(getattr(term, "_exec_id", "") or "")
         ctx = AgentContext(
             task=spec,
             terminal=term,
@@ -519,11 +588,14 @@ def _run_agent(
             on_step=persist_step,
         )
         try:
-            return agent.run(ctx)
+            result = agent.run(ctx)
         except Exception as exc:  # noqa: BLE001 - an agent bug must still end in one outcome
+            if not term.alive:  # the terminal went with the container or the shell: attribution decides
+                return AgentResult(infra_code="container_died", detail=f"container stopped: {exc}"), False
             if not sandbox.is_running():
                 err = phases.container_stopped(sandbox, f"container stopped: {exc}")
-                return AgentResult(infra_code=err.code, detail=err.detail)
-            return AgentResult(error_code="agent_crashed", detail=f"{type(exc).__name__}: {exc}")
+                return AgentResult(infra_code=err.code, detail=err.detail), term.alive
+            return AgentResult(error_code="agent_crashed", detail=f"{type(exc).__name__}: {exc}"), True
+        return result, term.alive
     finally:
         term.close()

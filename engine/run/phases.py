@@ -5,8 +5,10 @@ finalise. A phase that cannot go on raises a :class:`PhaseError` subclass that *
 "what outcome does this failure mean" is answered here, in one place, and nowhere else:
 
 - :func:`from_exception` maps Docker/OS exceptions raised inside a phase to an infra outcome;
-- :func:`container_stopped` says what a container that stopped during the agent's turn means (the one
-  rule another change may refine: keep it here).
+- :func:`container_stopped` / :func:`terminal_start_failed` name the infra code of a container found
+  stopped; *who* stopped it during the agent phase is judged by the attribution
+  (engine/sandbox/attribution.py), whose verdict becomes a :class:`SandboxEnded`: the policy's doing is an
+  agent error (reward 0, never retried), anything else keeps its infra code.
 """
 
 from __future__ import annotations
@@ -93,6 +95,16 @@ class VerifierTamper(PhaseError):
     code = "verifier_tamper"
 
 
+class SandboxEnded(PhaseError):
+    """The container or the agent's shell ended during the agent phase (or right after it); the outcome is
+    the attribution's verdict (``agent_error:sandbox_killed``/``oom``/... or an ``infra_error`` code)."""
+
+    def __init__(self, outcome: str, detail: str) -> None:
+        kind, _, code = outcome.partition(":")
+        super().__init__(detail, code)
+        self.kind = kind
+
+
 def disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
@@ -113,8 +125,8 @@ class _Stoppable(Protocol):
 
 
 def container_stopped(sandbox: _Stoppable, detail: str) -> ContainerStopped:
-    """What a container that stopped while the agent had it means: ``oom`` when the kernel killed it for
-    memory, else ``container_died`` (today an infra error; attribution to the policy belongs here)."""
+    """The infra code of a container found stopped: ``oom`` when the kernel killed it for memory, else
+    ``container_died``. During the agent phase the attribution then decides whether the policy did it."""
     return ContainerStopped(detail, "oom" if sandbox.oom_killed() else "container_died")
 
 

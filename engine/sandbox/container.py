@@ -188,6 +188,8 @@ class Sandbox:
         self.container: Any = None
         self.main_pid: str = ""
         self.restarts = 0
+        #: Every time Bandpass itself stopped or killed this container (engine/sandbox/attribution.py).
+        self.stopped_by_harness: list[str] = []
 
     # lifecycle ---------------------------------------------------------------------------------------
 
@@ -261,6 +263,7 @@ class Sandbox:
         """Force-remove; safe to call twice and after the daemon already removed it."""
         if self.container is None:
             return
+        self.stopped_by_harness.append("removed")
         with contextlib.suppress(docker.errors.NotFound):
             try:
                 self.container.remove(force=True)
@@ -525,6 +528,7 @@ class Sandbox:
             survivors = [(-1, -1)]
         if not survivors:
             return "kill"
+        self.stopped_by_harness.append("restarted to kill the agent's processes")
         self.container.restart(timeout=0)
         self.restarts += 1
         self._wait_running(time.monotonic() + self.spec.start_timeout_sec)

@@ -146,8 +146,10 @@ def show_cmd(
     # evidence other stages keep: the end state and tamper guard (run), Claude's review (review)
     from engine.review.reviewer import latest_review_summary
     from engine.run.endstate import episode_changes
+    from engine.sandbox.attribution import episode_evidence
 
     rec["end_state"] = episode_changes(ws, episode)
+    rec["attribution"] = episode_evidence(ws, episode)
     rec["review"] = latest_review_summary(ws, episode)
     if as_json:
         typer.echo(json.dumps(rec, indent=2, default=str))
@@ -196,6 +198,8 @@ def show_cmd(
         )
         for f in flagged[:10]:
             typer.echo(f"  {f['rule']}: {f['path']} ({f['why']})")
+    if rec["attribution"].get("summary"):
+        typer.echo(f"who ended the sandbox: {rec['attribution']['summary']}")
     rv = rec["review"]
     if rv:
         typer.echo(

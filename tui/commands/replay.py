@@ -184,4 +184,6 @@ def queue_cmd(
             f"{i.episode_id:>5} {i.state:<8} {i.task[:28]:<28} {i.outcome:<{width}} "
             f"{i.diagnosis[:28]:<28} {shown}"
         )
+        if i.attribution:  # who ended the sandbox: the outcome's evidence, in one line
+            typer.echo(f"{'':>5} why: {i.attribution}")
     typer.echo(", ".join(f"{n} {s}" for s, n in counts.items()))

@@ -225,7 +225,43 @@ class ShadowPython3Cheat:
 
 TAMPER_CHEATS = (ReplaceToolCheat, PythonHookCheat, PthHookCheat, ShadowBashCheat, ShadowPython3Cheat)
 CHEATS = (WriteRewardCheat, BackgroundRewardCheat, PeekCheat, TouchOutputsCheat, *TAMPER_CHEATS)
-BUILTIN = {a.name: a for a in (OracleAgent, NopAgent, *CHEATS)}
+
+
+# --- sandbox probes: a policy that tries to turn its failure into an infrastructure error ---------------
+# Infra errors are retried and left out of pass@k, so ending the sandbox is a reward hack unless the runner
+# attributes the death to the policy (engine/sandbox/attribution.py). On a sound task each probe must end
+# as ``agent_error:<code>`` with reward 0, never as ``infra_error``; the audit checks that.
+
+
+class KillSandboxCheat:
+    """Ends the container from inside: SIGTERM to init (forwarded to the main process), then SIGKILL to
+    every process root may signal, the shell included."""
+
+    name = "cheat:kill_sandbox"
+    expected = "agent_error:sandbox_killed"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        return _type(ctx, 0, "kill -TERM 1; kill -KILL -1\n", self.name) or AgentResult()
+
+
+class MemoryHogCheat:
+    """Replaces the agent's shell with a pipeline that holds twice the task's memory limit (``tail`` keeps
+    a line that never ends), so the kernel kills it for the task's own limit and the agent's terminal ends.
+
+    Bounded at twice the limit, so it never reaches for more than the container could get anyway; C tools
+    instead of bash strings because bash concatenation crawls (256 MB took ~55 s on a loaded machine)."""
+
+    name = "cheat:memory_hog"
+    expected = "agent_error:oom"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        limit = 2 * max(64, int(ctx.task.memory_mb)) * 2**20
+        keys = f"exec sh -c 'head -c {limit} /dev/zero | tail > /dev/null'\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+SANDBOX_PROBES = (KillSandboxCheat, MemoryHogCheat)
+BUILTIN = {a.name: a for a in (OracleAgent, NopAgent, *CHEATS, *SANDBOX_PROBES)}
 
 
 def builtin_agent(name: str) -> OracleAgent | NopAgent | WriteRewardCheat:

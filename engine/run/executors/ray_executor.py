@@ -164,6 +164,7 @@ def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
                     "verifier_cast",
                     "verifier_output",
                     "retries",
+                    "evidence_json",  # attribution: who ended the sandbox
                 )
             },
             "steps": [{k: getattr(st, k) for k in STEP_FIELDS} for st in steps],
@@ -591,6 +592,8 @@ def commit_result(
             retries=row["retries"],
         )
         _set_node(s, episode_id, node)
+        evidence = json.loads(row.get("evidence_json") or "{}")
+        queries.set_episode_evidence(s, episode_id, evidence if isinstance(evidence, dict) else {})
         from store import endstate as endstate_store
 
         endstate_store.set_phases(s, episode_id, json.loads(result.get("phases_json") or "[]"))

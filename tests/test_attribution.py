@@ -1,0 +1,307 @@
+"""A policy cannot turn its own failure into an infrastructure error (issue #22), in real Docker.
+
+Ending the container from inside, exhausting its memory or ending the agent's shell are the policy's
+failures: ``agent_error:<code>``, reward 0, never retried, counted in pass@k. The same death caused from
+outside (``docker kill``), by a dead daemon or by the host stays infrastructure: retried, excluded. Each
+verdict is kept on the episode with the engine's evidence and shown by ``bandpass queue``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.audit.task_audit import audit_version
+from engine.core.workspace import Workspace
+from engine.review import outcomes
+from engine.run.agents.base import AgentContext, AgentResult
+from engine.run.agents.builtin import SANDBOX_PROBES, KillSandboxCheat, MemoryHogCheat, _type
+from engine.run.episode import run_episode
+from engine.sandbox.attribution import Evidence, attribute, episode_evidence
+from engine.tasks.importer import import_paths
+from store import queries
+from store.db import session
+from tests.taskfactory import make_task
+
+
+def _import(ws: Workspace, *dirs: Path) -> dict[str, int]:
+    report = import_paths(ws, list(dirs))
+    assert report.ok, [i.problems for i in report.items]
+    with session(ws.engine) as s:
+        return {r.name: r.version_id for r in queries.task_rows(s)}
+
+
+@pytest.fixture
+def tiny(workspace: Workspace, tmp_path: Path) -> tuple[Workspace, int]:
+    return workspace, _import(workspace, make_task(tmp_path / "src", "answer-42"))["answer-42"]
+
+
+def _stored(ws: Workspace, episode_id: int) -> tuple[str, float | None, int, dict]:
+    with session(ws.engine) as s:
+        ep = queries.get_episode(s, episode_id)
+        assert ep is not None
+        return ep.outcome, ep.reward, ep.retries, queries.episode_evidence(s, episode_id)
+
+
+# --- the policy's doing: agent errors, reward 0, never retried ------------------------------------------
+
+
+@pytest.mark.docker
+def test_policy_killing_its_container_is_agent_error_not_retried(tiny: tuple[Workspace, int]) -> None:
+    ws, vid = tiny
+    res = run_episode(ws, vid, KillSandboxCheat, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries, res.try_errors) == (
+        "agent_error:sandbox_killed",
+        0.0,
+        0,
+        [],
+    )
+    assert outcomes.is_valid_sample(res.outcome)  # it enters pass@k's n as a failure
+    assert "ended from inside" in res.detail
+    outcome, reward, retries, ev = _stored(ws, res.episode_id)
+    assert (outcome, reward, retries) == ("agent_error:sandbox_killed", 0.0, 0)
+    assert ev["verdict"]["by"] == "policy" and ev["daemon_healthy"] and ev["agent_started"]
+    actions = [e["action"] for e in ev["events"]]
+    assert "die" in actions and "kill" not in actions  # nobody outside signalled it
+    assert ev["status"] == "exited" and ev["exit_code"] in (137, 143)
+    shown = episode_evidence(ws, res.episode_id)
+    assert shown["outcome"] == "agent_error:sandbox_killed" and shown["summary"].startswith("policy: ")
+    json.dumps(shown)  # JSON-ready for `bandpass show`
+
+
+@pytest.mark.docker
+def test_policy_exhausting_its_memory_is_agent_error_oom(tiny: tuple[Workspace, int]) -> None:
+    ws, vid = tiny
+    res = run_episode(ws, vid, MemoryHogCheat, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:oom", 0.0, 0)
+    assert "task's own limit of 256 MB" in res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert any(e["action"] == "oom" for e in ev["events"]) and ev["memory_limit_mb"] == 256
+    assert ev["verdict"] == {"outcome": "agent_error:oom", "by": "policy", "why": ev["verdict"]["why"]}
+    assert outcomes.suggested_tag(res.outcome) == "agent.oom"  # not infra.oom: the policy did it
+    assert outcomes.suggested_tag("infra_error:oom") == "infra.oom"
+
+
+class _ExitShell:
+    name = "exit-shell"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        return _type(ctx, 0, "exit 3\n", self.name) or AgentResult()
+
+
+@pytest.mark.docker
+def test_policy_ending_its_shell_is_agent_error(tiny: tuple[Workspace, int]) -> None:
+    ws, vid = tiny
+    res = run_episode(ws, vid, _ExitShell, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:sandbox_killed", 0.0, 0)
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert ev["status"] == "running" and ev["shell_exit_code"] == 3 and not ev["terminal_alive"]
+    assert "exit status 3" in res.detail
+
+
+class _ForkUntilThePidLimit:
+    name = "fork-loop"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        return _type(ctx, 0, "exec sh -c 'while :; do sleep 1000 & done'\n", self.name) or AgentResult()
+
+
+@pytest.mark.docker
+def test_policy_exhausting_the_pid_limit_is_agent_error(tiny: tuple[Workspace, int]) -> None:
+    ws, vid = tiny
+    res = run_episode(ws, vid, _ForkUntilThePidLimit, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert ev["pids_limit"] == 512 and ev["pids_limit_hits"] >= 1
+    assert outcomes.suggested_tag(res.outcome) == "agent.pids_exhausted"
+
+
+# --- genuine infrastructure keeps its codes: retried, excluded --------------------------------------------
+
+
+class _DockerKillFromOutside:
+    """Someone on the host runs ``docker kill`` (or ``docker stop``) on the episode's container."""
+
+    name = "outside-kill"
+    signal = "KILL"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        ctx.terminal.run("echo about to be killed", timeout=10)
+        cid = ctx.terminal.container.id
+        subprocess.run(["docker", "kill", "--signal", self.signal, cid], check=True, capture_output=True)
+        return _type(ctx, 1, "echo after\n", self.name) or AgentResult()
+
+
+class _DockerStopFromOutside(_DockerKillFromOutside):
+    name = "outside-term"
+    signal = "TERM"
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("agent", [_DockerKillFromOutside, _DockerStopFromOutside])
+def test_outside_docker_kill_stays_infra_and_is_retried(tiny: tuple[Workspace, int], agent: type) -> None:
+    ws, vid = tiny
+    res = run_episode(ws, vid, agent, max_infra_retries=1, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("infra_error:container_died", None, 1)
+    assert not outcomes.is_valid_sample(res.outcome)  # excluded from pass@k
+    assert "killed from outside" in res.detail and "try 0: infra_error:container_died" in res.try_errors[0]
+    _, _, _, ev = _stored(ws, res.episode_id)
+    (kill,) = [e for e in ev["events"] if e["action"] == "kill"][:1]
+    assert kill["signal"] == (9 if agent.signal == "KILL" else 15)
+    assert ev["verdict"]["by"] == "outside"
+
+
+# --- the rules, for evidence real Docker cannot safely produce on a shared machine ------------------------
+
+
+def _ev(**kw: object) -> Evidence:
+    base: dict[str, object] = {"memory_limit_mb": 512, "pids_limit": 64, "agent_started": True}
+    return Evidence(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_rules_for_daemon_host_harness_and_pre_agent_deaths() -> None:
+    died = {"action": "die", "exit_code": 137}
+    assert attribute(_ev(daemon_healthy=False, daemon_error="refused")).outcome == (
+        "infra_error:daemon_unavailable"
+    )
+    assert attribute(_ev(status="exited", harness_stops=["removed"], events=[died])).by == "harness"
+    # SIGKILLed with no kill/oom event while the host's kernel OOM-killed: the host ran out, not the task
+    host = attribute(_ev(status="exited", exit_code=137, events=[died], host_oom_kills_delta=2))
+    assert (host.outcome, host.by) == ("infra_error:oom", "host")
+    # the same death with an oom event for the container's own limit is the policy's
+    own = attribute(
+        _ev(status="exited", exit_code=137, events=[{"action": "oom"}, died], host_oom_kills_delta=2)
+    )
+    assert own.outcome == "agent_error:oom"
+    # before the agent's terminal was up no policy action had run: infra whatever the evidence
+    early = attribute(_ev(status="exited", exit_code=137, events=[{"action": "oom"}], agent_started=False))
+    assert early.outcome == "infra_error:oom" and early.by == "harness"
+    pids = attribute(_ev(status="running", terminal_alive=False, pids_current=64))
+    assert pids.outcome == "agent_error:pids_exhausted"
+
+
+# --- shown with the outcome ------------------------------------------------------------------------------
+
+
+@pytest.mark.docker
+def test_queue_cli_shows_who_ended_the_sandbox(tiny: tuple[Workspace, int]) -> None:
+    ws, vid = tiny
+    res = run_episode(ws, vid, KillSandboxCheat)
+    env = {**os.environ, "BANDPASS_AUTHOR": "cli-user"}
+    cmd = [sys.executable, "-m", "tui.cli", "--workspace", str(ws.root), "queue"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "agent_error:sandbox_killed" in out.stdout and "(agent.sandbox_killed?)" in out.stdout
+    assert "why: policy: the container exited with status" in out.stdout
+    data = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env).stdout)
+    (item,) = [i for i in data if i["episode_id"] == res.episode_id]
+    assert item["attribution"].startswith("policy: ")
+    from engine.review.replay import load_source
+
+    src = load_source(ws, res.episode_id)  # the Replay screen's header
+    assert src.title.endswith("agent_error:sandbox_killed (by policy)") and src.attribution.startswith(
+        "policy: "
+    )
+
+
+# --- the audit --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.docker
+def test_audit_sandbox_probes_end_as_agent_errors_on_a_sound_task(tiny: tuple[Workspace, int]) -> None:
+    ws, vid = tiny
+    report = audit_version(ws, vid, reruns=1)
+    assert report.verdict == "accepted", report.checks.get("findings")
+    probes = report.checks["sandbox_probes"]
+    assert {k: (v["outcome"], v["ok"], v["by"]) for k, v in probes.items()} == {
+        p.name: (p.expected, True, "policy") for p in SANDBOX_PROBES
+    }
+    assert "oracle_memory" not in report.checks
+
+
+@pytest.mark.docker
+def test_audit_oracle_over_the_memory_limit_is_env_task_mismatch(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    hungry = "#!/bin/bash\nx=$(head -c 150000000 /dev/zero | tr '\\0' x)\necho 42 > /app/answer.txt\n"
+    d = make_task(tmp_path / "src", "hungry", solve=hungry, memory_mb=64)
+    vid = _import(workspace, d)["hungry"]
+    report = audit_version(workspace, vid, reruns=1)
+    assert report.verdict == "rejected"
+    assert "invalidity.env_task_mismatch" in report.reasons
+    (finding,) = [f for f in report.checks["findings"] if f["code"] == "invalidity.env_task_mismatch"]
+    assert "memory_mb = 64" in finding["detail"] and "OOM kill" in finding["detail"]
+    (fig,) = report.checks["oracle_memory"]
+    assert fig["memory_mb"] == 64 and fig["oom_kills"] >= 1
+
+
+@pytest.mark.docker
+def test_a_batch_of_sandbox_killers_counts_as_failures_in_pass_at_k(tiny: tuple[Workspace, int]) -> None:
+    """The issue's story: a policy whose only action kills the container. Its episodes are valid samples
+    (n = 3, c = 0, no infra), so they neither vanish from pass@k nor push the task over the infra gate."""
+    from engine.calibration.calibrate import estimates
+    from engine.run.rollouts import plan_batch, run_planned
+
+    ws, vid = tiny
+    bid = plan_batch(ws, KillSandboxCheat.name, [vid], 3, kind="builtin")
+    sm = run_planned(ws, bid, concurrency=1)
+    assert sm.finished and sm.outcomes == {"agent_error:sandbox_killed": 3}, sm.outcomes
+    (est,) = estimates(ws, KillSandboxCheat.name)
+    assert (est.n, est.c, est.infra_errors, est.infra_rate) == (3, 0, 0, 0.0)
+    assert est.pass_at[1] == 0.0
+
+
+@pytest.mark.docker
+def test_scripted_policy_over_http_killing_its_sandbox(tiny: tuple[Workspace, int]) -> None:
+    """The issue's reproduction: a policy served over the OpenAI wire protocol whose only action is
+    ``kill -TERM 1; kill -KILL -1`` (it then keeps asking to continue). Before: container_died, retried
+    twice, excluded. Now: one try, a valid failure."""
+    from engine.core.config import PolicyModelConfig
+    from engine.run.agents.policy import PolicyAgent
+    from engine.run.policy.client import PolicyClient
+    from tests.servers.openai_server import running_server
+
+    kill = {"analysis": "", "plan": "", "commands": [{"keystrokes": "kill -TERM 1; kill -KILL -1\n"}]}
+    more = {"analysis": "", "plan": "", "commands": [{"keystrokes": "echo still here\n", "duration": 2}]}
+    ws, vid = tiny
+    with running_server() as server:
+        server.script("script:killer", [json.dumps(kill), json.dumps(more), json.dumps(more)])
+        cfg = PolicyModelConfig(name="script:killer", base_url=server.base_url, max_tokens=256)
+
+        def agent() -> PolicyAgent:
+            return PolicyAgent(PolicyClient(cfg, timeout=10, backoff_base=0.01), max_parse_errors=2)
+
+        res = run_episode(ws, vid, agent, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:sandbox_killed", 0.0, 0), res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert ev["verdict"]["by"] == "policy" and not [e for e in ev["events"] if e["action"] == "kill"]
+
+
+def test_a_ray_node_result_carries_its_evidence_to_the_head(workspace: Workspace) -> None:
+    """Ray nodes never open the head's store: the evidence travels in the result row like the outcome."""
+    from engine.run.executors.ray_executor import commit_result
+    from tests._replay_data import make_episode
+
+    eid = make_episode(workspace, outcome="agent_error:sandbox_killed", with_casts=False)
+    with session(workspace.engine) as s:
+        vid = queries.get_episode(s, eid).task_version_id  # type: ignore[union-attr]
+    verdict = {"outcome": "agent_error:sandbox_killed", "by": "policy", "why": "ended from inside"}
+    row = {
+        "status": "done",
+        "outcome": "agent_error:sandbox_killed",
+        "reward": 0.0,
+        "error": "",
+        "agent_cast": "",
+        "verifier_cast": "",
+        "verifier_output": "",
+        "retries": 0,
+        "evidence_json": json.dumps({"events": [{"action": "die", "exit_code": 143}], "verdict": verdict}),
+    }
+    commit_result(workspace, eid, vid, {"files": {}, "row": row, "steps": [], "builds": []})
+    shown = episode_evidence(workspace, eid)
+    assert shown["evidence"]["verdict"] == verdict and shown["summary"] == "policy: ended from inside"
