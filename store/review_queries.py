@@ -93,7 +93,7 @@ def finished_episodes(s: Session, *, task: str | None = None) -> list[EpisodeRef
 
 # --- a stored deterministic diagnosis (issue #15's table, when present) ------------------------------------
 
-_CODE_COLUMNS = ("code", "suggested", "suggestion", "suggested_tag", "tag")
+_CODE_COLUMNS = ("tag", "suggested_tag", "suggestion", "suggested", "code")  # the suggested tag first
 
 
 def diagnosis_table(s: Session) -> tuple[str, str | tuple[str, str]] | None:
