@@ -162,6 +162,10 @@ def show_cmd(
         "ran on   "
         + (f"ray node {node['id']} at {node['address']}" if node else "this machine (local executor)")
     )
+    if rec["retries"] and rec["detail"]:  # lost tries (a dead node, a dead daemon) with their errors
+        typer.echo(f"tries: {rec['retries']} retried")
+        for line in rec["detail"].splitlines():
+            typer.echo(f"  {line}")
     t = rec["timings"]
     if t["duration_s"] is not None:
         typer.echo(f"ran {t['started_at']} → {t['ended_at']} ({t['duration_s']:.1f} s)")
