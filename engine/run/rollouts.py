@@ -177,7 +177,14 @@ def parse_retry_codes(text: str) -> list[str]:
         if code == "infra_error":
             codes.append("*")
             continue
-        if part in ("passed", "failed") or part.startswith("agent_error") or code in outcomes.AGENT_CODES:
+        # a bare code both sides use (oom) means the infra one; a bare agent-only code is a valid sample
+        agent_only = code in outcomes.AGENT_CODES and code not in outcomes.INFRA_CODES
+        explicit_infra = part.startswith("infra_error:")
+        if (
+            part in ("passed", "failed")
+            or part.startswith("agent_error")
+            or (agent_only and not explicit_infra)
+        ):
             raise BatchError(
                 f"--retry {part}: only infra_error codes can be retried (re-running valid samples only "
                 "when they failed would inflate pass@k)"
