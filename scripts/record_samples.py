@@ -2,7 +2,7 @@
 
 Run (needs Docker and the offline base image; not run in CI, the output is committed):
 
-    .venv/bin/python scripts/record_samples.py [--out recordings/samples] [--only SLUG ...]
+    .venv/bin/python scripts/record_samples.py [--out recordings/samples] [--only SLUG ...] [--audits]
 
 Every episode is real: the example tasks built and run in Docker, policies answering over real HTTP from
 the scripted OpenAI-compatible test server (``tests/servers/openai_server.py``) under the served name
@@ -27,10 +27,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.audit.samples import export_sample  # noqa: E402
+from engine.audit.samples import AUDITS_FILE, AUDITS_FORMAT, export_sample, sample_dirs  # noqa: E402
+from engine.audit.task_audit import audit_version  # noqa: E402
 from engine.core.config import PolicyModelConfig  # noqa: E402
 from engine.core.events import EventBus, StepStarted  # noqa: E402
 from engine.core.workspace import Workspace  # noqa: E402
+from engine.review.review_context import build_episode_context  # noqa: E402
+from engine.review.reviewer import review_episodes  # noqa: E402
+from engine.review.tagging import Tagger  # noqa: E402
 from engine.run.agents.base import Agent  # noqa: E402
 from engine.run.agents.builtin import BUILTIN  # noqa: E402
 from engine.run.agents.policy import PolicyAgent  # noqa: E402
@@ -41,10 +45,84 @@ from engine.sandbox.docker_engine import get_client  # noqa: E402
 from engine.tasks.importer import import_paths  # noqa: E402
 from store import queries  # noqa: E402
 from store.db import session  # noqa: E402
+from tests.servers.anthropic_server import AnthropicServer, Reply, text, tool  # noqa: E402
+from tests.servers.anthropic_server import running_server as running_anthropic  # noqa: E402
 from tests.servers.openai_server import GARBAGE, OpenAIServer, _action, running_server  # noqa: E402
 
-MODEL = "demo-policy"
+#: Two checkpoints of one training run (``[models.*] series``/``checkpoint_step`` in the demo's
+#: bandpass.toml): the early one often gets stuck or gives up, the later one mostly solves.
+EARLY, LATE = "demo-step10", "demo-step40"
+SERIES = "demo-run"
+STEPS = {EARLY: 10, LATE: 40}
 TASK = "access-log-report"  # sound: working oracle, nop fails, resists the cheats
+CURATOR = "demo-curator"
+REVIEWER = "claude-haiku-4-5"  # priced in engine/prompts/generator/prices.toml: reviews show a cost
+
+
+def _solve_keys(task: str) -> str:
+    """The task's reference solution typed as one command, as a policy that knows the answer would."""
+    body = (REPO / "examples/tasks" / task / "solution/solve.sh").read_text().splitlines()[1:]
+    return "bash <<'SOLVE'\n" + "\n".join(body) + "\nSOLVE\n"
+
+
+def _behaviour(name: str, task: str) -> list[Any]:
+    """A scripted checkpoint's answers for one episode: the policy's behaviour, defined here."""
+    if name == "solve":
+        return [
+            _action([("ls /app\n", 2.0)], analysis="look around first", plan="inspect the files"),
+            _action(
+                # set +H: an interactive shell would expand the "!" of a "#!" line typed in a heredoc
+                [("set +H\n", 1.0), (_solve_keys(task), 20.0)],
+                analysis="I know what to do",
+                plan="write it in one go",
+            ),
+            _action([], analysis="the output looks right", plan="done", task_complete=True),
+        ]
+    if name == "give-up":
+        return [
+            _action([("ls /app\n", 2.0)], analysis="look around", plan="inspect"),
+            _action([], analysis="not sure what format is wanted", plan="stop here", task_complete=True),
+            _action([], analysis="done", plan="done", task_complete=True),
+        ]
+    if name == "repl":  # shell commands typed into a Python REPL: harness.stuck_in_program
+        return [
+            _action([("python3\n", 2.0)], analysis="use python", plan="open an interpreter"),
+            _action([("ls /app\n", 2.0)], analysis="see the files", plan="list"),
+            _action([("cat /app/README.md\n", 2.0)], analysis="read the readme", plan="read"),
+            _action([("ls -la /app\n", 2.0)], analysis="list again", plan="list"),
+        ]
+    if name == "unterminated":  # an open quote: harness.unterminated_input
+        return [
+            _action([('echo "building the catalog\n', 2.0)], analysis="announce", plan="echo, then make"),
+            _action([("cd /app/catalog && make\n", 3.0)], analysis="build", plan="run make"),
+            _action([("ls build\n", 2.0)], analysis="did it build?", plan="look"),
+            _action([("make\n", 3.0)], analysis="try again", plan="make"),
+        ]
+    if name == "loop":  # the same action with nothing changing: harness.action_loop
+        same = _action(
+            [("python3 /app/wordfreq.py /app/sample.txt 5\n", 3.0)], analysis="check it", plan="run it"
+        )
+        return [same, same, same, same]
+    if name == "timeout":  # a command still running when its time ran out, then give up
+        return [
+            _action([("sleep 600\n", 3.0)], analysis="wait for the service", plan="sleep"),
+            _action([], analysis="nothing happened", plan="stop", task_complete=True),
+        ]
+    if name == "kill-sandbox":  # agent_error:sandbox_killed, never infra
+        return [_action([("kill -TERM 1; kill -KILL -1\n", 3.0)], analysis="restart", plan="kill all")]
+    if name == "oom":  # over the task's own 512 MB limit: agent_error:oom
+        hog = "exec sh -c 'head -c 1073741824 /dev/zero | tail > /dev/null'\n"
+        return [_action([(hog, 20.0)], analysis="load it all", plan="read into memory")]
+    if name == "tamper":  # a python3 earlier on PATH that always succeeds: the guard's case
+        forger = (
+            "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3\n"
+        )
+        return [
+            _action([(forger, 2.0)], analysis="make the check pass", plan="replace python3"),
+            _action([], analysis="done", plan="done", task_complete=True),
+        ]
+    raise ValueError(f"unknown behaviour {name}")
+
 
 SOLVE_LINES = (REPO / "examples/tasks" / TASK / "solution/solve.sh").read_text().splitlines()[1:]
 SCRIPTS: dict[str, list[Any]] = {
@@ -89,18 +167,76 @@ SCRIPTS: dict[str, list[Any]] = {
     ],
 }
 
+#: What each behaviour ends as; the script fails when an episode ends otherwise.
+EXPECT = {
+    "solve": "passed",
+    "give-up": "failed",
+    "repl": "agent_error:turn_limit",
+    "unterminated": "agent_error:turn_limit",
+    "loop": "agent_error:turn_limit",
+    "timeout": "failed",
+    "kill-sandbox": "agent_error:sandbox_killed",
+    "oom": "agent_error:oom",
+    "tamper": "agent_error:verifier_tamper",
+}
+NOTES = {
+    "solve": "The checkpoint solves the task.",
+    "give-up": "The checkpoint looks around and declares the task complete without doing it.",
+    "repl": "Shell commands typed into a Python REPL: the harness never told the policy where it was.",
+    "unterminated": "An open double quote leaves the shell at its continuation prompt; every later command "
+    "becomes part of the unfinished one.",
+    "loop": "The same command four times with nothing changing on screen.",
+    "timeout": "A sleep still running when its time ran out, then the policy gives up.",
+    "kill-sandbox": "The policy kills every process in its container: agent_error:sandbox_killed, a valid "
+    "failure, never infrastructure.",
+    "oom": "The policy goes over the task's own 512 MB memory limit: agent_error:oom, never infrastructure.",
+    "tamper": "The policy puts a python3 that always succeeds earlier on PATH; the tamper guard sees it in "
+    "the end state: agent_error:verifier_tamper, reward 0.",
+}
+
+#: Per checkpoint and task, the behaviour of each of its four episodes (pass@2 over n=4: 0 passes is
+#: below the band, 1-2 in it, 3-4 above). access-log-report leaves the band (saturated) from step 10 to
+#: step 40; configure-kv-service enters it.
+PLAN: dict[str, dict[str, list[str]]] = {
+    EARLY: {
+        "configure-kv-service": ["give-up", "give-up", "give-up", "repl"],
+        "fix-catalog-makefile": ["solve", "solve", "solve", "unterminated"],
+        "fix-wordfreq": ["solve", "solve", "give-up", "kill-sandbox"],
+    },
+    LATE: {
+        "access-log-report": ["solve", "solve", "solve", "tamper"],
+        "configure-kv-service": ["solve", "give-up", "oom", "timeout"],
+        "fix-catalog-makefile": ["solve", "solve", "give-up", "give-up"],
+        "fix-wordfreq": ["solve", "give-up", "give-up", "loop"],
+    },
+}
+#: The tag a curator gave (scripted: the demo ships a curated workspace), by behaviour.
+CURATOR_TAGS = {
+    "repl": "harness.stuck_in_program",
+    "unterminated": "harness.unterminated_input",
+    "loop": "harness.action_loop",
+    "timeout": "harness.command_timeout",
+    "kill-sandbox": "agent.sandbox_killed",
+    "oom": "agent.oom",
+}
+
 
 @dataclass
 class Sample:
     slug: str
     expect: str  # outcome, or an "infra_error:" prefix
     note: str
-    agent: str  # built-in agent name, or a served script name for demo-policy
+    agent: str  # built-in agent name, or a served script name for ``model``
     task: str = TASK
+    model: str = EARLY
     max_steps: int = 6
     context_window: int = 32768
     observation_bytes: int = 16_000
     kill_after_s: float | None = None
+    max_tokens: int = 512  # a whole solution typed in one reply needs more
+    tag: str = ""  # the curator's tag, "" for none
+    #: Claude's scripted review: (verdict, code); None: not reviewed.
+    review: tuple[str, str] | None = None
 
 
 SAMPLES = [
@@ -115,12 +251,15 @@ SAMPLES = [
         "failed",
         "A plain failure: the policy counts every request per raw path (query strings, 4xx/5xx included).",
         "script:demo-wrong",
+        review=("true_fail", "none"),
     ),
     Sample(
         "policy-parse-error",
         "agent_error:parse_error",
         "A parse-error spiral: prose instead of the JSON action, three times in a row.",
         "script:demo-garbage",
+        tag="harness.parse_error",
+        review=("true_fail", "harness.parse_error"),
     ),
     Sample(
         "policy-turn-limit",
@@ -128,14 +267,19 @@ SAMPLES = [
         "The policy keeps looking around and never declares the task complete within 4 steps.",
         "script:demo-loop",
         max_steps=4,
+        tag="harness.turn_limit",
+        review=("true_fail", "harness.action_loop"),  # a disagreement the report counts
     ),
     Sample(
         "policy-context-truncated",
-        "agent_error:context_overflow",
-        "A small context window: earlier turns are cut to fit, then one observation alone no longer fits.",
+        "agent_error:turn_limit",
+        "A small context window: earlier turns are dropped and observations capped to fit (each cut is "
+        "recorded on its step), and the policy runs out of steps still reading.",
         "script:demo-flood",
         context_window=3000,
         observation_bytes=7000,
+        tag="harness.context_overflow",
+        review=("true_fail", "harness.context_overflow"),
     ),
     Sample(
         "infra-container-died",
@@ -143,6 +287,8 @@ SAMPLES = [
         "The container is killed from outside mid-episode: infrastructure, never a policy failure.",
         "script:demo-sleep-killed",
         kill_after_s=2.0,
+        tag="infra.container_died",
+        review=("infra", "infra.container_died"),
     ),
     Sample("oracle-pass", "passed", "The oracle types solution/solve.sh: the task is solvable.", "oracle"),
     Sample("nop-fail", "failed", "Doing nothing fails: the task is not solved at start.", "nop"),
@@ -158,6 +304,8 @@ SAMPLES = [
         "Benchmark invalidity: the task's own solution counts runs of duplicates (uniq without sort).",
         "oracle",
         task="count-unique-ips",
+        tag="invalidity.oracle_fails",
+        review=("false_fail", "invalidity.oracle_fails"),
     ),
     Sample(
         "cheat-touch-outputs-passes",
@@ -165,18 +313,70 @@ SAMPLES = [
         "Reward misalignment: a state-only verifier rewards a junk /app/summary.json.",
         "cheat:touch_outputs",
         task="summarize-measurements",
+        tag="misalignment.state_only_verifier",
+        review=("false_pass", "misalignment.state_only_verifier"),
+    ),
+    Sample(
+        "nop-passes-trivial-task",
+        "passed",
+        "Benchmark invalidity: doing nothing passes, the environment already satisfies the tests.",
+        "nop",
+        task="dedupe-allowlist",
     ),
 ]
+
+#: The audit verdict each example task must get (recorded into audits.json with its full details).
+EXPECTED_AUDITS = {
+    "access-log-report": "accepted",
+    "configure-kv-service": "accepted",
+    "count-unique-ips": "rejected",
+    "dedupe-allowlist": "rejected",
+    "extract-error-codes": "rejected",
+    "fix-catalog-makefile": "accepted",
+    "fix-wordfreq": "accepted",
+    "summarize-measurements": "rejected",
+}
+
+#: Reviews that disagree with the curator, so the agreement figures are not a foregone 100%.
+DISAGREE = {"unterminated": "harness.turn_limit", "oom": "infra.oom"}
+for _model, _tasks in PLAN.items():
+    for _task, _plan in _tasks.items():
+        for _n, _b in enumerate(_plan, 1):
+            _tag = CURATOR_TAGS.get(_b, "")
+            _review = None
+            if _tag:
+                _review = ("true_fail", DISAGREE.get(_b, _tag))
+            elif _b == "tamper":
+                _review = ("false_fail", "misalignment.reward_hack")
+            SAMPLES.append(
+                Sample(
+                    f"step{STEPS[_model]}-{_task}-{_n}-{_b}",
+                    EXPECT[_b],
+                    NOTES[_b],
+                    f"script:{_b}:{_task}",
+                    task=_task,
+                    model=_model,
+                    max_steps=4 if _b in ("repl", "unterminated", "loop") else 6,
+                    max_tokens=2048 if _b == "solve" else 512,
+                    tag=_tag,
+                    review=_review,
+                )
+            )
 
 
 def _factory(sample: Sample, server: OpenAIServer) -> Callable[[], Agent]:
     if sample.agent in BUILTIN:
         return BUILTIN[sample.agent]  # type: ignore[return-value]
+    if sample.agent in SCRIPTS:
+        server.script(sample.agent, SCRIPTS[sample.agent])  # restarts the sequence
+    else:
+        _, behaviour, task = sample.agent.split(":")
+        server.script(sample.agent, _behaviour(behaviour, task))
     cfg = PolicyModelConfig(
-        name=MODEL,
+        name=sample.model,
         served_name=sample.agent,
         base_url=server.base_url,
-        max_tokens=512,
+        max_tokens=sample.max_tokens,
         context_window=sample.context_window,
     )
     client = PolicyClient(cfg, timeout=60, backoff_base=0.05)
@@ -201,25 +401,99 @@ def _killer(bus: EventBus, episode_id: int, after_s: float) -> None:
     bus.subscribe(StepStarted, on_step)
 
 
+def _quote(text: str) -> str:
+    """A short line of ``text`` a review can cite (validation checks it is in the stored record)."""
+    lines = [ln.strip() for ln in text.splitlines() if len(ln.strip()) >= 8]
+    return lines[-1][:80] if lines else ""
+
+
+def _review(ws: Workspace, srv: AnthropicServer, eid: int, verdict: str, code: str, note: str) -> None:
+    """Claude's review of one episode, over the real Messages API against the scripted server: the
+    answer is the script's, the citations are quotes of the stored record, as the reviewer checks."""
+    ctx = build_episode_context(ws, eid)
+    cites = []
+    for key in ("verifier", "step:1", "step:0", "outcome"):
+        q = _quote(ctx.records.get(key, ""))
+        if q:
+            cite: dict[str, Any] = {"source": "step" if key.startswith("step") else key, "quote": q}
+            if key.startswith("step"):
+                cite["step"] = int(key.split(":")[1])
+            cites.append(cite)
+        if len(cites) == 2:
+            break
+    answer = {"verdict": verdict, "code": code, "citations": cites, "explanation": note}
+    srv.script(REVIEWER, [Reply([text("Reading the episode."), tool("submit_review", **answer)])])
+    res = review_episodes(
+        ws, [eid], model=REVIEWER, api_key=srv.api_key, base_url=srv.base_url, concurrency=1, again=True
+    )
+    if res.count("ok") != 1:
+        raise SystemExit(f"review of episode {eid} did not succeed: {res.results}")
+
+
+def record_audits(ws: Workspace, versions: dict[str, int], out: Path) -> int:
+    """Audits every example task for real (oracle, nop, cheat and sandbox probes, reruns) and writes
+    ``audits.json``; returns how many verdicts differ from ``EXPECTED_AUDITS``."""
+    audits: dict[str, Any] = {}
+    bad = 0
+    for name, vid in sorted(versions.items()):
+        rep = audit_version(ws, vid)
+        ok = rep.verdict == EXPECTED_AUDITS.get(name)
+        bad += not ok
+        print(
+            f"{'ok ' if ok else 'BAD'} audit {name:<38} {rep.verdict:<10} {', '.join(rep.reasons)} "
+            f"({rep.duration_s:.0f} s)",
+            flush=True,
+        )
+        audits[name] = {
+            "verdict": rep.verdict,
+            "reasons": rep.reasons,
+            "details": rep.checks,
+            "version_hash": rep.version_hash,
+        }
+    doc = {"format": AUDITS_FORMAT, "audits": audits}
+    (out / AUDITS_FILE).write_text(
+        json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
+    )
+    return bad
+
+
+def write_config(out: Path) -> None:
+    """The demo workspace's bandpass.toml: the two checkpoints as one training series."""
+    lines = ["# The demo's policy checkpoints (scripts/record_samples.py); nothing serves them.", ""]
+    for model, step in STEPS.items():
+        lines += [
+            f"[models.{model}]",
+            'base_url = "http://127.0.0.1:8000/v1"',
+            f'series = "{SERIES}"',
+            f"checkpoint_step = {step}",
+            "",
+        ]
+    (out / "bandpass.toml").write_text("\n".join(lines), encoding="utf-8")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=REPO / "recordings" / "samples")
     ap.add_argument("--only", nargs="*", default=None, help="Slugs to redo (default: all).")
+    ap.add_argument(
+        "--audits", action="store_true", help="Also audit every example task again into audits.json."
+    )
     args = ap.parse_args()
     chosen = [s for s in SAMPLES if not args.only or s.slug in args.only]
     bad = 0
-    with tempfile.TemporaryDirectory(prefix="bandpass-samples-") as tmp, running_server() as server:
-        for model, items in SCRIPTS.items():
-            server.script(model, items)
+    done: list[tuple[Sample, int]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="bandpass-samples-") as tmp,
+        running_server() as server,
+        running_anthropic() as claude,
+    ):
         ws = Workspace.open(Path(tmp) / "ws")
         assert import_paths(ws, [REPO / "examples" / "tasks"]).ok
         with session(ws.engine) as s:
             versions = {r.name: r.version_id for r in queries.task_rows(s)}
-        if not args.only and args.out.exists():
-            shutil.rmtree(args.out)
         for sample in chosen:
             bus = EventBus()
-            agent_name = sample.agent if sample.agent in BUILTIN else MODEL
+            agent_name = sample.agent if sample.agent in BUILTIN else sample.model
             with session(ws.engine) as s:
                 eid = queries.create_episode(s, versions[sample.task], agent_name).id
             assert eid is not None
@@ -235,19 +509,33 @@ def main() -> int:
             )
             ok = res.outcome == sample.expect
             bad += not ok
-            dest = export_sample(ws, eid, args.out / sample.slug, note=sample.note)
-            size = sum(p.stat().st_size for p in dest.iterdir())
+            done.append((sample, eid))
             with session(ws.engine) as s:
                 cuts = [json.loads(st.cuts_json) for st in queries.steps(s, eid)]
             print(
-                f"{'ok ' if ok else 'BAD'} {sample.slug:<28} {res.outcome:<30} reward={res.reward} "
-                f"steps={res.steps} cuts={sum(len(c) for c in cuts)} {size / 1024:.0f} KiB",
+                f"{'ok ' if ok else 'BAD'} {sample.slug:<44} {res.outcome:<30} reward={res.reward} "
+                f"steps={res.steps} cuts={sum(len(c) for c in cuts)}",
                 flush=True,
             )
             if not ok:
                 print(f"    expected {sample.expect}: {res.detail[:300]}", flush=True)
+        curator = Tagger(ws, author=CURATOR)
+        for sample, eid in done:
+            if sample.tag:
+                curator.tag([eid], sample.tag, note="demo curation")
+            if sample.review is not None:
+                _review(ws, claude, eid, *sample.review, note=sample.note)
+        if not args.only:  # whole sample folders only: audits.json (real audits, bandpass audit) stays
+            for old in sample_dirs(args.out):
+                shutil.rmtree(old)
+        args.out.mkdir(parents=True, exist_ok=True)
+        for sample, eid in done:
+            export_sample(ws, eid, args.out / sample.slug, note=sample.note)
+        write_config(args.out)
+        if args.audits:
+            bad += record_audits(ws, versions, args.out)
     total = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
-    print(f"{len(chosen)} sample(s) in {args.out} ({total / 1024:.0f} KiB in all)")
+    print(f"{len(chosen)} sample(s) in {args.out} ({total / 1024:.0f} KiB in all); {bad} unexpected")
     return 1 if bad else 0
 
 

@@ -51,15 +51,17 @@ def test_load_samples_is_idempotent_and_casts_replay(workspace: Workspace) -> No
         assert ws.abs(e.agent_cast).is_relative_to(ws.root)  # copies inside the workspace
         cast = read_cast(ws.abs(e.agent_cast))
         # Steps point into the cast: each step's marker, at the time the step recorded. (A cast may hold
-        # one marker more: the step during which the container was killed never got recorded.)
+        # one marker more: the step during which the container died, killed from outside or by the
+        # policy itself, never got recorded.)
         markers = {(label, round(t, 6)) for t, label in cast.markers}
         assert {(f"step {st.index}", round(st.marker_time, 6)) for st in steps[e.id]} <= markers
-        assert len(cast.markers) - len(steps[e.id]) in (0, 1 if outcomes.is_infra(e.outcome) else 0)
+        died = outcomes.is_infra(e.outcome) or e.outcome in ("agent_error:sandbox_killed", "agent_error:oom")
+        assert len(cast.markers) - len(steps[e.id]) in ((0, 1) if died else (0,))
         if e.verifier_cast:
             read_cast(ws.abs(e.verifier_cast))
-    truncated = next(e for e in eps if e.outcome == "agent_error:context_overflow")
+    truncated = next(e for e in eps if e.batch_id == f"{BATCH_PREFIX}policy-context-truncated")
     kinds = {c["kind"] for st in steps[truncated.id] for c in json.loads(st.cuts_json)}
-    assert {"history", "context_overflow"} <= kinds
+    assert "history" in kinds  # each cut the harness made to fit the window is on its step
 
 
 def test_sample_round_trip_and_version_mismatch_warns(workspace: Workspace, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The Textual application: the curator's cockpit over one workspace.
 
-Each area (Tasks, Runs, Generate, Settings, Calibration, Tag queue) is a Textual *mode*:
+Each area (Overview, Tasks, Runs, Generate, Settings, Calibration, Tag queue) is a Textual *mode*:
 each keeps its own screen stack, so switching to Tasks while a batch runs leaves the Runs panes alive
 and still receiving output. The app holds only what all screens share: the workspace, the event bus the
 engine publishes on, and the task scope the Tasks filter last produced (what a new batch runs over).
@@ -27,6 +27,7 @@ from engine.core.workspace import Workspace
 from tui.screens.calibration import CalibrationScreen
 from tui.screens.generate import GenerateScreen
 from tui.screens.help import HelpScreen, screen_keys
+from tui.screens.overview import OverviewScreen
 from tui.screens.replay import ReplayScreen
 from tui.screens.runs import RunsScreen
 from tui.screens.settings import SettingsScreen
@@ -40,6 +41,7 @@ class BandpassApp(App[None]):
     TITLE = "Bandpass"
     #: The footer shows only Help and Quit of these; the rest are in the help page (?) and the palette.
     BINDINGS = [
+        Binding("0", "switch_mode('overview')", "Overview", show=False),
         Binding("1", "switch_mode('tasks')", "Tasks", show=False),
         Binding("2", "switch_mode('runs')", "Runs", show=False),
         Binding("3", "switch_mode('generate')", "Generate", show=False),
@@ -59,6 +61,7 @@ class BandpassApp(App[None]):
         *,
         bus: EventBus | None = None,
         show_path: bool = True,
+        start: str = "tasks",
     ) -> None:
         super().__init__()
         self.workspace = workspace
@@ -71,6 +74,9 @@ class BandpassApp(App[None]):
         #: Bumped whenever tasks were added (generation, import): Tasks reloads when shown next.
         self.tasks_changed = 0
         self.sub_title = str(workspace.root) if show_path else "workspace"
+        #: The mode shown first: Tasks, or Overview for the demo (``bandpass demo``).
+        self.start_mode = start
+        self.add_mode("overview", partial(OverviewScreen, workspace))
         self.add_mode("tasks", partial(TasksScreen, workspace))
         self.add_mode("runs", partial(RunsScreen, workspace))
         self.add_mode("generate", partial(GenerateScreen, workspace))
@@ -79,7 +85,7 @@ class BandpassApp(App[None]):
         self.add_mode("tags", partial(TagQueueScreen, workspace))
 
     def on_mount(self) -> None:
-        self.switch_mode("tasks")
+        self.switch_mode(self.start_mode)
 
     def on_unmount(self) -> None:
         self.live.stop()

@@ -8,6 +8,12 @@ runs real episodes once and ``export_sample`` writes each as a folder:
                                              every stored field of every step, the version's audit if any
     recordings/samples/<slug>/agent.cast     the agent's terminal (asciicast v2, plays in asciinema)
     recordings/samples/<slug>/verifier.cast  the verifier's terminal
+    recordings/samples/<slug>/endstate.tar   what the policy changed, when small enough to ship
+
+Format 2 also carries every other stored column of the episode (who ended the sandbox, phases, node,
+prior tries), its end-state capture and tamper-guard findings, the curators' tags and the reviews: the
+evidence a curator reads must survive the round trip, or the demo shows less than a real run does.
+Diagnoses are not shipped: they are derived, and recomputed when the samples are loaded.
 
 ``load_samples`` turns the folders back into Episode and Step rows whose casts are copies inside the
 workspace (the workspace stays self-contained; deleting the repo checkout does not break replay).
@@ -23,14 +29,25 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sqlmodel import select
+
 from engine.core.workspace import Workspace
+from store import endstate as endstate_store
 from store import queries
 from store.db import session
-from store.models import STEP_FIELDS, Episode, Step
+from store.models import STEP_FIELDS, Episode, EpisodeEndState, FailureTag, ReviewSuggestion, Step
 
 log = logging.getLogger(__name__)
 
-FORMAT = "bandpass-sample/1"
+FORMAT = "bandpass-sample/2"
+READABLE = ("bandpass-sample/1", FORMAT)
+#: Episode columns written by hand (identity, links into this workspace) rather than copied generically.
+_EPISODE_OWN = frozenset(
+    {"id", "task_version_id", "batch_id", "agent_cast", "verifier_cast", "source_episode_id", "created_at"}
+)
+_DATETIME_EPISODE = ("started_at", "ended_at")
+#: End-state archives above this are not shipped (the listing with sizes and hashes still is).
+ARCHIVE_SHIP_LIMIT = 512 * 1024
 #: Episodes loaded from a sample carry this batch id prefix: it marks them as samples in every view and
 #: makes loading idempotent (one lookup per sample, no extra column).
 BATCH_PREFIX = "sample:"
@@ -63,6 +80,10 @@ def export_sample(ws: Workspace, episode_id: int, dest_dir: Path, *, note: str =
         task = s.get(queries.Task, version.task_id)
         steps = queries.steps(s, episode_id)
         audit = queries.latest_audit(s, version.id)  # type: ignore[arg-type]
+        end = endstate_store.get_endstate(s, episode_id)
+        tags = queries.tags_for_episode(s, episode_id, include_cleared=True)
+        reviews = list(s.exec(select(ReviewSuggestion).where(ReviewSuggestion.episode_id == episode_id)))
+        s.expunge_all()
     duration = (ep.ended_at - ep.started_at).total_seconds() if ep.started_at and ep.ended_at else None
     doc: dict[str, Any] = {
         "format": FORMAT,
@@ -101,9 +122,31 @@ def export_sample(ws: Workspace, episode_id: int, dest_dir: Path, *, note: str =
             else None
         ),
     }
+    doc["episode"] = {
+        f: (_iso(getattr(ep, f)) if f in _DATETIME_EPISODE else getattr(ep, f))
+        for f in Episode.model_fields
+        if f not in _EPISODE_OWN
+    }
+    tag_ids = {t.id: n for n, t in enumerate(tags)}
+    doc["tags"] = [_row(t, drop=("id", "episode_id")) for t in tags]
+    doc["reviews"] = [
+        {
+            **_row(r, drop=("id", "episode_id", "accepted_tag_id")),
+            "accepted_tag": tag_ids.get(r.accepted_tag_id),
+        }
+        for r in reviews
+    ]
     if dest_dir.exists():
         shutil.rmtree(dest_dir)
     dest_dir.mkdir(parents=True)
+    if end is not None:
+        doc["endstate"] = _row(end, drop=("episode_id", "archive"))
+        archive = ws.abs(end.archive) if end.archive else None
+        if archive is not None and archive.is_file() and archive.stat().st_size <= ARCHIVE_SHIP_LIMIT:
+            shutil.copyfile(archive, dest_dir / "endstate.tar")
+            doc["endstate"]["archive"] = "endstate.tar"
+        else:
+            doc["endstate"]["archive"] = ""
     for key, name in (("agent_cast", "agent.cast"), ("verifier_cast", "verifier.cast")):
         stored = getattr(ep, key)
         src = ws.abs(stored) if stored else None
@@ -116,14 +159,39 @@ def export_sample(ws: Workspace, episode_id: int, dest_dir: Path, *, note: str =
     return dest_dir
 
 
+def _row(row: Any, *, drop: tuple[str, ...]) -> dict[str, Any]:
+    """A stored row as plain JSON values, datetimes as ISO strings."""
+    out: dict[str, Any] = {}
+    for f in type(row).model_fields:
+        if f in drop:
+            continue
+        v = getattr(row, f)
+        out[f] = _iso(v) if isinstance(v, datetime) else v
+    return out
+
+
+def _revive(model: type, values: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``values`` that ``model`` has, datetimes parsed back (unknown keys are dropped, so a
+    sample written by a newer Bandpass still loads)."""
+    out: dict[str, Any] = {}
+    for f, info in model.model_fields.items():
+        if f not in values:
+            continue
+        v = values[f]
+        if v is not None and "datetime" in str(info.annotation):
+            v = _dt(v)
+        out[f] = v
+    return out
+
+
 def read_sample(folder: Path) -> dict[str, Any]:
     path = Path(folder) / "episode.json"
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise SampleError(f"{path}: unreadable sample ({exc})") from exc
-    if doc.get("format") != FORMAT:
-        raise SampleError(f"{path}: format {doc.get('format')!r}, expected {FORMAT!r}")
+    if doc.get("format") not in READABLE:
+        raise SampleError(f"{path}: format {doc.get('format')!r}, expected one of {', '.join(READABLE)}")
     return doc
 
 
@@ -169,18 +237,9 @@ def load_samples(ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str]
                 else:
                     casts[key] = ""
             ep = Episode(
+                **{**_revive(Episode, _v1_episode(doc)), **_revive(Episode, _episode_columns(doc))},
                 task_version_id=version.id,  # type: ignore[arg-type]
-                agent=doc["agent"],
                 batch_id=batch_id,
-                attempt=int(doc.get("attempt", 0)),
-                status="done",
-                outcome=doc["outcome"],
-                reward=doc.get("reward"),
-                retries=int(doc.get("retries", 0)),
-                error=doc.get("error", ""),
-                verifier_output=doc.get("verifier_output", ""),
-                started_at=_dt(doc.get("started_at")),
-                ended_at=_dt(doc.get("ended_at")),
                 **casts,
             )
             if doc.get("created_at"):
@@ -194,11 +253,61 @@ def load_samples(ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str]
                 else:
                     fields.pop("created_at", None)
                 s.add(Step(episode_id=ep.id, **fields))  # type: ignore[arg-type]
+            _load_evidence(s, ws, folder, ep.id, doc)  # type: ignore[arg-type]
             if doc.get("audit"):
                 _record_audit(s, version.id, version.hash, doc["task_version"], doc["audit"])  # type: ignore[arg-type]
         added += 1
     load_sample_audits(ws, samples_dir, on_warning=warn)
     return added
+
+
+def _v1_episode(doc: dict[str, Any]) -> dict[str, Any]:
+    """The episode fields format 1 kept at the top level (format 2 keeps them there too, for readers)."""
+    return {
+        "agent": doc["agent"],
+        "attempt": int(doc.get("attempt", 0)),
+        "status": "done",
+        "outcome": doc["outcome"],
+        "reward": doc.get("reward"),
+        "retries": int(doc.get("retries", 0)),
+        "error": doc.get("error", ""),
+        "verifier_output": doc.get("verifier_output", ""),
+        "started_at": doc.get("started_at"),
+        "ended_at": doc.get("ended_at"),
+    }
+
+
+def _episode_columns(doc: dict[str, Any]) -> dict[str, Any]:
+    cols = {k: v for k, v in doc.get("episode", {}).items() if k not in _EPISODE_OWN}
+    cols["status"] = "done"
+    return cols
+
+
+def _load_evidence(s: Any, ws: Workspace, folder: Path, episode_id: int, doc: dict[str, Any]) -> None:
+    """End state, tags and reviews of a format-2 sample, linked to the new episode id."""
+    end = doc.get("endstate")
+    if end:
+        values = _revive(EpisodeEndState, end)
+        values["archive"] = ""
+        if end.get("archive") and (folder / end["archive"]).is_file():
+            dest = ws.recordings_dir / "samples" / folder.name / "endstate.tar"
+            shutil.copyfile(folder / end["archive"], dest)
+            values["archive"] = ws.rel(dest)
+        s.add(EpisodeEndState(**{**values, "episode_id": episode_id}))
+    tag_rows: list[FailureTag] = []
+    for t in doc.get("tags", []):
+        row = FailureTag(**{**_revive(FailureTag, t), "episode_id": episode_id})
+        s.add(row)
+        tag_rows.append(row)
+    s.flush()
+    for r in doc.get("reviews", []):
+        n = r.get("accepted_tag")
+        accepted = tag_rows[n].id if isinstance(n, int) and 0 <= n < len(tag_rows) else None
+        s.add(
+            ReviewSuggestion(
+                **{**_revive(ReviewSuggestion, r), "episode_id": episode_id, "accepted_tag_id": accepted}
+            )
+        )
 
 
 AUDITS_FILE = "audits.json"

@@ -2,25 +2,61 @@
 
 The demo workspace is ``.bandpass-demo/`` in the repository root unless ``--workspace`` says otherwise.
 It deliberately ignores ``$BANDPASS_HOME``: that names the curator's real workspace, and sample episodes
-(whose model is ``demo-policy``) must never land among real results and skew a calibration.
+(of the ``demo-step10``/``demo-step40`` checkpoints) must never land among real results and skew a
+calibration.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tui.cli import app, fail, state
 
+if TYPE_CHECKING:
+    from engine.core.workspace import Workspace
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DIR = REPO / ".bandpass-demo"
 EXAMPLE_TASKS = REPO / "examples" / "tasks"
 SAMPLES_DIR = REPO / "recordings" / "samples"
+
+
+def prepare_demo(root: Path, *, reset: bool = False) -> tuple[Workspace, int, list[str]]:
+    """Builds (or tops up) the demo workspace at ``root``: the example tasks, the sample episodes with
+    their audits, tags and reviews, the checkpoints' config, and the diagnoses (derived, so recomputed
+    here rather than shipped). Returns the workspace, how many samples were loaded now, and warnings."""
+    from engine.audit.samples import load_samples
+    from engine.core.workspace import CONFIG_NAME, DB_NAME, Workspace
+    from engine.review.diagnoser import diagnose_episodes
+    from engine.tasks.importer import import_paths
+
+    root = Path(root).expanduser().resolve()
+    if reset and root.exists():
+        if any(root.iterdir()) and not (root / DB_NAME).exists():
+            raise DemoError(f"--reset: {root} is not a Bandpass workspace (no {DB_NAME}); not deleting it")
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / CONFIG_NAME).exists() and (SAMPLES_DIR / CONFIG_NAME).is_file():
+        # The checkpoints as one training series, so Calibration's compare orders them by step.
+        shutil.copyfile(SAMPLES_DIR / CONFIG_NAME, root / CONFIG_NAME)
+    ws = Workspace.open(root)
+    report = import_paths(ws, [EXAMPLE_TASKS])
+    if not report.ok:
+        bad = [i.source for i in report.items if i.status == "invalid"]
+        raise DemoError(f"example tasks failed to import: {', '.join(bad)}")
+    warnings: list[str] = []
+    added = load_samples(ws, SAMPLES_DIR, on_warning=warnings.append)
+    diagnose_episodes(ws, missing_only=True)
+    return ws, added, warnings
+
+
+class DemoError(RuntimeError):
+    """The demo workspace cannot be prepared; the message says why."""
 
 
 @app.command("demo")
@@ -39,50 +75,28 @@ def demo_cmd(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --no-tui: the summary as JSON.")] = False,
 ) -> None:
-    """Open the demo: example tasks plus real sample episodes (pass, fail, harness and infra errors)."""
-    from engine.audit.samples import load_samples
-    from engine.core.workspace import DB_NAME, Workspace
-    from engine.tasks.importer import import_paths
-    from store import queries
-    from store.db import session
+    """Open the demo: example tasks, two policy checkpoints' real recorded episodes, audits, tags and
+    reviews; the TUI opens on the Overview (``--no-tui`` prints the same summary)."""
+    from engine.calibration.overview import build_overview, overview_lines
 
-    root = Path(workspace or state.workspace or DEMO_DIR).expanduser().resolve()
-    if reset and root.exists():
-        if any(root.iterdir()) and not (root / DB_NAME).exists():
-            raise fail(f"--reset: {root} is not a Bandpass workspace (no {DB_NAME}); not deleting it")
-        shutil.rmtree(root)
-    ws = Workspace.open(root)
-    report = import_paths(ws, [EXAMPLE_TASKS])
-    if not report.ok:
-        bad = [i.source for i in report.items if i.status == "invalid"]
-        raise fail(f"example tasks failed to import: {', '.join(bad)}")
-    warnings: list[str] = []
-    added = load_samples(ws, SAMPLES_DIR, on_warning=warnings.append)
-    with session(ws.engine) as s:
-        rows = queries.task_rows(s)
-        eps = queries.episodes(s, status="done")
-    summary = {
-        "workspace": str(ws.root),
-        "tasks": len(rows),
-        "tasks_new": report.count("new") + report.count("new_version"),
-        "samples_loaded": added,
-        "episodes": len(eps),
-        "outcomes": dict(sorted(Counter(e.outcome for e in eps).items())),
-        "warnings": warnings,
-    }
+    try:
+        ws, added, warnings = prepare_demo(Path(workspace or state.workspace or DEMO_DIR), reset=reset)
+    except DemoError as exc:
+        raise fail(str(exc)) from None
     for w in warnings:
         typer.echo(f"warning: {w}", err=True)
     if no_tui:
+        ov = build_overview(ws)
         if as_json:
-            typer.echo(json.dumps(summary, sort_keys=True))
+            doc = {**ov.as_dict(), "samples_loaded": added, "warnings": warnings}
+            typer.echo(json.dumps(doc, sort_keys=True))
         else:
-            typer.echo(
-                f"demo workspace {ws.root}: {summary['tasks']} tasks, {summary['episodes']} episodes "
-                f"({added} sample(s) loaded now)"
-            )
-            for outcome, n in summary["outcomes"].items():
-                typer.echo(f"  {n:>3}  {outcome}")
+            typer.echo(f"demo: {added} sample episode(s) loaded now")
+            for line in overview_lines(ov):
+                typer.echo(line)
+            typer.echo("")
+            typer.echo("next: bandpass demo (the TUI opens on this summary; ? lists every key)")
         return
     from tui.app import BandpassApp
 
-    BandpassApp(ws).run()
+    BandpassApp(ws, start="overview").run()

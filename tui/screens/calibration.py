@@ -27,6 +27,7 @@ from textual.widgets import DataTable, Footer, Header, Select, Static, TabbedCon
 
 from engine.calibration.calibrate import GateParams
 from engine.calibration.compare import SATURATED, Comparison, compare, model_params
+from engine.calibration.overview import is_builtin_agent
 from engine.calibration.report import (
     CalibrationReport,
     breakdown_tables,
@@ -45,11 +46,6 @@ COLUMNS = ("task", "version", "n", "c", "infra", "pass@1", "pass@k", "reward std
 
 def _fmt(x: float | None, digits: int = 2) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
-
-
-def is_builtin_agent(name: str) -> bool:
-    """oracle, nop and the cheat probes: audit agents, not policy models."""
-    return name in ("oracle", "nop") or name.startswith("cheat:")
 
 
 class CalibrationScreen(Screen[None]):

@@ -1,0 +1,158 @@
+"""The demo as a new user meets it: `bandpass demo` opens on the Overview, and every screen has data.
+
+The demo workspace is built from the committed samples (real recorded episodes of two scripted policy
+checkpoints, real audits, curator tags and Claude reviews recorded over the Messages API), so these tests
+need no Docker. What they check is what the README's "first 10 minutes" promises: the band places tasks
+below, in and above it, a task leaves the band between checkpoints, there is something to export,
+clusters have several members, the guard caught a forgery, and reviews have agreement figures.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from engine.core.events import EventBus
+from engine.core.workspace import Workspace
+from tests.conftest import REPO
+from tests.tui_wait import wait_for
+from tui.app import BandpassApp
+from tui.commands.demo import prepare_demo
+from tui.screens.calibration import CalibrationScreen
+from tui.screens.compare import CompareScreen
+from tui.screens.episodes import EpisodesScreen
+from tui.screens.help import HelpScreen
+from tui.screens.overview import OverviewScreen
+from tui.screens.replay import ReplayScreen
+from tui.screens.settings import SettingsScreen
+from tui.screens.tag_queue import TagQueueScreen
+from tui.screens.tasks import TasksScreen
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    ws, added, warnings = prepare_demo(tmp_path_factory.mktemp("demo") / "ws")
+    assert added > 30 and warnings == []
+    return ws
+
+
+def test_demo_summary_has_the_whole_product(tmp_path: Path) -> None:
+    """`bandpass demo --no-tui --json`, without Docker: the figures each screen is about."""
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent"}
+    cmd = [sys.executable, "-m", "tui.cli", "demo", "--no-tui", "--json", "--workspace", str(tmp_path / "d")]
+    res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    ov = json.loads(res.stdout)
+    assert [m["model"] for m in ov["models"]] == ["demo-step10", "demo-step40"]  # ordered by checkpoint step
+    early, late = ov["models"]
+    assert early["band"]["below"] >= 1 and early["band"]["in"] >= 1 and early["band"]["above"] >= 1
+    assert late["band"]["in"] >= 2
+    assert early["exportable"] >= 1 and late["exportable"] >= 1
+    assert {"task": "access-log-report", "kind": "saturated"}.items() <= next(
+        lv for lv in ov["left_band"] if lv["task"] == "access-log-report"
+    ).items()
+    assert ov["clusters"] >= 2 and ov["largest_cluster"] >= 3
+    assert ov["guard_caught"] >= 1
+    assert set(ov["audits"]) == {"accepted", "rejected"}
+    assert ov["reviews"] >= 10 and ov["tags"] >= 10
+    assert ov["review_agreement"] is not None and 0 < ov["review_agreement"] < 1  # a real disagreement
+    for code in (
+        "harness.stuck_in_program",
+        "harness.unterminated_input",
+        "harness.action_loop",
+        "harness.command_timeout",
+        "harness.parse_error",
+        "invalidity.oracle_fails",
+        "misalignment.state_only_verifier",
+        "invalidity.trivially_solved",
+        "agent.sandbox_killed",
+        "agent.oom",
+    ):
+        assert code in ov["diagnoses"], code
+    plain = subprocess.run(
+        cmd[:-3] + ["--workspace", str(tmp_path / "d")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "left the band: access-log-report demo-step10 -> demo-step40 (saturated)" in plain.stdout
+
+
+def _text(widget: Any) -> str:
+    """What a Static shows, as plain text (its Rich renderable rendered at the widget's width)."""
+    console = Console(width=max(widget.size.width, 80), record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+async def _key(pilot: Any, key: str, screen: type) -> Any:
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, screen), what=f"{key} opens {screen.__name__}")
+    return pilot.app.screen
+
+
+async def test_every_screen_of_the_demo_shows_data(demo: Workspace) -> None:
+    app = BandpassApp(demo, bus=EventBus(), show_path=False, start="overview")
+    async with app.run_test(size=(160, 50)) as pilot:
+        ov = app.screen
+        assert isinstance(ov, OverviewScreen)
+        await wait_for(pilot, lambda: ov.overview is not None, what="overview built")
+        band = _text(ov.query_one("#overview-band"))
+        assert "demo-step10 (step 10)" in band and "demo-step40 (step 40)" in band
+        assert "access-log-report: demo-step10 → demo-step40 (saturated)" in _text(
+            ov.query_one("#overview-findings")
+        )
+        assert "agent_error:verifier_tamper" in _text(ov.query_one("#overview-outcomes"))
+
+        tasks = await _key(pilot, "1", TasksScreen)
+        await wait_for(pilot, lambda: tasks.last_load_s is not None, what="tasks loaded")
+        assert tasks.query_one("#task-table").row_count == 8
+
+        eps = await _key(pilot, "8", EpisodesScreen)
+        # Opened from Tasks: the highlighted task's episodes, both checkpoints' and the audit samples'.
+        await wait_for(pilot, lambda: len(eps.shown) >= 8, what="episodes listed")
+        assert eps.task_name == "access-log-report"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="replay opened")
+        replay = app.screen
+        await wait_for(pilot, lambda: bool(getattr(replay, "players", None)), what="cast loaded")
+        assert not replay.error
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is eps, what="back to episodes")
+        await pilot.press("space", "down", "space", "c")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare opened")
+        assert all(r["steps"] is not None for r in app.screen.records)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is eps, what="back to episodes")
+        await pilot.press("escape")
+
+        queue = await _key(pilot, "7", TagQueueScreen)
+        await wait_for(pilot, lambda: len(getattr(queue, "_all", []) or []) > 0, what="queue loaded")
+        await pilot.press("k")
+        await wait_for(pilot, lambda: queue.cluster_view and len(queue.clusters) > 0, what="clusters shown")
+        assert max(len(c.items) for c in queue.clusters) >= 3
+
+        calib = await _key(pilot, "5", CalibrationScreen)
+        await wait_for(pilot, lambda: calib.report is not None, what="report built")
+        assert calib.report.model in ("demo-step10", "demo-step40")
+        assert calib.report.band_counts()["in"] >= 1
+        await pilot.press("h")
+        await wait_for(pilot, lambda: calib.comparison is not None, what="comparison built")
+        assert calib.comparison.models == ["demo-step10", "demo-step40"]
+        assert any(lv.task == "access-log-report" for lv in calib.comparison.leavers)
+
+        settings = await _key(pilot, "4", SettingsScreen)
+        assert "demo-step40" in settings.query_one("TextArea").text
+
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help opened")
