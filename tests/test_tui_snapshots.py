@@ -234,3 +234,16 @@ def test_snapshot_help_page(ws: Workspace, snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_overview_of_the_demo(tmp_path: Path, snap_compare: Any) -> None:
+    from tui.commands.demo import prepare_demo
+
+    ws, _added, _warnings = prepare_demo(tmp_path / "demo")
+    app = BandpassApp(ws, bus=EventBus(), show_path=False, start="overview")
+
+    async def run_before(pilot: Any) -> None:
+        await wait_for(pilot, lambda: app.screen.overview is not None, what="overview built")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

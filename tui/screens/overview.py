@@ -59,14 +59,11 @@ def _band_table(ov: Overview) -> Table:
     t.add_column("above", justify="right")
     t.add_column("unknown", justify="right", style="dim")
     t.add_column("exportable", justify="right", style="bold")
-    t.add_column("pass@k histogram (tasks per bin)")
+    t.add_column("pass@k: 0 … 1 (tasks per bin; band in green)")
+    top = max((n for m in ov.models for _label, n in m.histogram), default=0)
     for m in ov.models:
         step = f" (step {m.checkpoint_step})" if m.checkpoint_step is not None else ""
-        bars = Text()
-        for label, n in m.histogram:
-            bars.append(f"{label} ", style="dim")
-            bars.append("█" * n or "·", style="cyan" if n else "dim")
-            bars.append("  ")
+        bars = _histogram(m.histogram, lo, hi, top)
         b = m.band
         t.add_row(
             f"{m.model}{step}",
@@ -78,6 +75,22 @@ def _band_table(ov: Overview) -> Table:
             bars,
         )
     return t
+
+
+_BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def _histogram(bins: list[tuple[str, int]], lo: float, hi: float, top: int) -> Text:
+    """One character per bin (``= 0``, the ten tenths, ``= 1``), its height the task count; bins inside
+    the band in green. Twelve columns: the whole distribution on one line of the table."""
+    out = Text("0 ", style="dim")
+    edges = [0.0, *(i / 10 for i in range(10)), 1.0]  # each bin's lower edge; the last is "= 1"
+    for (label, n), edge in zip(bins, edges, strict=False):
+        inside = (lo <= edge <= hi) if label.startswith("=") else (lo <= edge and edge + 0.1 <= hi + 1e-9)
+        ch = _BLOCKS[max(1, round(8 * n / top))] if n and top else "·"
+        out.append(ch, style=("green" if inside else "cyan") if n else "dim")
+    out.append(" 1", style="dim")
+    return out
 
 
 def _findings(ov: Overview) -> Text:
