@@ -32,6 +32,9 @@ from engine.audit.task_audit import audit_version  # noqa: E402
 from engine.core.config import PolicyModelConfig  # noqa: E402
 from engine.core.events import EventBus, StepStarted  # noqa: E402
 from engine.core.workspace import Workspace  # noqa: E402
+from engine.generator import generate_batch  # noqa: E402
+from engine.generator.generation_samples import FOLDER as GENERATION_FOLDER  # noqa: E402
+from engine.generator.generation_samples import export_generation_sample  # noqa: E402
 from engine.review.review_context import build_episode_context  # noqa: E402
 from engine.review.reviewer import review_episodes  # noqa: E402
 from engine.review.tagging import Tagger  # noqa: E402
@@ -457,6 +460,154 @@ def record_audits(ws: Workspace, versions: dict[str, int], out: Path) -> int:
     return bad
 
 
+# --- generation: the meta-agent writing a task, read by the demo's Generate screen -------------------------
+
+GEN_INSTRUCTION = (
+    "The file /app/sales.csv has a header line and one sale per line: date,region,amount. Write the total "
+    "of the amount column, as a single line with just the integer, to /app/total.txt."
+)
+GEN_TOML = """version = "1.0"
+
+[task]
+name = "sum-sales-column"
+
+[metadata]
+difficulty = "easy"
+category = "text-processing"
+tags = ["csv", "awk"]
+
+[agent]
+timeout_sec = 60.0
+
+[verifier]
+timeout_sec = 30.0
+
+[environment]
+build_timeout_sec = 120.0
+cpus = 1
+memory_mb = 256
+network_mode = "none"
+workdir = "/app"
+"""
+GEN_SALES = "date,region,amount\n2026-01-02,north,120\n2026-01-02,south,75\n2026-01-03,north,310\n"
+GEN_TEST = """#!/bin/bash
+mkdir -p /logs/verifier
+if [ "$(cat /app/total.txt 2>/dev/null)" = "505" ]; then echo 1 > /logs/verifier/reward.txt
+else echo 0 > /logs/verifier/reward.txt; fi
+"""
+GEN_BROKEN = (
+    "#!/bin/bash\nawk -F, '{ s += $3 } END { print s }' /app/sales.csv | head -c 2 > /app/total.txt\n"
+)
+GEN_GOOD = "#!/bin/bash\nawk -F, 'NR > 1 { s += $3 } END { print s }' /app/sales.csv > /app/total.txt\n"
+
+
+def _gen_files(
+    solve: str, *, instruction: str = GEN_INSTRUCTION, test: str = GEN_TEST, dockerfile_extra: str = ""
+) -> dict[str, str]:
+    name = "sum-sales-column" if instruction == GEN_INSTRUCTION else "count-sales-regions"
+    return {
+        "instruction.md": instruction + "\n",
+        "task.toml": GEN_TOML.replace('name = "sum-sales-column"', f'name = "{name}"'),
+        "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY sales.csv /app/sales.csv\n"
+        + dockerfile_extra,
+        "environment/sales.csv": GEN_SALES,
+        "solution/solve.sh": solve,
+        "tests/test.sh": test,
+    }
+
+
+#: The second attempt: a different task whose image already holds the answer.
+REGIONS_INSTRUCTION = (
+    "The file /app/sales.csv has a header line and one sale per line: date,region,amount. Write how many "
+    "distinct regions it lists, as a single integer, to /app/regions.txt."
+)
+REGIONS_TEST = GEN_TEST.replace("/app/total.txt", "/app/regions.txt").replace('"505"', '"2"')
+REGIONS_SOLVE = "#!/bin/bash\ntail -n +2 /app/sales.csv | cut -d, -f2 | sort -u | wc -l > /app/regions.txt\n"
+
+
+def _writes(files: dict[str, str]) -> list[Any]:
+    return [tool("write_file", path=p, content=c) for p, c in files.items()]
+
+
+#: (slug, prompt version, scripted replies, expected outcome, note)
+GENERATIONS: list[tuple[str, str, list[Any], str, str]] = [
+    (
+        "repaired-then-accepted",
+        "v1-plain",
+        [
+            Reply([text("Writing a small CSV task."), *_writes(_gen_files(GEN_BROKEN))]),
+            Reply([text("Auditing it."), tool("audit")]),
+            Reply(
+                [
+                    text("The oracle fails: my solution adds the header and cuts the sum. Fixing solve.sh."),
+                    tool("write_file", path="solution/solve.sh", content=GEN_GOOD),
+                ]
+            ),
+            Reply(
+                [
+                    text("Submitting; the audit runs again on the changed files."),
+                    tool("submit", summary="CSV sum"),
+                ]
+            ),
+        ],
+        "accepted",
+        "The audit caught a broken reference solution; the meta-agent read it, fixed solve.sh and "
+        "resubmitted.",
+    ),
+    (
+        "trivially-solved-rejected",
+        "v2-context",
+        [
+            Reply(
+                [
+                    text("Writing the task; I will ship the expected output as a fixture."),
+                    *_writes(
+                        _gen_files(
+                            REGIONS_SOLVE,
+                            instruction=REGIONS_INSTRUCTION,
+                            test=REGIONS_TEST,
+                            dockerfile_extra="RUN echo 2 > /app/regions.txt\n",
+                        )
+                    ),
+                ]
+            ),
+            Reply([tool("audit")]),
+            Reply([text("The audit says doing nothing passes. I think the task is fine as it is.")]),
+        ],
+        "rejected",
+        "The image already holds the answer: the audit's nop passes (invalidity.trivially_solved); the "
+        "meta-agent argues instead of fixing it and is stopped.",
+    ),
+]
+
+
+def record_generations(ws: Workspace, srv: AnthropicServer, out: Path) -> int:
+    """Runs the real generator (anthropic SDK, real audit in Docker) on the scripted attempts and exports
+    each; returns how many ended otherwise than expected."""
+    bad = 0
+    dest = out / GENERATION_FOLDER
+    if dest.exists():
+        shutil.rmtree(dest)
+    for slug, prompt_version, replies, expect, note in GENERATIONS:
+        srv.script(REVIEWER, replies)
+        res = generate_batch(
+            ws,
+            1,
+            REVIEWER,
+            prompt_version,
+            api_key=srv.api_key,
+            base_url=srv.base_url,
+            seed=7,
+            audit_reruns=1,
+        )
+        (one,) = res.results
+        ok = one.outcome == expect
+        bad += not ok
+        print(f"{'ok ' if ok else 'BAD'} generation {slug:<33} {one.outcome:<10} {one.reason}", flush=True)
+        export_generation_sample(ws, one.generation_id, dest / slug, note=note)  # type: ignore[arg-type]
+    return bad
+
+
 def write_config(out: Path) -> None:
     """The demo workspace's bandpass.toml: the two checkpoints as one training series."""
     lines = ["# The demo's policy checkpoints (scripts/record_samples.py); nothing serves them.", ""]
@@ -474,7 +625,12 @@ def write_config(out: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=REPO / "recordings" / "samples")
-    ap.add_argument("--only", nargs="*", default=None, help="Slugs to redo (default: all).")
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="Slugs to redo (default: all); 'generations' redoes the generation attempts.",
+    )
     ap.add_argument(
         "--audits", action="store_true", help="Also audit every example task again into audits.json."
     )
@@ -532,6 +688,8 @@ def main() -> int:
         for sample, eid in done:
             export_sample(ws, eid, args.out / sample.slug, note=sample.note)
         write_config(args.out)
+        if not args.only or "generations" in args.only:
+            bad += record_generations(ws, claude, args.out)
         if args.audits:
             bad += record_audits(ws, versions, args.out)
     total = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())

@@ -29,6 +29,8 @@ from tui.commands.demo import prepare_demo
 from tui.screens.calibration import CalibrationScreen
 from tui.screens.compare import CompareScreen
 from tui.screens.episodes import EpisodesScreen
+from tui.screens.generate import GenerateScreen
+from tui.screens.generation import GenerationScreen
 from tui.screens.help import HelpScreen
 from tui.screens.overview import OverviewScreen
 from tui.screens.replay import ReplayScreen
@@ -116,7 +118,7 @@ async def test_every_screen_of_the_demo_shows_data(demo: Workspace) -> None:
 
         tasks = await _key(pilot, "1", TasksScreen)
         await wait_for(pilot, lambda: tasks.last_load_s is not None, what="tasks loaded")
-        assert tasks.query_one("#task-table").row_count == 8
+        assert tasks.query_one("#task-table").row_count == 9  # 8 examples + 1 generated
 
         eps = await _key(pilot, "8", EpisodesScreen)
         # Opened from Tasks: the highlighted task's episodes, both checkpoints' and the audit samples'.
@@ -150,6 +152,16 @@ async def test_every_screen_of_the_demo_shows_data(demo: Workspace) -> None:
         await wait_for(pilot, lambda: calib.comparison is not None, what="comparison built")
         assert calib.comparison.models == ["demo-step10", "demo-step40"]
         assert any(lv.task == "access-log-report" for lv in calib.comparison.leavers)
+
+        gen = await _key(pilot, "3", GenerateScreen)
+        history = gen.query_one("#gen-history")
+        await wait_for(pilot, lambda: history.row_count == 2, what="generation history")
+        history.focus()
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, GenerationScreen), what="attempt opened")
+        await wait_for(pilot, lambda: app.screen.reading is not None, what="transcript read")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is gen, what="back to generate")
 
         settings = await _key(pilot, "4", SettingsScreen)
         assert "demo-step40" in settings.query_one("TextArea").text

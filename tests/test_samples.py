@@ -13,6 +13,8 @@ import pytest
 
 from engine.audit.samples import BATCH_PREFIX, export_sample, load_samples, read_sample, sample_dirs
 from engine.core.workspace import Workspace
+from engine.generator.generation_samples import GenerationSampleError, load_generation_samples
+from engine.generator.transcript import read_transcript
 from engine.review import outcomes
 from engine.sandbox.asciicast import read_cast
 from engine.tasks.importer import import_paths
@@ -104,7 +106,8 @@ def test_demo_needs_no_docker(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
     n = len(sample_dirs(SAMPLES))
-    assert (summary["tasks"], summary["samples_loaded"], summary["episodes"]) == (8, n, n)
+    # 8 example tasks and the one the sample generation wrote and the audit accepted
+    assert (summary["tasks"], summary["samples_loaded"], summary["episodes"]) == (9, n, n)
     assert summary["warnings"] == []
     again = json.loads(subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True).stdout)
     assert (again["samples_loaded"], again["episodes"]) == (0, n)
@@ -134,3 +137,31 @@ def test_samples_without_a_verifier_or_steps_still_load(
     with session(ws.engine) as s:
         (ep,) = queries.episodes(s, batch_id=f"{BATCH_PREFIX}{slug}")
     assert ep.outcome == read_sample(SAMPLES / slug)["outcome"]
+
+
+def test_generation_samples_load_once_with_their_task_and_audit(workspace: Workspace) -> None:
+    ws = workspace
+    assert load_generation_samples(ws, SAMPLES) == 2
+    assert load_generation_samples(ws, SAMPLES) == 0
+    with session(ws.engine) as s:
+        gens = {g.outcome: g for g in queries.recent_generations(s)}
+        assert set(gens) == {"accepted", "rejected"}
+        accepted = gens["accepted"]
+        version = queries.get_version(s, accepted.task_version_id)  # type: ignore[arg-type]
+        assert version is not None and version.origin == "generated"
+        audit = queries.latest_audit(s, version.id)  # type: ignore[arg-type]
+        assert audit is not None and audit.verdict == "accepted"
+        rejected = gens["rejected"]
+    assert "invalidity.trivially_solved" in rejected.reason and rejected.task_version_id is None
+    view = read_transcript(accepted)
+    audits = [e for e in json.loads(accepted.transcript_json) if e.get("type") == "audit"]
+    assert [a["verdict"] for a in audits] == ["rejected", "accepted"]  # repaired after reading the audit
+    assert view is not None
+
+
+def test_a_broken_generation_sample_names_its_file(tmp_path: Path, workspace: Workspace) -> None:
+    bad = tmp_path / "generations" / "broken"
+    bad.mkdir(parents=True)
+    (bad / "generation.json").write_text('{"format": "bandpass-generation-sample/1", "generation": []}')
+    with pytest.raises(GenerationSampleError, match=r"broken/generation.json: field 'generation'"):
+        load_generation_samples(workspace, tmp_path)

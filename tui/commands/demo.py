@@ -28,10 +28,12 @@ SAMPLES_DIR = REPO / "recordings" / "samples"
 
 def prepare_demo(root: Path, *, reset: bool = False) -> tuple[Workspace, int, list[str]]:
     """Builds (or tops up) the demo workspace at ``root``: the example tasks, the sample episodes with
-    their audits, tags and reviews, the checkpoints' config, and the diagnoses (derived, so recomputed
-    here rather than shipped). Returns the workspace, how many samples were loaded now, and warnings."""
+    their audits, tags and reviews, the generation attempts, the checkpoints' config, and the diagnoses
+    (derived, so recomputed here rather than shipped). Returns the workspace, how many episode samples
+    were loaded now, and warnings."""
     from engine.audit.samples import load_samples
     from engine.core.workspace import CONFIG_NAME, DB_NAME, Workspace
+    from engine.generator.generation_samples import load_generation_samples
     from engine.review.diagnoser import diagnose_episodes
     from engine.tasks.importer import import_paths
 
@@ -51,6 +53,7 @@ def prepare_demo(root: Path, *, reset: bool = False) -> tuple[Workspace, int, li
         raise DemoError(f"example tasks failed to import: {', '.join(bad)}")
     warnings: list[str] = []
     added = load_samples(ws, SAMPLES_DIR, on_warning=warnings.append)
+    load_generation_samples(ws, SAMPLES_DIR, on_warning=warnings.append)
     diagnose_episodes(ws, missing_only=True)
     return ws, added, warnings
 
