@@ -71,17 +71,20 @@ class _Cluster:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.worker: subprocess.Popen[bytes] | None = None
         self.worker_node = ""
+        self.worker_address = ""
 
     def start_worker(self) -> None:
         """One more raylet joining the head; waits until the cluster has two live nodes."""
-        before = set(_alive_node_ids(self.address))
+        before = set(_alive_nodes(self.address))
         self.worker = subprocess.Popen(
             [_ray_bin(), "start", "--address", self.address, "--node-ip-address", "127.0.0.1", *COMMON],
             env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         self.procs.append(self.worker)
-        ids = _wait(lambda: n if len(n := _alive_node_ids(self.address)) == 2 else [], 240, "two live nodes")
+        two = lambda: n if len(n := _alive_nodes(self.address)) == 2 else {}  # noqa: E731
+        ids = _wait(two, 240, "two live Ray nodes")
         (self.worker_node,) = set(ids) - before
+        self.worker_address = ids[self.worker_node]
 
     def kill_worker(self) -> None:
         """SIGKILLs the worker raylet's whole process group (``ray start``, raylet, its Ray workers)."""
@@ -147,14 +150,17 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _alive_node_ids(address: str) -> list[str]:
+def _alive_nodes(address: str) -> dict[str, str]:
+    """Live node id -> its address as Ray lists it (``NodeManagerAddress``)."""
     code = (
         f"import ray; ray.init(address={address!r}, log_to_driver=False); "
-        "print(','.join(n['NodeID'] for n in ray.nodes() if n['Alive']))"
+        "print(','.join(n['NodeID'] + '=' + n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']))"
     )
     res = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120)
     lines = res.stdout.strip().splitlines()
-    return [n for n in lines[-1].split(",") if n] if res.returncode == 0 and lines else []
+    if res.returncode != 0 or not lines:
+        return {}
+    return dict(n.split("=", 1) for n in lines[-1].split(",") if "=" in n)
 
 
 def _running_containers(ws: Workspace) -> list[dict[str, Any]]:
@@ -249,32 +255,40 @@ def test_double_ctrl_c_requeues_removes_containers_and_resume_finishes(
 
 
 @pytest.mark.docker
-def test_worker_raylet_killed_mid_batch_costs_a_try_not_an_attempt(
-    nodes: _Cluster, workspace: Workspace, tmp_path: Path
+@pytest.mark.parametrize("infra_retries", [2, 0])
+def test_worker_raylet_killed_mid_batch(
+    nodes: _Cluster, workspace: Workspace, tmp_path: Path, infra_retries: int
 ) -> None:
     """Both episodes run at once, one per raylet; the worker raylet's process group is SIGKILLed while
     they run. The episode on it loses that try (an infra error, recorded with the dead node) and gets a
-    fresh one on the head; the other is untouched. No attempt runs twice, nothing is left behind."""
+    fresh one on the head, or, with no infra retries left, ends ``infra_error:orchestrator_failure``; the
+    other is untouched. No attempt runs twice, nothing is left behind."""
     ws = workspace
     _slow_workspace(ws, tmp_path)
     log = tmp_path / "driver.log"
-    driver = _run(ws, nodes.address, "--agent", "oracle", "--k", "2", "--json", log=log)
+    args = ("--agent", "oracle", "--k", "2", "--infra-retries", str(infra_retries), "--json")
+    driver = _run(ws, nodes.address, *args, log=log)
     try:
         _wait(lambda: len(_running_containers(ws)) == 2, 300, "both episodes' containers running")
         nodes.kill_worker()
         assert driver.wait(420) == 0, log.read_text()
     finally:
         driver.kill()
-    _check_finished_once(ws)
     with session(ws.engine) as s:
-        eps = sorted(queries.episodes(s), key=lambda e: e.retries)
-    kept, lost = eps
-    assert kept.retries == 0 and "lost" not in (kept.error or "")
-    # the lost try: an infra error of the dead node (its id in the row), then a fresh try that passed
-    assert lost.retries == 1, lost.error
-    assert f"try 1 lost with node {nodes.worker_node} at 127.0.0.1" in lost.error
-    # both ended on the surviving head node: the episode that was there, and the lost one's fresh try
-    assert kept.node_id == lost.node_id != nodes.worker_node
+        eps = queries.episodes(s)
+    # each attempt once, each finished once
+    assert sorted(e.attempt for e in eps) == [0, 1] and {e.status for e in eps} == {"done"}
+    (lost,) = [e for e in eps if "lost with node" in (e.error or "")]
+    (kept,) = [e for e in eps if e is not lost]
+    assert (kept.outcome, kept.retries) == ("passed", 0), kept.error
+    assert f"try 1 lost with node {nodes.worker_node} at {nodes.worker_address}: NodeDiedError" in lost.error
+    assert kept.node_id != nodes.worker_node
+    if infra_retries:  # a fresh try on the surviving head node, which passed: k attempts, not k-1
+        assert (lost.outcome, lost.retries) == ("passed", 1), lost.error
+        assert lost.node_id == kept.node_id
+    else:  # no try left: the infra error is the outcome, with the dead node recorded
+        assert (lost.outcome, lost.retries) == ("infra_error:orchestrator_failure", 0), lost.error
+        assert (lost.node_id, lost.node_address) == (nodes.worker_node, nodes.worker_address)
     shown = subprocess.run(
         [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "show", str(lost.id)],
         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120,

@@ -90,7 +90,7 @@ async def test_ray_address_where_nothing_listens_is_one_red_line_and_nothing_is_
         runs = await _open_runs(pilot)
         choice = runs.query_one("#runs-executor", Select)
         assert [str(label) for label, _ in choice._options if _ != Select.BLANK] == [
-            "local: this Docker engine",
+            "local: Docker",
             f"Ray: 127.0.0.1:{port}",
         ]
         choice.value = "ray"

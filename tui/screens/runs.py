@@ -126,7 +126,7 @@ class RunsScreen(Screen[None]):
         with Horizontal(id="runs-bar"):
             yield Select(self._agent_options(), value="builtin:oracle", allow_blank=False, id="runs-agent")
             yield Select(
-                [("local: this Docker engine", "local"), (f"Ray: {self.ray_address()}", "ray")],
+                [("local: Docker", "local"), (f"Ray: {self.ray_address()}", "ray")],
                 value="local",
                 allow_blank=False,
                 id="runs-executor",
