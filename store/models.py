@@ -139,6 +139,7 @@ class Batch(SQLModel, table=True):
     k: int = 1
     params_json: str = "{}"  # agent parameters (max_steps, request timeout...) resume must reuse
     created_at: datetime = Field(default_factory=utcnow)
+    executor: str = ""  # where its latest runner ran episodes: local | ray ("" until one starts)
 
 
 class Step(SQLModel, table=True):

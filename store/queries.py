@@ -651,6 +651,60 @@ def batches(s: Session) -> list[Batch]:
     return list(s.exec(select(Batch).order_by(col(Batch.created_at).desc(), col(Batch.id).desc())).all())
 
 
+def set_batch_executor(s: Session, batch_id: str, executor: str) -> None:
+    """Records where the batch's latest runner runs its episodes (``local``, ``ray``)."""
+    s.exec(update(Batch).where(col(Batch.id) == batch_id).values(executor=executor))  # type: ignore[call-overload]
+
+
+@dataclass
+class BatchProgress:
+    """One batch as the Runs screen follows it: counts by status and outcome, from the store alone."""
+
+    batch: Batch
+    status: dict[str, int] = field(default_factory=dict)
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.status.values())
+
+    @property
+    def done(self) -> int:
+        return self.status.get("done", 0)
+
+    @property
+    def unfinished(self) -> bool:
+        return self.status.get("queued", 0) + self.status.get("running", 0) > 0
+
+
+def batch_progress(s: Session, *, since: Any = None, also: Sequence[str] = ()) -> list[BatchProgress]:
+    """Batches that are unfinished, created at or after ``since``, or named in ``also``, newest first,
+    with their episodes counted by status and outcome in one grouped query (cheap to poll)."""
+    unfinished = select(Episode.batch_id).where(col(Episode.status).in_(["queued", "running"])).distinct()
+    cond = col(Batch.id).in_(unfinished)
+    if since is not None:
+        cond = cond | (col(Batch.created_at) >= since)
+    if also:
+        cond = cond | col(Batch.id).in_(list(also))
+    rows = list(
+        s.exec(select(Batch).where(cond).order_by(col(Batch.created_at).desc(), col(Batch.id).desc())).all()
+    )
+    out = {b.id: BatchProgress(b) for b in rows}
+    if not out:
+        return []
+    counts = s.exec(
+        select(Episode.batch_id, Episode.status, Episode.outcome, func.count())
+        .where(col(Episode.batch_id).in_(list(out)))
+        .group_by(Episode.batch_id, Episode.status, Episode.outcome)
+    ).all()
+    for bid, status, outcome, n in counts:
+        p = out[bid]
+        p.status[status] = p.status.get(status, 0) + int(n)
+        if status == "done":
+            p.outcomes[outcome] = p.outcomes.get(outcome, 0) + int(n)
+    return list(out.values())
+
+
 def batch_status_counts(s: Session, batch_id: str) -> dict[str, int]:
     """``{"queued": n, "running": n, "done": n}`` (missing statuses are 0)."""
     rows = s.exec(

@@ -92,3 +92,16 @@ def test_checkpoint_series(tmp_path: Path) -> None:
     p.write_text('[models.q-step20]\nserved_name = "q"\nseries = "grpo-run"\ncheckpoint_step = 20\n')
     m = load_config(p).models["q-step20"]
     assert (m.series, m.checkpoint_step) == ("grpo-run", 20)
+
+
+def test_ray_address_defaults_to_auto_and_refuses_ray_client(tmp_path: Path) -> None:
+    p = tmp_path / "bandpass.toml"
+    assert load_config(p).ray.address == "auto"
+    p.write_text('[ray]\naddress = "10.0.0.5:6379"\n')
+    assert load_config(p).ray.address == "10.0.0.5:6379"
+    p.write_text('[ray]\naddress = "ray://head:10001"\nport = 1\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert "[ray].address: expected auto or HOST:PORT (the GCS address; ray:// is not supported)" in msg
+    assert "[ray].port: unknown key" in msg

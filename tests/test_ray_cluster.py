@@ -1,11 +1,13 @@
 """A real multi-process Ray cluster started with the ``ray`` CLI (a head and one more raylet on this
-machine, one CPU each): a SIGKILLed driver then ``--resume``, and a double Ctrl-C, leave no container
-behind, end with the right outcomes and never run an attempt twice (issue #23).
+machine, one CPU each): a SIGKILLed driver then ``--resume``, a double Ctrl-C, and the worker raylet
+SIGKILLed mid-batch leave no container behind, end with the right outcomes and never run an attempt twice
+(issue #23).
 
 The cluster is this module's own: its own port and temp dir, both ``ray start --block`` processes in new
-sessions, killed by process group at teardown (never ``ray stop``, which would stop every Ray on the
-machine). Ray 2.60 starts without token authentication unless ``RAY_AUTH_MODE=token``; these tests use
-the default, so the CLI needs no token.
+sessions, killed by process group (never ``ray stop``, which would stop every Ray on the machine); a test
+that kills the worker raylet leaves the next test a fresh one. Ray 2.60's ``ray start --head`` turns token
+authentication on, so the cluster gets its own token and every raylet and driver (the ``bandpass`` CLI)
+runs with ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN_PATH`` pointing at it.
 """
 
 from __future__ import annotations
@@ -58,9 +60,52 @@ def _ray_bin() -> str:
     return str(Path(sys.executable).with_name("ray"))
 
 
+COMMON = ["--num-cpus", "1", "--block", "--disable-usage-stats"]
+
+
+class _Cluster:
+    """The module's cluster: the head's GCS address, the worker raylet's process group and node id."""
+
+    def __init__(self, port: int) -> None:
+        self.address = f"127.0.0.1:{port}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.worker_node = ""
+        self.worker_address = ""
+
+    def start_worker(self) -> None:
+        """One more raylet joining the head; waits until the cluster has two live nodes."""
+        before = set(_alive_nodes(self.address))
+        self.worker = subprocess.Popen(
+            [_ray_bin(), "start", "--address", self.address, "--node-ip-address", "127.0.0.1", *COMMON],
+            env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.procs.append(self.worker)
+        two = lambda: n if len(n := _alive_nodes(self.address)) == 2 else {}  # noqa: E731
+        ids = _wait(two, 240, "two live Ray nodes")
+        (self.worker_node,) = set(ids) - before
+        self.worker_address = ids[self.worker_node]
+
+    def kill_worker(self) -> None:
+        """SIGKILLs the worker raylet's whole process group (``ray start``, raylet, its Ray workers)."""
+        assert self.worker is not None
+        os.killpg(self.worker.pid, signal.SIGKILL)
+        self.worker.wait(30)
+
+    def ensure_worker(self) -> None:
+        if self.worker is None or self.worker.poll() is not None:
+            self.start_worker()
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(30)
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    """``ray start --head`` plus one worker raylet; yields the GCS address; killed by process group."""
+def ray_cli_cluster() -> Iterator[_Cluster]:
+    """``ray start --head`` plus one worker raylet; killed by process group at the end."""
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="bp-ray-")
     # Ray 2.60's `ray start --head` turns token auth on: every raylet and driver (the bandpass CLI) needs
@@ -68,31 +113,33 @@ def cluster() -> Iterator[str]:
     token = Path(temp) / "auth_token"
     token.write_text(secrets.token_hex(32))
     ENV.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
-    address = f"127.0.0.1:{port}"
-    procs: list[subprocess.Popen[bytes]] = []
-    common = ["--num-cpus", "1", "--block", "--disable-usage-stats"]
+    c = _Cluster(port)
     try:
-        procs.append(
+        c.procs.append(
             subprocess.Popen(
                 [_ray_bin(), "start", "--head", "--port", str(port), "--temp-dir", temp,
-                 "--include-dashboard", "false", "--node-ip-address", "127.0.0.1", *common],
+                 "--include-dashboard", "false", "--node-ip-address", "127.0.0.1", *COMMON],
                 env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )
         )  # fmt: skip
         _wait(lambda: _listening(port), 180, "the Ray head's GCS")
-        procs.append(
-            subprocess.Popen(
-                [_ray_bin(), "start", "--address", address, "--node-ip-address", "127.0.0.1", *common],
-                env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
-        )  # fmt: skip
-        _wait(lambda: _alive_nodes(address) == 2, 240, "two live Ray nodes")
-        yield address
+        c.start_worker()
+        yield c
     finally:
-        for p in reversed(procs):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(30)
+        c.stop()
+
+
+@pytest.fixture
+def nodes(ray_cli_cluster: _Cluster) -> _Cluster:
+    """The cluster with both raylets up (a test before may have killed the worker)."""
+    ray_cli_cluster.ensure_worker()
+    return ray_cli_cluster
+
+
+@pytest.fixture
+def cluster(nodes: _Cluster) -> str:
+    """The GCS address of the two-raylet cluster."""
+    return nodes.address
 
 
 def _listening(port: int) -> bool:
@@ -103,13 +150,17 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _alive_nodes(address: str) -> int:
-    code = f"import ray; ray.init(address={address!r}, log_to_driver=False); print(sum(n['Alive'] for n in ray.nodes()))"  # noqa: E501
+def _alive_nodes(address: str) -> dict[str, str]:
+    """Live node id -> its address as Ray lists it (``NodeManagerAddress``)."""
+    code = (
+        f"import ray; ray.init(address={address!r}, log_to_driver=False); "
+        "print(','.join(n['NodeID'] + '=' + n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']))"
+    )
     res = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120)
-    try:
-        return int(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return 0
+    lines = res.stdout.strip().splitlines()
+    if res.returncode != 0 or not lines:
+        return {}
+    return dict(n.split("=", 1) for n in lines[-1].split(",") if "=" in n)
 
 
 def _running_containers(ws: Workspace) -> list[dict[str, Any]]:
@@ -201,3 +252,47 @@ def test_double_ctrl_c_requeues_removes_containers_and_resume_finishes(
     assert res.returncode == 0, res.stdout + res.stderr
     _check_finished_once(ws)
     assert not _all_containers(ws)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("infra_retries", [2, 0])
+def test_worker_raylet_killed_mid_batch(
+    nodes: _Cluster, workspace: Workspace, tmp_path: Path, infra_retries: int
+) -> None:
+    """Both episodes run at once, one per raylet; the worker raylet's process group is SIGKILLed while
+    they run. The episode on it loses that try (an infra error, recorded with the dead node) and gets a
+    fresh one on the head, or, with no infra retries left, ends ``infra_error:orchestrator_failure``; the
+    other is untouched. No attempt runs twice, nothing is left behind."""
+    ws = workspace
+    _slow_workspace(ws, tmp_path)
+    log = tmp_path / "driver.log"
+    args = ("--agent", "oracle", "--k", "2", "--infra-retries", str(infra_retries), "--json")
+    driver = _run(ws, nodes.address, *args, log=log)
+    try:
+        _wait(lambda: len(_running_containers(ws)) == 2, 300, "both episodes' containers running")
+        nodes.kill_worker()
+        assert driver.wait(420) == 0, log.read_text()
+    finally:
+        driver.kill()
+    with session(ws.engine) as s:
+        eps = queries.episodes(s)
+    # each attempt once, each finished once
+    assert sorted(e.attempt for e in eps) == [0, 1] and {e.status for e in eps} == {"done"}
+    (lost,) = [e for e in eps if "lost with node" in (e.error or "")]
+    (kept,) = [e for e in eps if e is not lost]
+    assert (kept.outcome, kept.retries) == ("passed", 0), kept.error
+    assert f"try 1 lost with node {nodes.worker_node} at {nodes.worker_address}: NodeDiedError" in lost.error
+    assert kept.node_id != nodes.worker_node
+    if infra_retries:  # a fresh try on the surviving head node, which passed: k attempts, not k-1
+        assert (lost.outcome, lost.retries) == ("passed", 1), lost.error
+        assert lost.node_id == kept.node_id
+    else:  # no try left: the infra error is the outcome, with the dead node recorded
+        assert (lost.outcome, lost.retries) == ("infra_error:orchestrator_failure", 0), lost.error
+        assert (lost.node_id, lost.node_address) == (nodes.worker_node, nodes.worker_address)
+    shown = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "show", str(lost.id)],
+        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 0 and f"try 1 lost with node {nodes.worker_node}" in shown.stdout, shown
+    # the dead raylet's container goes with its worker (the reaper): no leftover on the engine
+    _wait(lambda: not _all_containers(ws), 120, "the dead node's container removed")

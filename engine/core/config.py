@@ -85,12 +85,23 @@ class EndstateConfig:
 
 
 @dataclass
+class RayConfig:
+    """``[ray]``: the cluster the TUI's Runs screen offers (``bandpass run`` takes ``--ray-address``).
+
+    ``address`` is what ``ray.init`` takes: ``auto`` (a cluster this machine is a node of) or the GCS
+    ``HOST:6379``; never ``ray://`` (refused: see ``engine.run.executors.ray_executor``)."""
+
+    address: str = "auto"
+
+
+@dataclass
 class Config:
     models: dict[str, PolicyModelConfig] = field(default_factory=dict)
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     image_aliases: dict[str, str] = field(default_factory=dict)
     band: BandConfig = field(default_factory=BandConfig)
     endstate: EndstateConfig = field(default_factory=EndstateConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 _MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -106,6 +117,7 @@ _MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
     "band": str,
 }
 _ENDSTATE_KEYS: dict[str, type | tuple[type, ...]] = {"cap_mb": (int, float)}
+_RAY_KEYS: dict[str, type | tuple[type, ...]] = {"address": str}
 _GEN_KEYS: dict[str, type | tuple[type, ...]] = {"model": str, "api_key_env": str, "base_url": str}
 _BAND_KEYS: dict[str, type | tuple[type, ...]] = {
     "lo": (int, float),
@@ -140,6 +152,10 @@ _RULES: dict[str, tuple[Any, str]] = {
     "band.hi": (lambda v: 0 <= v <= 1, "a number between 0 and 1"),
     "band.k": (lambda v: v >= 1, "an integer >= 1"),
     "band.min_samples": (lambda v: v >= 1, "an integer >= 1"),
+    "ray.address": (
+        lambda v: bool(v.strip()) and not v.strip().lower().startswith("ray://"),
+        "auto or HOST:PORT (the GCS address; ray:// is not supported)",
+    ),
 }
 
 
@@ -213,9 +229,11 @@ def load_config(path: Path) -> Config:
             cfg.endstate = EndstateConfig(**_typed(table, "endstate", _ENDSTATE_KEYS, problems))
             if cfg.endstate.cap_mb < 0:
                 problems.append(f"[endstate].cap_mb: expected a size in MB >= 0, got {cfg.endstate.cap_mb!r}")
+        elif section == "ray":
+            cfg.ray = RayConfig(**_typed(table, "ray", _RAY_KEYS, problems))
         else:
             problems.append(
-                f"[{section}]: unknown section (expected models, generator, images, band, endstate)"
+                f"[{section}]: unknown section (expected models, generator, images, band, endstate, ray)"
             )
     if problems:
         raise ConfigError(path, problems)

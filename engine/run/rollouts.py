@@ -371,6 +371,7 @@ class _Runner:
             return
         summary = batch_summary(self.ws, self.batch_id)
         summary.ran, summary.wall_s = self.ran, time.monotonic() - self.started
+        summary.executor = self.executor.name
         try:
             self.on_progress(summary)
         except Exception:  # a broken progress display must not stop the batch
@@ -478,6 +479,8 @@ def run_batch(
             removed = sandbox_pool.remove_episode_containers(ws.root, [*requeued, *done])
             removed += executor.cleanup_stale(ws, batch_id)  # other nodes' engines and scratch dirs
         executor.open(RunContext(ws, batch, agent_factory, bus, max_infra_retries, retry_backoff_s))
+        with session(ws.engine) as s:  # other processes (the TUI's Runs screen) show where it runs
+            queries.set_batch_executor(s, batch_id, executor.name)
         runner = _Runner(
             ws, batch_id, executor, stop, on_progress, daemon_wait_s, started, max_consecutive_unavailable
         )

@@ -8,6 +8,14 @@ keystrokes) as they finish; counters and a progress bar follow the batch.
 The batch itself runs through ``engine.run.rollouts`` (``plan_batch`` + ``run_planned``) in a worker thread,
 so the UI never waits on Docker. Infra errors get their own red counter: a batch where the infrastructure
 failed must never read as a hard task set.
+
+Where episodes run is a choice (``#runs-executor``): this machine's Docker engine, or the Ray cluster of
+``bandpass.toml``'s ``[ray] address``. The worker connects to Ray *before* planning, so Ray missing or a
+cluster that does not answer is one red line under the bar and nothing is queued; the UI never waits on it.
+
+Batches this screen did not start (``bandpass run`` in a terminal, another TUI) are followed from the
+store: a poll every ``WATCH_INTERVAL_S`` fills :class:`~tui.widgets.batch_watch.BatchWatch` with each one's
+executor, done/total and outcomes.
 """
 
 from __future__ import annotations
@@ -27,11 +35,14 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, ProgressBar, RichLog, Select, Static
 
 from engine.core.workspace import Workspace
+from tui.widgets.batch_watch import BatchWatch
 from tui.widgets.episode_pane import EpisodePane
 from tui.widgets.live_episodes import LiveEpisode, LiveEpisodes
 from tui.widgets.threadsafe import UiCaller
 
 BUILTIN_CHOICES = ("oracle", "nop")
+#: How often the screen reads other processes' batches from the store.
+WATCH_INTERVAL_S = 1.0
 
 
 def format_step(index: int, action: dict[str, Any]) -> str:
@@ -91,6 +102,9 @@ class RunsScreen(Screen[None]):
         self._stop: threading.Event | None = None
         self.batch_id: str | None = None
         self.focused_episode: int | None = None
+        self.own_batches: set[str] = set()  # started here: shown by the counters, not by BatchWatch
+        self._watched: set[str] = set()  # other processes' batches shown once: kept until they end
+        self._since: Any = None
 
     # --- layout --- #
 
@@ -101,10 +115,23 @@ class RunsScreen(Screen[None]):
             opts += [(f"model: {m}", f"model:{m}") for m in self.workspace.config.models]
         return opts
 
+    def ray_address(self) -> str:
+        """``[ray] address`` of bandpass.toml (``auto`` when unset or the file is broken)."""
+        with contextlib.suppress(Exception):
+            return self.workspace.config.ray.address
+        return "auto"
+
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="runs-bar"):
             yield Select(self._agent_options(), value="builtin:oracle", allow_blank=False, id="runs-agent")
+            yield Select(
+                [("local: Docker", "local"), (f"Ray: {self.ray_address()}", "ray")],
+                value="local",
+                allow_blank=False,
+                id="runs-executor",
+                tooltip="where episodes run (Ray: [ray] address in bandpass.toml)",
+            )
             yield Select(
                 [("tasks in the Tasks filter", "filter"), ("all tasks", "all")],
                 value="filter",
@@ -120,6 +147,8 @@ class RunsScreen(Screen[None]):
         with Horizontal(id="runs-status"):
             yield Static("no batch running", id="runs-counters")
             yield ProgressBar(total=None, show_eta=False, id="runs-progress")
+        yield Static("", id="runs-error")
+        yield BatchWatch(id="runs-watch")
         with Horizontal(id="runs-main"):
             with Vertical(id="runs-grid-box"):
                 yield Grid(id="runs-grid")
@@ -142,6 +171,11 @@ class RunsScreen(Screen[None]):
         self.query_one("#runs-progress", ProgressBar).display = False  # an idle bar would animate forever
         for ep in live.episodes():
             self._add_pane(ep)
+        from store.models import utcnow
+
+        self._since = utcnow()
+        self._poll_batches()
+        self.set_interval(WATCH_INTERVAL_S, self._poll_batches)
 
     def on_unmount(self) -> None:
         if self._remove_listener is not None:
@@ -262,6 +296,7 @@ class RunsScreen(Screen[None]):
             return
         agent = self.query_one("#runs-agent", Select).value
         scope = self.query_one("#runs-scope", Select).value
+        where = self.query_one("#runs-executor", Select).value
         k, jobs = self._int("#runs-k", 1), self._int("#runs-jobs", 2)
         if not isinstance(agent, str):
             self.notify("Choose an agent or model.", severity="warning")
@@ -276,11 +311,37 @@ class RunsScreen(Screen[None]):
                     severity="information",
                 )
                 version_ids = None
+        executor = "ray" if where == "ray" else "local"
         self._stop = threading.Event()
         self.query_one("#runs-start", Button).disabled = True
         self.query_one("#runs-stop", Button).disabled = False
-        self.query_one("#runs-counters", Static).update("planning batch…")
-        self._run_batch("builtin" if kind == "builtin" else "model", name, version_ids, k, jobs, self._stop)
+        self.show_error("")
+        self.query_one("#runs-counters", Static).update(
+            f"connecting to Ray at {escape(self.ray_address())}…" if executor == "ray" else "planning batch…"
+        )
+        self._run_batch(
+            "builtin" if kind == "builtin" else "model", name, version_ids, k, jobs, self._stop, executor
+        )
+
+    def show_error(self, text: str) -> None:
+        """The red line under the bar (a connection that failed); "" hides it."""
+        line = self.query_one("#runs-error", Static)
+        line.update(f"[b red]{escape(text)}[/b red]" if text else "")
+        line.display = bool(text)
+
+    def _make_executor(self, executor: str, jobs: int) -> Any:
+        """The executor chosen in the bar, connected (Ray: before anything is planned). Raises
+        ``ExecutorError`` with the line to show."""
+        from engine.run.executors import make_executor
+
+        if executor == "local":
+            return make_executor("local", concurrency=jobs)
+        address = self.ray_address()
+        # Ray's worker logs would be printed over the TUI: they stay in the cluster's log files.
+        quiet = {"log_to_driver": False, "logging_level": "warning"}
+        ex = make_executor("ray", concurrency=jobs, address=address, init_kwargs=quiet)
+        ex.connect()
+        return ex
 
     def action_stop_batch(self) -> None:
         if self._stop is None:
@@ -291,14 +352,30 @@ class RunsScreen(Screen[None]):
 
     @work(thread=True, group="runs-batch")
     def _run_batch(
-        self, kind: str, name: str, version_ids: list[int] | None, k: int, jobs: int, stop: threading.Event
+        self,
+        kind: str,
+        name: str,
+        version_ids: list[int] | None,
+        k: int,
+        jobs: int,
+        stop: threading.Event,
+        executor_name: str = "local",
     ) -> None:
         from engine.run import rollouts
+        from engine.run.executors import ExecutorError
         from store import queries
         from store.db import session
 
         ws = self.workspace
         try:
+            try:  # connect before planning: a cluster that does not answer leaves nothing queued
+                executor = self._make_executor(executor_name, jobs)
+            except ExecutorError as exc:
+                line = f"{exc}; nothing was queued"
+                self.app.call_from_thread(self.show_error, line)
+                self.app.call_from_thread(self.query_one("#runs-counters", Static).update, "no batch running")
+                self.app.call_from_thread(self.notify, line, title="Batch not started", severity="error")
+                return
             if version_ids is None:
                 with session(ws.engine) as s:
                     version_ids = [r.version_id for r in queries.task_rows(s)]
@@ -306,8 +383,11 @@ class RunsScreen(Screen[None]):
                 rollouts.check_policy_endpoint(ws, name, None)
             batch_id = rollouts.plan_batch(ws, name, version_ids, k, kind=kind)
             self.batch_id = batch_id
+            self.own_batches.add(batch_id)
             self.app.call_from_thread(
-                self.notify, f"{batch_id}: {len(version_ids)} tasks × {k} with {name}", title="Batch started"
+                self.notify,
+                f"{batch_id}: {len(version_ids)} tasks × {k} with {name} ({executor.name})",
+                title="Batch started",
             )
             summary = rollouts.run_planned(
                 ws,
@@ -316,6 +396,7 @@ class RunsScreen(Screen[None]):
                 bus=self.app.bus,  # type: ignore[attr-defined]
                 on_progress=lambda s: self._ui.call(self.post_message, self.Progress(s)),
                 stop=stop,
+                executor=executor,
             )
             self._ui.call(self.post_message, self.Progress(summary))
             word = "stopped" if summary.interrupted else "finished"
@@ -350,10 +431,31 @@ class RunsScreen(Screen[None]):
         s = msg.summary
         infra = f"[b red]infra {s.infra_errors}[/b red]" if s.infra_errors else "infra 0"
         self.query_one("#runs-counters", Static).update(
-            f"[b]{escape(s.batch_id)}[/b] {escape(s.agent)} · {s.done}/{s.total} done · "
-            f"{s.running} running · {s.queued} queued · [green]passed {s.passed}[/green] · "
-            f"failed {s.failed} · agent err {s.agent_errors} · {infra}"
+            f"[b]{escape(s.batch_id)}[/b] {escape(s.agent)} ({escape(s.executor)}) · "
+            f"{s.done}/{s.total} done · {s.running} running · {s.queued} queued · "
+            f"[green]passed {s.passed}[/green] · failed {s.failed} · agent err {s.agent_errors} · {infra}"
         )
         bar = self.query_one("#runs-progress", ProgressBar)
         bar.display = True
         bar.update(total=max(s.total, 1), progress=s.done)
+
+    # --- batches other processes run --- #
+
+    def _poll_batches(self) -> None:
+        self._read_batches()
+
+    @work(thread=True, exclusive=True, group="runs-watch", exit_on_error=False)
+    def _read_batches(self) -> None:
+        """Reads the workspace's live batches (and those shown before) off the UI thread."""
+        from store import queries
+        from store.db import session
+
+        with session(self.workspace.engine) as s:
+            rows = queries.batch_progress(s, since=self._since, also=sorted(self._watched))
+        others = [p for p in rows if p.batch.id not in self.own_batches]
+        if others:
+            self.app.call_from_thread(self._show_batches, others)
+
+    def _show_batches(self, rows: list[Any]) -> None:
+        self._watched.update(p.batch.id for p in rows)
+        self.query_one("#runs-watch", BatchWatch).show(rows)

@@ -187,10 +187,13 @@ def node_info() -> dict[str, str]:
         node_id = ray.get_runtime_context().get_node_id() or ""
     except Exception:  # noqa: BLE001 - outside Ray (tests of the worker body): no node id
         node_id = ""
-    try:
-        address = ray.util.get_node_ip_address()
-    except Exception:  # noqa: BLE001
-        address = ""
+    try:  # the node's own address (its raylet's --node-ip-address, as ray.nodes() lists it), not a guess
+        address = ray._private.worker.global_worker.node_ip_address
+    except Exception:  # noqa: BLE001 - not a connected worker: the address seen from this host
+        try:
+            address = ray.util.get_node_ip_address()
+        except Exception:  # noqa: BLE001
+            address = ""
     return {"id": node_id, "address": address, "host": os.uname().nodename, "pid": str(os.getpid())}
 
 
