@@ -650,8 +650,14 @@ def main() -> int:
         for sample in chosen:
             bus = EventBus()
             agent_name = sample.agent if sample.agent in BUILTIN else sample.model
+            # A checkpoint's episodes are one rollout batch (k=4 per task), as `bandpass run` would make.
+            batch_id = "" if sample.agent in BUILTIN else sample.model
             with session(ws.engine) as s:
-                eid = queries.create_episode(s, versions[sample.task], agent_name).id
+                if batch_id and queries.get_batch(s, batch_id) is None:
+                    queries.create_batch(
+                        s, batch_id, agent=sample.model, kind="model", base_url="", k=4, params={}
+                    )
+                eid = queries.create_episode(s, versions[sample.task], agent_name, batch_id=batch_id).id
             assert eid is not None
             if sample.kill_after_s is not None:
                 _killer(bus, eid, sample.kill_after_s)

@@ -677,11 +677,17 @@ class BatchProgress:
         return self.status.get("queued", 0) + self.status.get("running", 0) > 0
 
 
-def batch_progress(s: Session, *, since: Any = None, also: Sequence[str] = ()) -> list[BatchProgress]:
-    """Batches that are unfinished, created at or after ``since``, or named in ``also``, newest first,
-    with their episodes counted by status and outcome in one grouped query (cheap to poll)."""
+def batch_progress(
+    s: Session, *, since: Any = None, also: Sequence[str] = (), recent: int = 0
+) -> list[BatchProgress]:
+    """Batches that are unfinished, created at or after ``since``, named in ``also`` or among the
+    ``recent`` newest, newest first, with their episodes counted by status and outcome in one grouped
+    query (cheap to poll)."""
     unfinished = select(Episode.batch_id).where(col(Episode.status).in_(["queued", "running"])).distinct()
     cond = col(Batch.id).in_(unfinished)
+    if recent:
+        newest = select(Batch.id).order_by(col(Batch.created_at).desc(), col(Batch.id).desc()).limit(recent)
+        cond = cond | col(Batch.id).in_(newest)
     if since is not None:
         cond = cond | (col(Batch.created_at) >= since)
     if also:

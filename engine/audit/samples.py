@@ -48,8 +48,9 @@ _EPISODE_OWN = frozenset(
 _DATETIME_EPISODE = ("started_at", "ended_at")
 #: End-state archives above this are not shipped (the listing with sizes and hashes still is).
 ARCHIVE_SHIP_LIMIT = 512 * 1024
-#: Episodes loaded from a sample carry this batch id prefix: it marks them as samples in every view and
-#: makes loading idempotent (one lookup per sample, no extra column).
+#: Episodes loaded from a sample carry this batch id prefix: it marks them as samples in every view.
+#: Samples recorded in one rollout batch (a checkpoint's episodes) share ``sample:<batch>`` and its Batch
+#: row; others get ``sample:<slug>``. Loading is idempotent: a sample is known by batch and created time.
 BATCH_PREFIX = "sample:"
 _STEP_FIELDS = (*STEP_FIELDS, "created_at")
 
@@ -80,6 +81,7 @@ def export_sample(ws: Workspace, episode_id: int, dest_dir: Path, *, note: str =
         task = s.get(queries.Task, version.task_id)
         steps = queries.steps(s, episode_id)
         audit = queries.latest_audit(s, version.id)  # type: ignore[arg-type]
+        batch = queries.get_batch(s, ep.batch_id) if ep.batch_id else None
         end = endstate_store.get_endstate(s, episode_id)
         tags = queries.tags_for_episode(s, episode_id, include_cleared=True)
         reviews = list(s.exec(select(ReviewSuggestion).where(ReviewSuggestion.episode_id == episode_id)))
@@ -127,6 +129,17 @@ def export_sample(ws: Workspace, episode_id: int, dest_dir: Path, *, note: str =
         for f in Episode.model_fields
         if f not in _EPISODE_OWN
     }
+    doc["batch"] = (
+        {
+            "id": batch.id,
+            "agent": batch.agent,
+            "kind": batch.kind,
+            "k": batch.k,
+            "created_at": _iso(batch.created_at),
+        }
+        if batch is not None
+        else None
+    )
     tag_ids = {t.id: n for n, t in enumerate(tags)}
     doc["tags"] = [_row(t, drop=("id", "episode_id")) for t in tags]
     doc["reviews"] = [
@@ -211,9 +224,10 @@ def load_samples(ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str]
     for folder in sample_dirs(samples_dir):
         slug = folder.name
         doc = read_sample(folder)
-        batch_id = f"{BATCH_PREFIX}{slug}"
+        batch = doc.get("batch") or None
+        batch_id = f"{BATCH_PREFIX}{batch['id'] if batch else slug}"
         with session(ws.engine) as s:
-            if queries.episodes(s, batch_id=batch_id):
+            if _already_loaded(s, batch_id, doc):
                 continue
             task = queries.get_task(s, doc["task"])
             if task is None:
@@ -236,6 +250,20 @@ def load_samples(ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str]
                     casts[key] = ws.rel(cast_dir / name)
                 else:
                     casts[key] = ""
+            if batch and queries.get_batch(s, batch_id) is None:
+                # The rollout batch the episode was recorded in: Runs lists it with its outcomes.
+                row = queries.create_batch(
+                    s,
+                    batch_id,
+                    agent=batch["agent"],
+                    kind=batch["kind"],
+                    base_url="",
+                    k=batch["k"],
+                    params={},
+                )
+                row.executor = "local"
+                if batch.get("created_at"):
+                    row.created_at = _dt(batch["created_at"])  # type: ignore[assignment]
             ep = Episode(
                 **{**_revive(Episode, _v1_episode(doc)), **_revive(Episode, _episode_columns(doc))},
                 task_version_id=version.id,  # type: ignore[arg-type]
@@ -259,6 +287,17 @@ def load_samples(ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str]
         added += 1
     load_sample_audits(ws, samples_dir, on_warning=warn)
     return added
+
+
+def _already_loaded(s: Any, batch_id: str, doc: dict[str, Any]) -> bool:
+    """A sample is one episode: loaded when its batch holds an episode created at the recorded time
+    (samples of one recorded batch share its id), or, for a sample without that time, any episode."""
+    if not doc.get("created_at"):
+        return bool(queries.episodes(s, batch_id=batch_id))
+    found = s.exec(
+        select(Episode.id).where(Episode.batch_id == batch_id, Episode.created_at == _dt(doc["created_at"]))
+    ).first()
+    return found is not None
 
 
 def _v1_episode(doc: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,8 @@ cluster that does not answer is one red line under the bar and nothing is queued
 
 Batches this screen did not start (``bandpass run`` in a terminal, another TUI) are followed from the
 store: a poll every ``WATCH_INTERVAL_S`` fills :class:`~tui.widgets.batch_watch.BatchWatch` with each one's
-executor, done/total and outcomes.
+executor, done/total and outcomes. The ``RECENT_BATCHES`` newest batches are listed too, finished or not:
+a curator coming back to Runs sees what ran last and how it ended.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from tui.widgets.threadsafe import UiCaller
 BUILTIN_CHOICES = ("oracle", "nop")
 #: How often the screen reads other processes' batches from the store.
 WATCH_INTERVAL_S = 1.0
+#: Finished batches listed beside the live ones (newest first), so Runs shows what ran last.
+RECENT_BATCHES = 10
 
 
 def format_step(index: int, action: dict[str, Any]) -> str:
@@ -451,7 +454,9 @@ class RunsScreen(Screen[None]):
         from store.db import session
 
         with session(self.workspace.engine) as s:
-            rows = queries.batch_progress(s, since=self._since, also=sorted(self._watched))
+            rows = queries.batch_progress(
+                s, since=self._since, also=sorted(self._watched), recent=RECENT_BATCHES
+            )
         others = [p for p in rows if p.batch.id not in self.own_batches]
         if others:
             self.app.call_from_thread(self._show_batches, others)
