@@ -380,3 +380,32 @@ def test_queue_never_cuts_the_outcome_and_suggests_by_code(workspace: Workspace,
     make_episode(workspace, outcome=outcome)
     out = bp(workspace.root, "queue").stdout
     assert outcome in out and f"infra.{outcome.split(':')[1]}" in out
+
+
+# --- compare: steps aligned by content ----------------------------------------------------------------
+
+
+def test_compare_aligns_by_content_so_an_inserted_step_shifts_nothing() -> None:
+    from engine.review.compare import align
+
+    def st(i: int, keys: str) -> dict:
+        return {"index": i, "keystrokes": [keys], "time": float(i)}
+
+    left = [st(0, "cd /app\n"), st(1, "make\n"), st(2, "./run\n")]
+    right = [st(0, "cd  /app\n"), st(1, "ls -la\n"), st(2, "make\n"), st(3, "./run --fast\n")]
+    obs = ({0: "$", 1: "built", 2: "ok"}, {0: "$", 1: "x", 2: "built", 3: "ok"})
+    rows, first = align(left, right, obs)
+    got = [(r.left_index, r.right_index, r.why) for r in rows]
+    assert got == [(0, 0, ""), (None, 1, "only_right"), (1, 2, ""), (2, 3, "keystrokes")]
+    assert first == 1 and rows[1].describe("A", "B") == "step 1 of B has no counterpart in A"
+    assert rows[2].steps_label() == "1 / 2" and rows[0].steps_label() == "0"
+    # same action, different world: the screen shown differs
+    rows, first = align(left[:1], right[:1], ({0: "$ "}, {0: "bash: cd: /app: No such file"}))
+    assert first == 0 and rows[0].why == "observation"
+    # by index, a deleted step is one-sided too and the rest still lines up
+    rows, first = align(left, [left[0], left[2]])
+    assert [(r.left_index, r.right_index, r.why) for r in rows] == [
+        (0, 0, ""),
+        (1, None, "only_left"),
+        (2, 2, ""),
+    ]

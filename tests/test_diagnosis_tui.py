@@ -241,3 +241,42 @@ async def test_queue_opens_the_replay_at_the_evidence(workspace: Workspace) -> N
         replay = app.screen
         assert replay.source.episode_id == eid
         await wait_for(pilot, lambda: replay.player is not None and replay.player.position == 1.0, "the seek")
+
+
+def _set_steps(ws: Workspace, eid: int, steps: list[tuple[str, str]]) -> None:
+    """Replaces an episode's steps with (keystrokes, observation) pairs."""
+    with session(ws.engine) as s:
+        s.exec(text("DELETE FROM step WHERE episode_id = :e"), params={"e": eid})
+        for i, (keys, obs) in enumerate(steps):
+            action = {"commands": [{"keystrokes": keys, "duration": 1.0}], "task_complete": False}
+            q.add_step(s, eid, i, marker_time=1.0 + 10.0 * i, action=action, observation=obs)
+
+
+async def test_compare_aligns_an_inserted_step_and_highlights_the_first_divergence(
+    workspace: Workspace,
+) -> None:
+    a = make_episode(workspace, task="t1", outcome="passed", steps=3)
+    b = make_episode(workspace, task="t1", outcome="failed", steps=3)
+    _set_steps(workspace, a, [("cd /app\n", "$"), ("make\n", "built"), ("./run\n", "ok")])
+    _set_steps(
+        workspace, b, [("cd /app\n", "$"), ("ls\n", "Makefile"), ("make\n", "built"), ("./run\n", "FAIL")]
+    )
+    screen = CompareScreen(workspace, a, b)
+    app = Host(screen)
+    async with app.run_test(size=(150, 40)) as pilot:
+        table = screen.query_one("#compare-steps", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 4, "the aligned rows")
+        cells = [[str(c) for c in table.get_row_at(n)] for n in range(4)]
+        # the inserted `ls` is a one-sided row; make and ./run line up again (by index all three differ)
+        assert [c[:2] for c in cells] == [["", "0"], ["+", "— / 1"], ["", "1 / 2"], ["≠", "2 / 3"]]
+        assert cells[1][2] == "—" and cells[1][3].startswith("ls")
+        assert table.cursor_row == 1  # opened on the first divergence, highlighted
+        assert table.get_row_at(1)[0].style == "bold reverse" and table.get_row_at(3)[0].style == ""
+        text_ = str(screen.query_one("#compare-divergence", Static).content)
+        assert (
+            f"step 1 of episode {b} has no counterpart in episode {a}" in text_
+            and "2 divergent rows" in text_
+        )
+        await pilot.press("d")
+        await wait_for(pilot, lambda: table.cursor_row == 3, "the next divergence")
+        assert screen.rows[3].why == "observation"

@@ -4,8 +4,9 @@ Deterministic rules, no model: the same stored episode always gets the same diag
 why, and 10,000 episodes take seconds. Each rule looks at one source — the outcome and its detail, the
 failing checks, the policy's steps (keystrokes, the screens it was shown, cuts), the end state it left
 (changed files and the tamper guard's findings; keystrokes stand in when none was captured), the agent's
-name — and may return a *finding*: a taxonomy code, a confidence and evidence items. Each evidence item cites a step
-index and a cast time (so the Replay screen can seek to it) and quotes the lines that show it.
+name — and may return a *finding*: a taxonomy code, a confidence and evidence items. Each evidence item
+cites a step index and a cast time (so the Replay screen can seek to it) and quotes the lines that show
+it; an end-state item also names the file and its kind of change.
 
 The strongest finding becomes the diagnosis; the others stay as supporting findings. A specific harness
 signature (typing into a pager, an open quote, a loop) beats the generic outcome code it ends in
