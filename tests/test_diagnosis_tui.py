@@ -71,7 +71,10 @@ async def test_cluster_view_tags_a_whole_signature_in_one_undoable_step(workspac
         await pilot.press("k")
         assert [len(c.items) for c in screen.clusters] == [3, 1]
         info = str(screen.query_one("#queue-info", Static).content)
-        assert "cluster of 3 · 3 pending" in info and "checks:tests/test_outputs.py::test_x" in info
+        assert (
+            f"cluster {screen.current_cluster.id} of 3 · 3 pending" in info
+            and "checks:tests/test_outputs.py::test_x" in info
+        )
         await pilot.press("t", "2")  # one tag for the cluster's untagged members
         assert isinstance(app.screen, TagDialog) and "3 episodes" in str(
             app.screen.query_one("#tag-title").content

@@ -38,7 +38,8 @@ def review_cmd(
         bool, typer.Option("--pending", help="Every pending episode of the tag queue.")
     ] = False,
     cluster: Annotated[
-        str | None, typer.Option("--cluster", help="A failure cluster (see `bandpass reviews --clusters`).")
+        str | None,
+        typer.Option("--cluster", help="A failure cluster: its id or signature (see `bandpass clusters`)."),
     ] = None,
     sample: Annotated[int, typer.Option("--sample", help="Members of --cluster to review.", min=1)] = 5,
     model: Annotated[
@@ -186,8 +187,8 @@ def reviews_cmd(
             typer.echo(json.dumps([c.as_dict() for c in found], indent=2))
             return
         for c in found:
-            checks = ",".join(c.failing) or "-"
-            typer.echo(f"{c.id}  {len(c.episode_ids):>4}  {c.task:<28} {c.outcome:<28} {checks}")
+            checks = ",".join(c.failing) or c.code
+            typer.echo(f"{c.id}  {c.size:>4}  {c.task:<28} {c.outcome:<28} {checks}")
         return
     with session(ws.engine) as s:
         if episodes:
@@ -233,7 +234,7 @@ def _review_dict(r: Any) -> dict[str, Any]:
 
 def _summary_text(s: dict[str, Any]) -> str:
     lines = [
-        f"cluster {s['id']}: {s['task']} {s['outcome']} {','.join(s['failing_checks']) or '-'} "
+        f"cluster {s['id']}: {s['task']} {s['outcome']} {','.join(s['failing_checks']) or s['diagnosis']} "
         f"({s['size']} episodes, {s['reviewed']} reviewed)",
         f"majority {s['majority'] or '—'} ({_share(s['majority_share'])}); codes {s['codes']}; "
         f"verdicts {s['verdicts']}; {s['dropped']} dropped",

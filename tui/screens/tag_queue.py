@@ -26,7 +26,7 @@ from textual.widgets import Footer, Header, Static
 
 from engine.core.workspace import Workspace
 from engine.review.reviewer import ReviewError
-from engine.review.signatures import describe
+from engine.review.signatures import cluster_id, describe
 from engine.review.tagging import QueueFilter, QueueItem, TagError, Tagger, load_queue, similar
 from engine.review.taxonomy import TaxonomyError
 from engine.review.text import strip_controls
@@ -48,6 +48,7 @@ COLUMNS = (
     Column("tags", "tags / suggestion", 34),
 )
 CLUSTER_COLUMNS = (
+    Column("id", "cluster", 10),
     Column("size", "size", 5, "right", sort_key=numeric_key),
     Column("pending", "pending", 7, "right", sort_key=numeric_key),
     Column("task", "task", 22),
@@ -66,6 +67,8 @@ class QueueCluster:
 
     def __init__(self, signature: str, items: list[QueueItem]) -> None:
         self.signature = signature
+        # the same id as `bandpass clusters` and the reviewer's --cluster (engine/review/signatures.py)
+        self.id = cluster_id(signature)
         self.items = items
         self.pending = [i for i in items if i.state == "pending"]
         rep = items[0]
@@ -253,6 +256,7 @@ class TagQueueScreen(Screen[None]):
                     (
                         n,
                         (
+                            c.id,
                             str(len(c.items)),
                             str(len(c.pending)),
                             rep.task,
@@ -291,7 +295,7 @@ class TagQueueScreen(Screen[None]):
                 info.update("no failures" if not self._all else f"no {self.filter} episodes (f: filter)")
                 return
             lines = [
-                f"cluster of {len(c.items)} · {len(c.pending)} pending",
+                f"cluster {c.id} of {len(c.items)} · {len(c.pending)} pending",
                 f"signature: {describe(c.signature)}",
                 f"suggested tag: {c.suggestion} (a: tag every untagged member, one undo)"
                 if c.suggestion
