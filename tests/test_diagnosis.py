@@ -352,6 +352,14 @@ def test_cli_diagnose_clusters_episodes_show(workspace: Workspace) -> None:
     assert [c["episodes"] for c in json.loads(bp(root, "clusters", "--json", "--task", "t2").stdout)] == [
         [limit]
     ]
+    # one id per cluster, the same in `clusters`, `queue --cluster` and `reviews --clusters`
+    big = cl[0]["id"]
+    assert big in bp(root, "clusters").stdout
+    queued = json.loads(bp(root, "queue", "--json", "--cluster", big).stdout)
+    assert sorted(i["episode_id"] for i in queued) == sorted(same)
+    assert [
+        (c["id"], c["episodes"]) for c in json.loads(bp(root, "reviews", "--clusters", "--json").stdout)
+    ] == [(c["id"], c["episodes"]) for c in cl]
 
     eps = json.loads(bp(root, "episodes", "--json", "--task", "t1").stdout)
     assert [e["episode_id"] for e in eps] == [*same, other] and eps[0]["diagnosis"] == "policy.failed_checks"
