@@ -622,6 +622,26 @@ def rule_probe(f: EpisodeFacts) -> Finding | None:
             )
         ]
         return Finding(code, 0.95, summary, ev)
+    tripped = [g for g in f.guard_findings if not g.get("allowed")]
+    if f.agent == "oracle" and tripped:
+        # the reference solution changed what the guard protects: the guard (or the task's allowances)
+        # is wrong, not the task's ground truth
+        ev = [
+            _change_evidence(
+                f,
+                str(g.get("path", "")),
+                str(g.get("kind", "")),
+                f"tamper guard {g.get('rule', '?')}: {g.get('kind', 'changed')} {g.get('path', '?')}",
+                str(g.get("why", "")),
+            )
+            for g in tripped[:5]
+        ]
+        return Finding(
+            "harness.guard_conflict",
+            0.95,
+            "the reference solution trips the tamper guard (allow its paths in [metadata.bandpass.guard])",
+            ev,
+        )
     if f.agent == "oracle" and outcomes.is_valid_sample(f.outcome) and f.outcome != outcomes.PASSED:
         return Finding(
             "invalidity.oracle_fails",
