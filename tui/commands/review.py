@@ -9,6 +9,7 @@ Ctrl-C), 2 when the run could not start (no key, unknown prompt, a budget withou
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -78,6 +79,10 @@ def review_cmd(
         raise fail(str(exc), code=2) from None
     if not ids:
         raise fail("no episodes selected: name episode ids, --task, --pending or --cluster", code=2)
+    if cluster and not re.fullmatch(r"[0-9a-f]{10}", cluster):  # a full signature: kept by its id
+        from engine.review.signatures import cluster_id
+
+        cluster = cluster_id(cluster)
     # One console on stdout: result lines print above the bar, and rich draws the bar only on a terminal.
     out_console = Console(soft_wrap=True)
     stop = threading.Event()
