@@ -476,6 +476,8 @@ def _step_touching(f: EpisodeFacts, path: str) -> StepFacts | None:
     """The step whose keystrokes name ``path`` (a write first, else any mention; the full path before
     its base name): where an end-state change most likely came from. None when no keystroke names it
     (a script the policy ran, a variable)."""
+    if not path:
+        return None
     name = path.rsplit("/", 1)[-1]
     for needle in (path, name if len(name) > 2 else ""):
         if not needle:
