@@ -19,6 +19,9 @@ _EPISODE_COLS = (
     "e.id, e.agent, e.batch_id, e.outcome, e.reward, e.error, e.verifier_output, e.agent_cast, "
     "e.verifier_cast, v.hash, v.instruction, t.name"
 )
+#: The end state (changes and tamper-guard findings), NULL for an episode captured none.
+_ENDSTATE_COLS = ", es.changes_json, es.findings_json"
+_ENDSTATE_JOIN = " LEFT JOIN episode_endstate es ON es.episode_id = e.id"
 _FROM = " FROM episode e JOIN task_version v ON v.id = e.task_version_id JOIN task t ON t.id = v.task_id"
 
 
@@ -36,6 +39,8 @@ class DiagnosisInput:
     version_hash: str
     instruction: str
     task: str
+    changes_json: str | None = None  # the end state's change list (None: no end state stored)
+    findings_json: str | None = None  # the tamper guard's findings on it
     steps: list[tuple[Any, ...]] = field(default_factory=list)  # (index, marker_time, action, obs, cuts, raw)
 
 
@@ -67,7 +72,12 @@ def diagnosis_inputs(s: Session, episode_ids: Sequence[int], chunk: int = 500) -
         marks = ",".join("?" * len(ids))
         eps = {
             r[0]: DiagnosisInput(*r)
-            for r in _sql(s, f"SELECT {_EPISODE_COLS}{_FROM} WHERE e.id IN ({marks}) ORDER BY e.id", ids)
+            for r in _sql(
+                s,
+                f"SELECT {_EPISODE_COLS}{_ENDSTATE_COLS}{_FROM}{_ENDSTATE_JOIN}"
+                f" WHERE e.id IN ({marks}) ORDER BY e.id",
+                ids,
+            )
         }
         for r in _sql(
             s,

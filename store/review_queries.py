@@ -118,19 +118,27 @@ def diagnosis_table(s: Session) -> tuple[str, str | tuple[str, str]] | None:
     return None
 
 
-def stored_diagnoses(s: Session) -> dict[int, str] | None:
-    """episode id -> the latest stored diagnosis ``class.subclass``; None when no diagnosis table exists."""
+def stored_diagnoses(s: Session) -> dict[int, tuple[str, str]] | None:
+    """episode id -> (suggested ``class.subclass``, diagnosis code) of the latest stored diagnosis; the
+    suggestion is ``""`` when the diagnosis suggests no tag (``policy.failed_checks``, ``unknown...``):
+    such an episode *was* diagnosed and must count, never vanish from the figures. None when no
+    diagnosis table exists."""
     found = diagnosis_table(s)
     if found is None:
         return None
     table, code = found
     expr = f'"{code[0]}" || \'.\' || "{code[1]}"' if isinstance(code, tuple) else f'"{code}"'
-    out: dict[int, str] = {}
-    for eid, value in s.connection().execute(
-        text(f'SELECT episode_id, {expr} FROM "{table}" ORDER BY rowid')
+    cols = {r[1] for r in s.connection().execute(text(f'PRAGMA table_info("{table}")'))}
+    # the diagnosis's own code beside its suggested tag, when the table keeps both
+    code_expr = '"code"' if "code" in cols and code != "code" else expr
+    out: dict[int, tuple[str, str]] = {}
+    for eid, value, dcode in s.connection().execute(
+        text(f'SELECT episode_id, {expr}, {code_expr} FROM "{table}" ORDER BY rowid')
     ):
-        if eid is not None and value:
-            out[int(eid)] = str(value)
+        if eid is None:
+            continue
+        label = str(value or "")
+        out[int(eid)] = ("" if label in ("none", ".") else label, str(dcode or ""))
     return out
 
 

@@ -13,6 +13,7 @@ from textual.app import App
 from engine.core.workspace import Workspace
 from tests._replay_data import make_episode
 from tests.test_diagnosis_tui import make_loop_episode
+from tests.tui_wait import wait_for
 from tui.screens.compare import CompareScreen
 from tui.screens.episodes import EpisodesScreen
 from tui.screens.tag_queue import TagQueueScreen
@@ -44,8 +45,10 @@ def ws(tmp_path: Path) -> Workspace:
 
 def test_snapshot_cluster_view(ws: Workspace, snap_compare: Any) -> None:
     async def run_before(pilot: Any) -> None:
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "settled", False), what="the queue's load")
         await pilot.press("k")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: pilot.app.screen.cluster_view, what="the cluster view")
+        await pilot.pause()
 
     assert snap_compare(Host(lambda: TagQueueScreen(ws)), terminal_size=SIZE, run_before=run_before)
 

@@ -59,6 +59,13 @@ async def wait_for(pilot, cond, what: str) -> None:  # noqa: ANN001
     raise AssertionError(f"timed out waiting for {what}")
 
 
+async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:  # noqa: ANN001
+    """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
+    await pilot.press(*keys)
+    await pilot.pause()
+    await wait_for(pilot, lambda: screen.settled, "the queue's load")
+
+
 async def test_cluster_view_tags_a_whole_signature_in_one_undoable_step(workspace: Workspace) -> None:
     same = [make_episode(workspace, task="t1", test="test_x") for _ in range(3)]
     other = make_episode(workspace, task="t1", test="test_y")
@@ -66,29 +73,33 @@ async def test_cluster_view_tags_a_whole_signature_in_one_undoable_step(workspac
     screen = TagQueueScreen(workspace, tagger=Tagger(workspace, author="pilot"))
     app = Host(screen)
     async with app.run_test(size=(170, 45)) as pilot:
+        await wait_for(pilot, lambda: screen.settled, "the queue's first load")
         assert probe not in [i.episode_id for i in screen.items]  # the audit's probe is hidden ...
         assert "audit probes hidden" in screen.status_text()
-        await pilot.press("k")
+        await press(pilot, screen, "k")
         assert [len(c.items) for c in screen.clusters] == [3, 1]
         info = str(screen.query_one("#queue-info", Static).content)
-        assert "cluster of 3 · 3 pending" in info and "checks:tests/test_outputs.py::test_x" in info
-        await pilot.press("t", "2")  # one tag for the cluster's untagged members
+        assert (
+            f"cluster {screen.current_cluster.id} of 3 · 3 pending" in info
+            and "checks:tests/test_outputs.py::test_x" in info
+        )
+        await press(pilot, screen, "t", "2")  # one tag for the cluster's untagged members
         assert isinstance(app.screen, TagDialog) and "3 episodes" in str(
             app.screen.query_one("#tag-title").content
         )
-        await pilot.press("enter")
+        await press(pilot, screen, "enter")
         await wait_for(
             pilot, lambda: all(tags_of(workspace, e) == ["harness.turn_limit"] for e in same), "tags"
         )
         assert tags_of(workspace, other) == []
-        await pilot.press("u")  # one undo for the whole cluster
+        await press(pilot, screen, "u")  # one undo for the whole cluster
         assert all(tags_of(workspace, e) == [] for e in same)
 
-        await pilot.press("enter")  # a cluster lists its members
+        await press(pilot, screen, "enter")  # a cluster lists its members
         assert not screen.cluster_view and [i.episode_id for i in screen.items] == same
-        await pilot.press("escape")  # back to the clusters
+        await press(pilot, screen, "escape")  # back to the clusters
         assert screen.cluster_view
-        await pilot.press("escape", "P")  # ... and to the list; P shows the probes
+        await press(pilot, screen, "escape", "P")  # ... and to the list; P shows the probes
         assert probe in [i.episode_id for i in screen.items]
 
 
@@ -99,14 +110,15 @@ async def test_queue_filters_and_signature_selection(workspace: Workspace) -> No
     d = make_episode(workspace, task="t2", outcome="agent_error:turn_limit", agent="m1")
     screen = TagQueueScreen(workspace)
     async with Host(screen).run_test(size=(170, 45)) as pilot:
-        await pilot.press("S")  # the same signature: never the episode failing on test_y
+        await wait_for(pilot, lambda: screen.settled, "the queue's first load")
+        await press(pilot, screen, "S")  # the same signature: never the episode failing on test_y
         assert screen.selected == {a, b}
-        await pilot.press("escape")
-        await pilot.press("A")  # only the highlighted episode's agent (m1)
+        await press(pilot, screen, "escape")
+        await press(pilot, screen, "A")  # only the highlighted episode's agent (m1)
         assert [i.episode_id for i in screen.items] == [a, c, d] and "agent m1" in screen.status_text()
-        await pilot.press("down", "down", "O")  # only agent_error:turn_limit
+        await press(pilot, screen, "down", "down", "O")  # only agent_error:turn_limit
         assert [i.episode_id for i in screen.items] == [d]
-        await pilot.press("x")
+        await press(pilot, screen, "x")
         assert len(screen.items) == 4
 
 
@@ -234,10 +246,50 @@ async def test_queue_opens_the_replay_at_the_evidence(workspace: Workspace) -> N
     screen = TagQueueScreen(workspace)
     app = Host(screen)
     async with app.run_test(size=(170, 45)) as pilot:
+        await wait_for(pilot, lambda: screen.settled, "the queue's first load")
         info = str(screen.query_one("#queue-info", Static).content)
         assert "outcome agent_error:turn_limit" in info and "[step 0 @ 1.0s]" in info
-        await pilot.press("enter")
+        await press(pilot, screen, "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), "Replay")
         replay = app.screen
         assert replay.source.episode_id == eid
         await wait_for(pilot, lambda: replay.player is not None and replay.player.position == 1.0, "the seek")
+
+
+def _set_steps(ws: Workspace, eid: int, steps: list[tuple[str, str]]) -> None:
+    """Replaces an episode's steps with (keystrokes, observation) pairs."""
+    with session(ws.engine) as s:
+        s.exec(text("DELETE FROM step WHERE episode_id = :e"), params={"e": eid})
+        for i, (keys, obs) in enumerate(steps):
+            action = {"commands": [{"keystrokes": keys, "duration": 1.0}], "task_complete": False}
+            q.add_step(s, eid, i, marker_time=1.0 + 10.0 * i, action=action, observation=obs)
+
+
+async def test_compare_aligns_an_inserted_step_and_highlights_the_first_divergence(
+    workspace: Workspace,
+) -> None:
+    a = make_episode(workspace, task="t1", outcome="passed", steps=3)
+    b = make_episode(workspace, task="t1", outcome="failed", steps=3)
+    _set_steps(workspace, a, [("cd /app\n", "$"), ("make\n", "built"), ("./run\n", "ok")])
+    _set_steps(
+        workspace, b, [("cd /app\n", "$"), ("ls\n", "Makefile"), ("make\n", "built"), ("./run\n", "FAIL")]
+    )
+    screen = CompareScreen(workspace, a, b)
+    app = Host(screen)
+    async with app.run_test(size=(150, 40)) as pilot:
+        table = screen.query_one("#compare-steps", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 4, "the aligned rows")
+        cells = [[str(c) for c in table.get_row_at(n)] for n in range(4)]
+        # the inserted `ls` is a one-sided row; make and ./run line up again (by index all three differ)
+        assert [c[:2] for c in cells] == [["", "0"], ["+", "— / 1"], ["", "1 / 2"], ["≠", "2 / 3"]]
+        assert cells[1][2] == "—" and cells[1][3].startswith("ls")
+        assert table.cursor_row == 1  # opened on the first divergence, highlighted
+        assert table.get_row_at(1)[0].style == "bold reverse" and table.get_row_at(3)[0].style == ""
+        text_ = str(screen.query_one("#compare-divergence", Static).content)
+        assert (
+            f"step 1 of episode {b} has no counterpart in episode {a}" in text_
+            and "2 divergent rows" in text_
+        )
+        await pilot.press("d")
+        await wait_for(pilot, lambda: table.cursor_row == 3, "the next divergence")
+        assert screen.rows[3].why == "observation"

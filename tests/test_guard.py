@@ -228,6 +228,15 @@ def test_oracle_tripping_the_guard_is_a_guard_conflict_with_the_path(
     assert "invalidity.oracle_fails" not in report.reasons  # the oracle does solve it
     detail = next(f["detail"] for f in report.checks["findings"] if f["code"] == "harness.guard_conflict")
     assert "/root/.bashrc" in detail
+    # the oracle episode's own diagnosis says the same, from the stored guard findings
+    from engine.review.evidence import episode_record
+    from store.endstate import finished_episodes
+
+    with session(workspace.engine) as s:
+        oracle = next(e.id for e in finished_episodes(s, vid) if e.agent == "oracle")
+    d = episode_record(workspace, oracle, diagnose_if_missing=False)["diagnosis"]
+    assert d["code"] == "harness.guard_conflict", d
+    assert ("/root/.bashrc", "modified") in {(e.get("path"), e.get("change")) for e in d["evidence"]}
     # the allowance the finding asks for resolves it
     allowed = _task(
         workspace,

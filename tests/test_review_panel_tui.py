@@ -64,6 +64,13 @@ def panel_text(screen: Screen[None]) -> str:
     return str(screen.query_one(ReviewPanel).content)
 
 
+async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:  # noqa: ANN001
+    """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
+    await pilot.press(*keys)
+    await pilot.pause()
+    await wait_for(pilot, lambda: screen.settled, what="the queue's load")
+
+
 async def test_tag_queue_shows_the_review_and_accepts_it_with_one_key(workspace: Workspace) -> None:
     a = make_episode(workspace, task="t1")
     b = make_episode(workspace, task="t2")
@@ -72,7 +79,7 @@ async def test_tag_queue_shows_the_review_and_accepts_it_with_one_key(workspace:
     screen = TagQueueScreen(workspace, tagger=Tagger(workspace, author="pilot"))
     app = Host(screen)
     async with app.run_test(size=(170, 50)) as pilot:
-        await pilot.pause()
+        await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
         assert "y" in app.active_bindings and app.active_bindings["y"].binding.description == "Accept review"
         shown = panel_text(screen)
         assert f"#{rid}" in shown and "false_fail" in shown and "misalignment.false_negative" in shown
@@ -80,25 +87,25 @@ async def test_tag_queue_shows_the_review_and_accepts_it_with_one_key(workspace:
         assert "1 unsupported part(s) dropped: step 9 does not exist" in shown
         assert "Deterministic diagnosis: policy.failed_checks (confidence 0.7)" in shown  # issue 15
         assert tags_of(workspace, a) == []  # shown, not written
-        await pilot.press("y")
+        await press(pilot, screen, "y")
         await pilot.pause()
         assert tags_of(workspace, a) == ["misalignment.false_negative"]
         with session(workspace.engine) as s:
             (tag,) = q.tags_for_episode(s, a)
             assert tag.author == "pilot" and tag.blocking
         assert f"accepted as tag #{tag.id}" in panel_text(screen)
-        await pilot.press("y")  # twice is not two tags
+        await press(pilot, screen, "y")  # twice is not two tags
         await pilot.pause()
         assert tags_of(workspace, a) == ["misalignment.false_negative"]
-        await pilot.press("u")
+        await press(pilot, screen, "u")
         await pilot.pause()
         assert tags_of(workspace, a) == []
         assert "(y: accept)" in panel_text(screen)
-        await pilot.press("down")
+        await press(pilot, screen, "down")
         await pilot.pause()
         assert screen.current is not None and screen.current.episode_id == b
         assert "refused" in panel_text(screen)
-        await pilot.press("y")
+        await press(pilot, screen, "y")
         await pilot.pause()
         assert tags_of(workspace, b) == []
 
@@ -161,12 +168,12 @@ async def test_R_asks_claude_in_the_background_and_the_panel_shows_the_result(
         screen = TagQueueScreen(workspace, tagger=Tagger(workspace, author="pilot"))
         app = Host(screen)
         async with app.run_test(size=(170, 50)) as pilot:
-            await pilot.pause()
+            await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
             assert "none yet" in panel_text(screen)
-            await pilot.press("R")
+            await press(pilot, screen, "R")
             landed = lambda: "invalidity.wrong_ground_truth" in panel_text(screen)  # noqa: E731
             await wait_for(pilot, landed, what="the worker's review in the panel")
             assert tags_of(workspace, eid) == []  # still only a suggestion
-            await pilot.press("y")
+            await press(pilot, screen, "y")
             await pilot.pause()
             assert tags_of(workspace, eid) == ["invalidity.wrong_ground_truth"]

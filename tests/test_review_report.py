@@ -117,13 +117,50 @@ def test_report_reads_a_stored_diagnosis_table_when_present(workspace: Workspace
                     " checks_json, signature, rules_version, created_at)"
                     " VALUES (:e, :c, :t, 0.9, '', '[]', '[]', '', 1, '2026-01-01 00:00:00')"
                 ),
-                {"e": eid, "c": code or "policy.failed_checks", "t": code or "none"},
+                {"e": eid, "c": code or "policy.failed_checks", "t": code},  # "" as the diagnoser stores it
             )
     rep = review_report(workspace)
     assert rep.diagnosis is not None and rep.diagnosis.agreement is not None
-    assert rep.diagnosis.agreement.n == 4
-    assert rep.diagnosis.agreement.class_agreement == 0.5
-    assert rep.diagnosis.agreement.subclass_agreement == 0.5
+    a = rep.diagnosis.agreement
+    # pairs (tl,tl) (tl,tl) (oracle_fails,output_cap) (oracle_fails, no suggestion): all four counted
+    assert a.n == 4 and a.class_agreement == 0.5 and a.subclass_agreement == 0.5
+    assert a.no_suggestion == 1 and rep.diagnosis.no_suggestion_codes == {"policy.failed_checks": 1}
+    assert a.class_agreement_suggested == pytest.approx(2 / 3)
+    assert rep.reviewers[0].agreement.no_suggestion == 1  # type: ignore[union-attr]  # the review said none
+
+
+def test_a_diagnosis_with_no_suggested_tag_is_counted_not_dropped(workspace: Workspace) -> None:
+    """Real stored rows: the diagnoser stores ``policy.failed_checks`` with an empty tag; the report counts
+    that episode (a disagreement with the curator's tag), says so apart, and names undiagnosed ones."""
+    from engine.review.diagnoser import diagnose_episodes
+
+    plain = make_episode(workspace, task="a", test="test_x", with_casts=False)
+    loop = make_episode(workspace, task="b", outcome="agent_error:turn_limit", with_casts=False)
+    diagnose_episodes(workspace, [plain, loop])
+    later = make_episode(workspace, task="c", with_casts=False)  # tagged, never diagnosed
+    tagger = Tagger(workspace, author="cur")
+    tagger.tag(plain, "misalignment.flaky_verifier")
+    tagger.tag(loop, "harness.turn_limit")
+    tagger.tag(later, "harness.turn_limit")
+    fig = review_report(workspace).diagnosis
+    assert fig is not None and fig.agreement is not None
+    a = fig.agreement.as_dict()
+    assert (a["n"], a["no_suggestion"], a["subclass_agreement"], a["subclass_agreement_suggested"]) == (
+        2,
+        1,
+        0.5,
+        1.0,
+    )
+    assert fig.no_suggestion_codes == {"policy.failed_checks": 1} and fig.curated_not_diagnosed == 1
+    from rich.console import Console
+
+    from engine.review.review_report import render_review_report
+
+    con = Console(width=200, record=True)
+    con.print(render_review_report(review_report(workspace)))
+    out = con.export_text()
+    assert "1 of 2 curated episodes got no suggestion (policy.failed_checks 1)" in out
+    assert "(no suggestion)" in out and "1 curated episode(s) not diagnosed yet" in out
 
 
 def test_independent_leaves_out_tags_written_by_accepting(workspace: Workspace) -> None:

@@ -370,6 +370,29 @@ def test_clusters_are_sampled_and_summarised(workspace: Workspace, server: Anthr
         assert {r.cluster for r in rq.all_reviews(s)} == {big.id}
 
 
+def test_a_cluster_id_means_the_same_episodes_everywhere(workspace: Workspace) -> None:
+    """`bandpass clusters`, the tag queue's cluster view and filter, and the reviewer share one cluster:
+    the diagnosis's failure signature, named by one short id (or the full signature)."""
+    from engine.review.clusters import load_clusters
+    from engine.review.tagging import QueueFilter, load_queue
+    from tui.screens.tag_queue import group_clusters
+
+    same = [make_episode(workspace, task="loop", test="test_answer") for _ in range(3)]
+    make_episode(workspace, task="loop", test="test_other")
+    make_episode(workspace, task="loop", outcome="agent_error:turn_limit")  # no checks: diagnosis + error
+    nop = make_episode(workspace, task="loop", test="test_answer", agent="nop")  # an audit probe
+    listed = {c.id: c.episode_ids for c in load_clusters(workspace)}  # `bandpass clusters`
+    assert {c.id: c.episode_ids for c in failure_clusters(workspace)} == listed  # the reviewer's
+    queue = load_queue(workspace)
+    assert {c.id: sorted(i.episode_id for i in c.items) for c in group_clusters(queue)} == listed
+    big = next(k for k, v in listed.items() if v == same)
+    for key in (big, next(c.signature for c in load_clusters(workspace) if c.id == big)):
+        assert [i.episode_id for i in load_queue(workspace, filt=QueueFilter(cluster=key))] == same
+        assert select_episodes(workspace, cluster=key, sample=5) == same  # probes stay out, as listed
+    assert nop in failure_clusters(workspace, include_probes=True)[0].episode_ids
+    assert cluster_summary(workspace, big)["episode_ids"] == same
+
+
 def test_scope_by_task_and_pending_and_clear_errors(workspace: Workspace) -> None:
     from engine.review.review_scope import ScopeError
 

@@ -9,6 +9,7 @@ from engine.review.tagging import Tagger, load_queue
 from store import queries as q
 from store.db import session
 from tests._replay_data import make_episode
+from tests.tui_wait import wait_for
 from tui.screens.replay import ReplayScreen
 from tui.screens.tag_dialog import TagDialog
 from tui.screens.tag_queue import TagQueueScreen
@@ -25,6 +26,13 @@ class Host(App[None]):
         self.push_screen(self.queue)
 
 
+async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:  # noqa: ANN001
+    """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
+    await pilot.press(*keys)
+    await pilot.pause()
+    await wait_for(pilot, lambda: screen.settled, what="the queue's load")
+
+
 def tags_of(ws: Workspace, eid: int) -> list[str]:
     with session(ws.engine) as s:
         return [f"{t.tag_class}.{t.subclass}" for t in q.tags_for_episode(s, eid)]
@@ -36,34 +44,35 @@ async def test_one_key_class_picker_and_next(workspace: Workspace) -> None:
     app = Host(workspace)
     async with app.run_test(size=(160, 45)) as pilot:
         screen = app.queue
+        await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
         assert [i.episode_id for i in screen.items] == [a, b] and screen.current.episode_id == a
-        await pilot.press("t", "3")  # the dialog, misalignment, then pick the subclass in the list
+        await press(pilot, screen, "t", "3")  # the dialog, misalignment, then pick the subclass in the list
         dialog = app.screen
         assert isinstance(dialog, TagDialog) and dialog.tag_class == "misalignment"
-        await pilot.press("down", "down")  # false_positive -> false_negative -> reward_hack
+        await press(pilot, screen, "down", "down")  # false_positive -> false_negative -> reward_hack
         assert dialog.code == "misalignment.reward_hack"
-        await pilot.press("1")  # change of mind: invalidity
+        await press(pilot, screen, "1")  # change of mind: invalidity
         assert dialog.code == "invalidity.underspecified_instruction"
-        await pilot.press("enter")
+        await press(pilot, screen, "enter")
         await pilot.pause()
         assert tags_of(workspace, a) == ["invalidity.underspecified_instruction"]
         assert screen.current.episode_id == b  # moved on to the next pending episode
 
-        await pilot.press("a")  # the suggestion is preselected ...
+        await press(pilot, screen, "a")  # the suggestion is preselected ...
         assert isinstance(app.screen, TagDialog) and app.screen.code == "harness.turn_limit"
         assert tags_of(workspace, b) == []  # ... but not written until confirmed
-        await pilot.press("escape")
+        await press(pilot, screen, "escape")
         assert tags_of(workspace, b) == []
-        await pilot.press("a", "enter")
+        await press(pilot, screen, "a", "enter")
         await pilot.pause()
         assert tags_of(workspace, b) == ["harness.turn_limit"]
         with session(workspace.engine) as s:
             (tag,) = q.tags_for_episode(s, b)
         assert tag.author == "pilot" and tag.created_at is not None
 
-        await pilot.press("u")
+        await press(pilot, screen, "u")
         assert tags_of(workspace, b) == []
-        await pilot.press("u")
+        await press(pilot, screen, "u")
         assert tags_of(workspace, a) == []
 
 
@@ -73,22 +82,23 @@ async def test_bulk_tag_every_episode_failing_the_same_test(workspace: Workspace
     app = Host(workspace)
     async with app.run_test(size=(160, 45)) as pilot:
         screen = app.queue
-        await pilot.press("S")
+        await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
+        await press(pilot, screen, "S")
         assert screen.selected == set(same)
-        await pilot.press("t", "2")
+        await press(pilot, screen, "t", "2")
         assert "3 episodes" in str(app.screen.query_one("#tag-title").content)
-        await pilot.press("enter")
+        await press(pilot, screen, "enter")
         await pilot.pause()
         assert all(tags_of(workspace, e) == ["harness.turn_limit"] for e in same)
         assert tags_of(workspace, other) == [] and screen.selected == set()
-        await pilot.press("u")  # one undo reverses the whole bulk tag
+        await press(pilot, screen, "u")  # one undo reverses the whole bulk tag
         assert all(tags_of(workspace, e) == [] for e in same)
 
         # A hand-made selection with space.
         screen.query_one("#queue-table", VirtualTable).cursor_row = 0
-        await pilot.press("space", "down", "down", "down", "space")
+        await press(pilot, screen, "space", "down", "down", "down", "space")
         assert screen.selected == {same[0], other}
-        await pilot.press("escape")
+        await press(pilot, screen, "escape")
         assert screen.selected == set()
 
 
@@ -98,28 +108,29 @@ async def test_skip_persists_filter_and_replay(workspace: Workspace) -> None:
     app = Host(workspace)
     async with app.run_test(size=(160, 45)) as pilot:
         screen = app.queue
-        await pilot.press("s")
+        await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
+        await press(pilot, screen, "s")
         assert {i.episode_id: i.state for i in load_queue(workspace)} == {a: "skipped", b: "pending"}
         assert screen.current.episode_id == b
-        await pilot.press("p")  # previous pending wraps to b itself: a is skipped
+        await press(pilot, screen, "p")  # previous pending wraps to b itself: a is skipped
         assert screen.current.episode_id == b
-        await pilot.press("f")  # all
+        await press(pilot, screen, "f")  # all
         assert screen.filter == "all" and len(screen.items) == 2
-        await pilot.press("f")  # tagged
+        await press(pilot, screen, "f")  # tagged
         assert screen.items == []
-        await pilot.press("f")  # skipped
+        await press(pilot, screen, "f")  # skipped
         assert [i.episode_id for i in screen.items] == [a]
-        await pilot.press("s")  # skip again on a skipped episode: unskip
+        await press(pilot, screen, "s")  # skip again on a skipped episode: unskip
         assert load_queue(workspace, states={"pending"})[0].episode_id == a
-        await pilot.press("u")
+        await press(pilot, screen, "u")
         assert {i.episode_id for i in load_queue(workspace, states={"skipped"})} == {a}
 
-        await pilot.press("f")  # pending
-        await pilot.press("enter")
+        await press(pilot, screen, "f")  # pending
+        await press(pilot, screen, "enter")
         assert (
             isinstance(app.screen, ReplayScreen) and app.screen.source.episode_id == screen.current.episode_id
         )
-        await pilot.press("escape")
+        await press(pilot, screen, "escape")
         assert app.screen is screen
 
 
@@ -129,11 +140,53 @@ async def test_clear_tag_from_the_queue(workspace: Workspace) -> None:
     app = Host(workspace)
     async with app.run_test(size=(160, 45)) as pilot:
         screen = app.queue
-        await pilot.press("f")  # all
+        await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
+        await press(pilot, screen, "f")  # all
         assert screen.current.tags == ["invalidity.oracle_fails"]
-        await pilot.press("c")
+        await press(pilot, screen, "c")
         assert tags_of(workspace, a) == []
         with session(workspace.engine) as s:
             assert q.task_rows(s)[0].blocking_tags == 0
-        await pilot.press("u")
+        await press(pilot, screen, "u")
         assert tags_of(workspace, a) == ["invalidity.oracle_fails"]
+
+
+async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Workspace, monkeypatch) -> None:  # noqa: ANN001
+    """The store is read off the UI thread: while the read is held back the screen says it is loading and
+    still answers keys; the rows arrive when the worker hands them over. A failed read is a notification."""
+    import threading
+
+    import tui.screens.tag_queue as tq
+
+    a = make_episode(workspace, task="t1")
+    release = threading.Event()
+    real = tq.read_queue
+
+    def held(*args, **kw):  # noqa: ANN002, ANN003
+        release.wait(30)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(tq, "read_queue", held)
+    app = Host(workspace)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = app.queue
+        table = screen.query_one("#queue-table", VirtualTable)
+        await wait_for(pilot, lambda: screen.reloading, what="the load to start")
+        assert screen.status_text() == "loading the queue…" and table.loading and not screen.settled
+        assert str(screen.query_one("#queue-info").content) == "loading the queue…"
+        await pilot.press("k")  # the UI thread is free: keys are handled during the load
+        assert screen.cluster_view
+        await pilot.press("k")
+        release.set()
+        await wait_for(pilot, lambda: screen.settled, what="the queue's load")
+        assert [i.episode_id for i in screen.items] == [a] and not table.loading
+        assert screen.last_load_s is not None and screen.has_focus_within and table.has_focus
+
+        def boom(*_: object) -> None:
+            raise RuntimeError("database is on fire")
+
+        monkeypatch.setattr(tq, "read_queue", boom)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.settled, what="the failed reload")
+        assert any("on fire" in str(n.message) for n in app._notifications)
+        assert [i.episode_id for i in screen.items] == [a]  # the last rows stay

@@ -71,6 +71,12 @@ class Agreement:
     kappa_class: float | None
     kappa_subclass: float | None
     per_class: list[ClassFigures] = field(default_factory=list)
+    #: Of the ``n``, how many got no suggestion (label ``none``): counted in ``n`` as disagreements, and
+    #: reported apart so a low figure can be read as "often silent" rather than "often wrong".
+    no_suggestion: int = 0
+    #: The agreements over the ``n - no_suggestion`` episodes that did get a suggestion.
+    class_agreement_suggested: float | None = None
+    subclass_agreement_suggested: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +86,9 @@ class Agreement:
             "kappa_class": _r(self.kappa_class),
             "kappa_subclass": _r(self.kappa_subclass),
             "per_class": [c.as_dict() for c in self.per_class],
+            "no_suggestion": self.no_suggestion,
+            "class_agreement_suggested": _r(self.class_agreement_suggested),
+            "subclass_agreement_suggested": _r(self.subclass_agreement_suggested),
         }
 
 
@@ -102,6 +111,9 @@ def agreement(pairs: Sequence[tuple[str, str]]) -> Agreement:
         )
         for c in labels
     ]
+    said = [(a, b) for a, b in full if b != NONE]
+    said_cls = [(class_of(a), class_of(b)) for a, b in said]
+    m = len(said)
     return Agreement(
         n=n,
         class_agreement=sum(1 for a, b in cls if a == b) / n if n else None,
@@ -109,4 +121,7 @@ def agreement(pairs: Sequence[tuple[str, str]]) -> Agreement:
         kappa_class=cohens_kappa(cls),
         kappa_subclass=cohens_kappa(full),
         per_class=per_class,
+        no_suggestion=n - m,
+        class_agreement_suggested=sum(1 for a, b in said_cls if a == b) / m if m else None,
+        subclass_agreement_suggested=sum(1 for a, b in said if a == b) / m if m else None,
     )

@@ -46,6 +46,14 @@ def _steps(rows: Sequence[tuple]) -> list[StepFacts]:
     return out
 
 
+def _json_list(text: str | None) -> list[dict]:
+    try:
+        v = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
 def facts_of(ws: Workspace, row: dq.DiagnosisInput) -> EpisodeFacts:
     reports: dict[str, bytes] = {}
     if row.verifier_cast or row.agent_cast:
@@ -62,6 +70,10 @@ def facts_of(ws: Workspace, row: dq.DiagnosisInput) -> EpisodeFacts:
         batch_id=row.batch_id or "",
         steps=_steps(row.steps),
         reports=reports,
+        # None, not []: "no end state was captured" (the rules fall back on keystrokes) differs from
+        # "captured, and the policy changed nothing"
+        changes=_json_list(row.changes_json) if row.changes_json is not None else None,
+        guard_findings=_json_list(row.findings_json),
     )
 
 

@@ -6,6 +6,13 @@ suggestion (the latest successful review): agreement on class and on class.subcl
 both, per-class precision and recall, plus what the reviews cost per reviewed episode and how much of
 their evidence validation had to drop.
 
+A suggester that said nothing is not left out: a review whose code is ``none`` and a diagnosis that
+suggests no tag (``policy.failed_checks``: "the policy simply failed"; ``unknown.no_evidence``) count in
+``n`` as disagreements with the curator's tag, and are reported apart — the "no suggestion" count, which
+diagnosis codes they were, and the agreement over the episodes that did get a suggestion — so the figure
+neither hides the silent episodes nor reads "often silent" as "often wrong". Curated episodes with no
+stored diagnosis at all are counted too (``bandpass diagnose`` fills them in).
+
 A tag written by accepting a review agrees with that review by construction; ``independent=True`` leaves
 such episodes out, which is the honest figure once curators start accepting suggestions.
 """
@@ -22,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.core.workspace import Workspace
-from engine.review.agreement import Agreement, agreement
+from engine.review.agreement import NONE, Agreement, agreement
 from store import review_queries as rq
 from store.db import session
 from store.models import ReviewSuggestion
@@ -45,6 +52,8 @@ class SuggesterFigures:
     cost_usd: float | None = None
     cost_unknown_reviews: int = 0
     agreement: Agreement | None = None
+    no_suggestion_codes: dict[str, int] = field(default_factory=dict)  # diagnosis codes with no tag
+    curated_not_diagnosed: int = 0
 
     @property
     def cost_per_episode(self) -> float | None:
@@ -59,6 +68,10 @@ class SuggesterFigures:
             "reviewed_episodes": self.reviewed_episodes,
             "agreement": self.agreement.as_dict() if self.agreement else None,
         }
+        if self.kind == "diagnosis":
+            d.update(
+                no_suggestion_codes=self.no_suggestion_codes, curated_not_diagnosed=self.curated_not_diagnosed
+            )
         if self.kind == "review":
             cpe = self.cost_per_episode
             d.update(
@@ -141,7 +154,12 @@ def review_report(ws: Workspace, *, model: str | None = None, independent: bool 
     else:
         fig = SuggesterFigures(name="deterministic diagnosis", kind="diagnosis")
         fig.reviewed_episodes = len(diagnoses)
-        fig.agreement = agreement([(labels[e][0], code) for e, code in diagnoses.items() if e in labels])
+        compared = {e: v for e, v in diagnoses.items() if e in labels}
+        fig.agreement = agreement([(labels[e][0], tag or NONE) for e, (tag, _code) in compared.items()])
+        fig.no_suggestion_codes = dict(
+            Counter(code or "?" for tag, code in compared.values() if not tag).most_common()
+        )
+        fig.curated_not_diagnosed = sum(1 for e in labels if e not in diagnoses)
         report.diagnosis = fig
     return report
 
@@ -160,10 +178,14 @@ def render_review_report(report: ReviewReport) -> Group:
     if report.independent:
         head += " (tags written by accepting a review left out)"
     parts.append(Text(head, style="bold"))
-    table = Table(title="agreement with curators (episodes with both a tag and a suggestion)")
+    table = Table(
+        title="agreement with curators (episodes with a tag and a review or diagnosis; "
+        "no suggestion counts as a disagreement)"
+    )
     for col in (
         "suggester",
         "n",
+        "no sugg.",
         "class",
         "subclass",
         "κ class",
@@ -186,6 +208,7 @@ def render_review_report(report: ReviewReport) -> Group:
         table.add_row(
             f.name,
             str(a.n if a else 0),
+            str(a.no_suggestion if a else 0),
             _pct(a.class_agreement if a else None),
             _pct(a.subclass_agreement if a else None),
             _num(a.kappa_class if a else None),
@@ -204,6 +227,26 @@ def render_review_report(report: ReviewReport) -> Group:
             Text(f"deterministic diagnosis: unavailable ({report.diagnosis_unavailable})", style="yellow")
         )
     for f in sugg:
+        a = f.agreement
+        if a and a.no_suggestion:
+            codes = ", ".join(f"{k} {v}" for k, v in f.no_suggestion_codes.items())
+            parts.append(
+                Text(
+                    f"{f.name}: {a.no_suggestion} of {a.n} curated episodes got no suggestion"
+                    + (f" ({codes})" if codes else "")
+                    + f", counted as disagreements; where it suggested ({a.n - a.no_suggestion}): "
+                    f"class {_pct(a.class_agreement_suggested)}, "
+                    f"subclass {_pct(a.subclass_agreement_suggested)}"
+                )
+            )
+        if f.kind == "diagnosis" and f.curated_not_diagnosed:
+            parts.append(
+                Text(
+                    f"{f.name}: {f.curated_not_diagnosed} curated episode(s) not diagnosed yet "
+                    "(bandpass diagnose --all), not in its n",
+                    style="yellow",
+                )
+            )
         if not f.agreement or not f.agreement.per_class:
             continue
         pc = Table(title=f"per class: {f.name}")
@@ -213,6 +256,8 @@ def render_review_report(report: ReviewReport) -> Group:
             pc.add_row(
                 c.label, str(c.support), str(c.predicted), str(c.correct), _pct(c.precision), _pct(c.recall)
             )
+        if f.agreement.no_suggestion:
+            pc.add_row("(no suggestion)", "—", str(f.agreement.no_suggestion), "0", "—", "—")
         parts.append(pc)
         if f.kind == "review" and (f.cost_unknown_reviews or set(f.by_status) - {"ok"}):
             extra = ", ".join(f"{k} {v}" for k, v in sorted(f.by_status.items()))

@@ -1,68 +1,43 @@
 """Which episodes a review run reads, failure clusters to sample from, and a cluster's summary.
 
-A *failure signature* here is task version + outcome + the failing checks the verifier named (the same
-key the tag queue's "same failure" selection uses). Reviewing every member of a 40-episode cluster would
-cost 40 reviews to learn one thing, so ``--cluster`` reviews an evenly spread sample and summarises what
-the reviews agree on. The diagnosis feature (issue #15) defines richer signatures; :func:`signature` is
-the one place to switch to them.
+Clusters are the diagnosis's failure clusters (engine/review/clusters.py: task version + outcome + the
+normalised failing checks, or the diagnosis code + the normalised last error line), named by the same
+short id as in ``bandpass clusters`` and the tag queue's cluster view, so "cluster X" means the same
+episodes everywhere. Reviewing every member of a 40-episode cluster would cost 40 reviews to learn one
+thing, so ``--cluster`` reviews an evenly spread sample and summarises what the reviews agree on. Like the
+tag queue, the audit's own probes are left out unless asked.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.workspace import Workspace
-from engine.review.tagging import failing_tests, load_queue
+from engine.review.clusters import load_clusters
+from engine.review.signatures import Cluster, matches
+from engine.review.tagging import load_queue
 from store import review_queries as rq
 from store.db import session
 
 
-@dataclass
-class Cluster:
-    id: str
-    task: str
-    version_hash: str
-    outcome: str
-    failing: tuple[str, ...]
-    episode_ids: list[int] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "task": self.task,
-            "version_hash": self.version_hash,
-            "outcome": self.outcome,
-            "failing_checks": list(self.failing),
-            "size": len(self.episode_ids),
-            "episode_ids": self.episode_ids,
-        }
+def failure_clusters(
+    ws: Workspace, *, task: str | None = None, include_probes: bool = False
+) -> list[Cluster]:
+    """Clusters of finished episodes that did not pass, largest first (``bandpass clusters``'s)."""
+    return load_clusters(ws, task=task, include_probes=include_probes)
 
 
-def signature(version_hash: str, outcome: str, failing: Sequence[str]) -> str:
-    key = f"{version_hash}|{outcome}|{','.join(failing)}"
-    return hashlib.sha1(key.encode()).hexdigest()[:10]
-
-
-def failure_clusters(ws: Workspace, *, task: str | None = None) -> list[Cluster]:
-    """Clusters of finished episodes that did not pass, largest first."""
-    with session(ws.engine) as s:
-        refs = rq.finished_episodes(s, task=task)
-        s.expunge_all()
-    clusters: dict[str, Cluster] = {}
-    for ref in refs:
-        ep = ref.episode
-        if ep.outcome == "passed":
-            continue
-        failing = failing_tests(ep.verifier_output or "")
-        sid = signature(ref.version_hash, ep.outcome, failing)
-        c = clusters.setdefault(sid, Cluster(sid, ref.task, ref.version_hash, ep.outcome, failing))
-        c.episode_ids.append(ep.id)  # type: ignore[arg-type]
-    return sorted(clusters.values(), key=lambda c: (-len(c.episode_ids), c.task, c.id))
+def find_cluster(ws: Workspace, key: str, *, include_probes: bool = False) -> Cluster | None:
+    """The cluster a cluster id or full signature names, with the members ``bandpass clusters`` lists
+    for it (probes left out); a cluster only probes are in is found with them."""
+    for probes in (include_probes, True):
+        found = next((c for c in load_clusters(ws, include_probes=probes) if matches(c.signature, key)), None)
+        if found is not None or probes:
+            return found
+    return None
 
 
 def spread_sample(ids: Sequence[int], n: int) -> list[int]:
@@ -106,9 +81,9 @@ def select_episodes(
     if pending:
         chosen.extend(i.episode_id for i in load_queue(ws, states={"pending"}))
     if cluster is not None:
-        found = next((c for c in failure_clusters(ws) if c.id == cluster), None)
+        found = find_cluster(ws, cluster)
         if found is None:
-            raise ScopeError(f"no failure cluster {cluster!r} (bandpass reviews --clusters lists them)")
+            raise ScopeError(f"no failure cluster {cluster!r} (bandpass clusters lists them)")
         chosen.extend(spread_sample(found.episode_ids, sample))
     return list(dict.fromkeys(chosen))
 
@@ -116,7 +91,7 @@ def select_episodes(
 def cluster_summary(ws: Workspace, cluster_id: str) -> dict[str, Any]:
     """What the reviews of a cluster's members say together: how many agree on which code and verdict,
     the dropped evidence, and the explanation of the best-supported review of the majority code."""
-    found = next((c for c in failure_clusters(ws) if c.id == cluster_id), None)
+    found = find_cluster(ws, cluster_id)
     if found is None:
         raise ScopeError(f"no failure cluster {cluster_id!r}")
     members = set(found.episode_ids)
@@ -138,6 +113,7 @@ def cluster_summary(ws: Workspace, cluster_id: str) -> dict[str, Any]:
     )
     return {
         **found.as_dict(),
+        "episode_ids": found.episode_ids,
         "reviewed": len(latest),
         "not_ok": sum(1 for r in reviews if r.status != "ok"),
         "codes": dict(codes.most_common()),

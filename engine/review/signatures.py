@@ -5,10 +5,16 @@ outcome code, and the normalised failing checks — or, when the verifier named 
 and the normalised last error line. Bulk tagging ("this task always fails on test_x") selects by it, so
 a cluster never mixes episodes that failed on different checks (the mis-tag the old task + outcome key
 made when the failing-tests column was empty).
+
+A cluster's **id** is a short hash of its signature (:func:`cluster_id`): the one name for a cluster in
+``bandpass clusters``, the tag queue's cluster view and filter (``bandpass queue --cluster``) and the
+reviewer (``bandpass review --cluster``, ``bandpass reviews --clusters``); each also takes the full
+signature (:func:`matches`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,6 +39,26 @@ def signature(version_hash: str, outcome: str, checks: Iterable[str], code: str,
     names = sorted(set(checks))
     detail = "checks:" + ",".join(names) if names else f"{code}|{normalise_line(last_error)}"
     return f"{version_hash[:12]}|{outcome}|{detail}"
+
+
+def cluster_id(sig: str) -> str:
+    """The cluster's short id (10 hex digits of the signature's sha1)."""
+    return hashlib.sha1(sig.encode()).hexdigest()[:10]
+
+
+def matches(sig: str, key: str) -> bool:
+    """Whether ``key`` (a cluster id or a full signature) names the cluster of ``sig``."""
+    return bool(sig) and (key == sig or key == cluster_id(sig))
+
+
+def checks_of(sig: str) -> tuple[str, ...]:
+    """The failing checks a signature was keyed on (none when it fell back on the diagnosis)."""
+    detail = sig.split("|", 2)[2] if sig.count("|") >= 2 else ""
+    return (
+        tuple(n for n in detail.removeprefix("checks:").split(",") if n)
+        if detail.startswith("checks:")
+        else ()
+    )
 
 
 def describe(sig: str) -> str:
@@ -61,8 +87,20 @@ class Cluster:
     members: list[ClusterMember] = field(default_factory=list)
 
     @property
+    def id(self) -> str:
+        return cluster_id(self.signature)
+
+    @property
     def size(self) -> int:
         return len(self.members)
+
+    @property
+    def episode_ids(self) -> list[int]:
+        return [m.episode_id for m in self.members]
+
+    @property
+    def failing(self) -> tuple[str, ...]:
+        return checks_of(self.signature)
 
     @property
     def representative(self) -> ClusterMember:
@@ -71,6 +109,7 @@ class Cluster:
 
     def as_dict(self, *, members: bool = True) -> dict[str, Any]:
         d: dict[str, Any] = {
+            "id": self.id,
             "signature": self.signature,
             "size": self.size,
             "task": self.task,
@@ -78,6 +117,7 @@ class Cluster:
             "diagnosis": self.code,
             "representative": self.representative.episode_id,
             "summary": self.representative.summary,
+            "failing_checks": list(self.failing),
         }
         if members:
             d["episodes"] = [m.episode_id for m in self.members]

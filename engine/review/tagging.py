@@ -23,6 +23,7 @@ from engine.core.workspace import Workspace
 from engine.review.checks import check_names, failed_checks
 from engine.review.diagnosis import is_probe
 from engine.review.outcomes import suggested_tag
+from engine.review.signatures import matches
 from engine.review.taxonomy import Taxonomy, TaxonomyError, load_taxonomy
 from engine.sandbox.attribution import summary as attribution_line
 from store import diagnoses as dq
@@ -85,7 +86,8 @@ class QueueItem:
 @dataclass
 class QueueFilter:
     """What the queue shows besides its state filter. ``outcome`` matches a full outcome or its kind
-    (``failed``, ``agent_error``, ``infra_error``); ``cluster`` is a signature."""
+    (``failed``, ``agent_error``, ``infra_error``); ``cluster`` is a cluster id or a full signature
+    (engine/review/signatures.py)."""
 
     agent: str | None = None
     task: str | None = None
@@ -106,7 +108,7 @@ class QueueFilter:
             and i.outcome.split(":", 1)[0] != self.outcome
         ):
             return False
-        return self.cluster is None or i.signature == self.cluster
+        return self.cluster is None or matches(i.signature, self.cluster)
 
     def describe(self) -> str:
         parts = [

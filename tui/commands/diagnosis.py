@@ -68,7 +68,9 @@ def clusters_cmd(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Failures grouped by signature (task version, outcome, failing checks or diagnosis + last error)."""
+    """Failures grouped by signature (task version, outcome, failing checks or diagnosis + last error).
+    A cluster's id is the same in the tag queue (`bandpass queue --cluster ID`) and the reviewer
+    (`bandpass review --cluster ID`)."""
     from engine.review.clusters import load_clusters
 
     ws = open_workspace()
@@ -81,10 +83,10 @@ def clusters_cmd(
         return
     from engine.review.signatures import describe
 
-    typer.echo(f"{'size':>5} {'rep':>6} {'task':<24} {'diagnosis':<30} signature")
+    typer.echo(f"{'id':<10} {'size':>5} {'rep':>6} {'task':<24} {'diagnosis':<30} signature")
     for c in cl:
         typer.echo(
-            f"{c.size:>5} {c.representative.episode_id:>6} {c.task[:24]:<24} {c.code[:30]:<30} "
+            f"{c.id:<10} {c.size:>5} {c.representative.episode_id:>6} {c.task[:24]:<24} {c.code[:30]:<30} "
             f"{describe(c.signature)[:90]}"
         )
     typer.echo(f"{len(cl)} cluster{'s' * (len(cl) != 1)}, {sum(c.size for c in cl)} failures")

@@ -154,7 +154,9 @@ def queue_cmd(
     ] = None,
     cluster: Annotated[
         str | None,
-        typer.Option("--cluster", help="Only this failure signature (see bandpass clusters --json)."),
+        typer.Option(
+            "--cluster", help="Only this failure cluster: its id or signature (see bandpass clusters)."
+        ),
     ] = None,
     probes: Annotated[
         bool, typer.Option("--probes", help="Include the audit's oracle/nop/cheat episodes.")

@@ -9,6 +9,7 @@ Ctrl-C), 2 when the run could not start (no key, unknown prompt, a budget withou
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -38,7 +39,8 @@ def review_cmd(
         bool, typer.Option("--pending", help="Every pending episode of the tag queue.")
     ] = False,
     cluster: Annotated[
-        str | None, typer.Option("--cluster", help="A failure cluster (see `bandpass reviews --clusters`).")
+        str | None,
+        typer.Option("--cluster", help="A failure cluster: its id or signature (see `bandpass clusters`)."),
     ] = None,
     sample: Annotated[int, typer.Option("--sample", help="Members of --cluster to review.", min=1)] = 5,
     model: Annotated[
@@ -77,6 +79,10 @@ def review_cmd(
         raise fail(str(exc), code=2) from None
     if not ids:
         raise fail("no episodes selected: name episode ids, --task, --pending or --cluster", code=2)
+    if cluster and not re.fullmatch(r"[0-9a-f]{10}", cluster):  # a full signature: kept by its id
+        from engine.review.signatures import cluster_id
+
+        cluster = cluster_id(cluster)
     # One console on stdout: result lines print above the bar, and rich draws the bar only on a terminal.
     out_console = Console(soft_wrap=True)
     stop = threading.Event()
@@ -186,8 +192,8 @@ def reviews_cmd(
             typer.echo(json.dumps([c.as_dict() for c in found], indent=2))
             return
         for c in found:
-            checks = ",".join(c.failing) or "-"
-            typer.echo(f"{c.id}  {len(c.episode_ids):>4}  {c.task:<28} {c.outcome:<28} {checks}")
+            checks = ",".join(c.failing) or c.code
+            typer.echo(f"{c.id}  {c.size:>4}  {c.task:<28} {c.outcome:<28} {checks}")
         return
     with session(ws.engine) as s:
         if episodes:
@@ -233,7 +239,7 @@ def _review_dict(r: Any) -> dict[str, Any]:
 
 def _summary_text(s: dict[str, Any]) -> str:
     lines = [
-        f"cluster {s['id']}: {s['task']} {s['outcome']} {','.join(s['failing_checks']) or '-'} "
+        f"cluster {s['id']}: {s['task']} {s['outcome']} {','.join(s['failing_checks']) or s['diagnosis']} "
         f"({s['size']} episodes, {s['reviewed']} reviewed)",
         f"majority {s['majority'] or '—'} ({_share(s['majority_share'])}); codes {s['codes']}; "
         f"verdicts {s['verdicts']}; {s['dropped']} dropped",

@@ -1,9 +1,11 @@
-"""Compare screen: two episodes side by side — steps aligned, first divergence highlighted, both
-verifier outputs.
+"""Compare screen: two episodes side by side — steps aligned by content, first divergence highlighted,
+both verifier outputs.
 
-The step table's cursor opens on the first divergent step (marked ``≠``, with why: keystrokes,
-observation, or one episode has no such step); ``d`` jumps to the next divergence; Enter replays the
-left episode at the step, ``R`` the right one.
+Steps are aligned by what they did (engine/review/compare.py), so a step one episode inserted shows as a
+one-sided row and the steps after it line up again. The step table's cursor opens on the first divergent
+row (highlighted; ``≠``: different keystrokes or a different screen, ``+``/``−``: a step only the right /
+left episode has; the step column reads ``3 / 4`` where the two are aligned at different numbers); ``d``
+jumps to the next divergence; Enter replays the left episode at the step, ``R`` the right one.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from engine.core.workspace import Workspace
-from engine.review.compare import AlignedStep, align, keys_text
+from engine.review.compare import ONLY_LEFT, ONLY_RIGHT, AlignedStep, align, keys_text
 from engine.review.evidence import episode_record, why_lines
 from store import queries
 from store.db import session
 
 DIVERGED = "bold reverse"
+MARKS = {ONLY_LEFT: "−", ONLY_RIGHT: "+"}
 
 
 class CompareScreen(Screen[None]):
@@ -67,19 +70,19 @@ class CompareScreen(Screen[None]):
         if self.first_divergence is None:
             return f"the {len(self.rows)} steps match (same keystrokes, same screens)"
         r = self.rows[self.first_divergence]
-        return f"first divergence at step {r.index}: {r.why} differ" + (
-            "" if r.why != "missing" else " (one episode has no such step)"
-        )
+        n = sum(1 for x in self.rows if x.differs)
+        names = (f"episode {self.ids[0]}", f"episode {self.ids[1]}")
+        return f"first divergence at {r.describe(*names)} · {n} divergent row{'s' * (n != 1)}"
 
     def on_mount(self) -> None:
         self.sub_title = f"episode {self.ids[0]} vs {self.ids[1]}"
         table = self.query_one(DataTable)
         table.add_columns("", "step", f"episode {self.ids[0]}", f"episode {self.ids[1]}")
-        for r in self.rows:
-            style = DIVERGED if r.differs and self.rows.index(r) == self.first_divergence else ""
+        for n, r in enumerate(self.rows):
+            style = DIVERGED if n == self.first_divergence else ""
             table.add_row(
-                Text("≠" if r.differs else "", style=style),
-                Text(str(r.index), style=style),
+                Text(MARKS.get(r.why, "≠") if r.differs else "", style=style),
+                Text(r.steps_label(), style=style),
                 Text(keys_text(r.left)[:70], style=style),
                 Text(keys_text(r.right)[:70], style=style),
             )

@@ -9,6 +9,10 @@ signature tagged in one go, skip for "not now" (persisted), and undo for the sli
 The cluster view (``k``) groups the failures by signature: one row per way of failing, with a preview of
 its members; ``a`` on a cluster tags all its untagged members as one undoable bulk tag, Enter lists them.
 
+The queue is read in a worker thread (10,000 failures take seconds to read and group): the screen shows a
+loading state meanwhile and stays responsive, and every reload (after a tag, a filter change, ``r``) goes
+the same way; what must happen after a reload (moving to the next pending episode) runs when it lands.
+
 Keys stay inside the queue only where it needs them: digits and Escape belong to the app (screen
 switches, leaving), so the queue never traps the keyboard. Why each episode ended (outcome, detail, tries,
 failing checks, diagnosis and evidence) is in the detail pane; the verifier's output there is plain text
@@ -17,16 +21,23 @@ failing checks, diagnosis and evidence) is in the detail pane; the verifier's ou
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
+from textual.worker import get_current_worker
 
 from engine.core.workspace import Workspace
 from engine.review.reviewer import ReviewError
-from engine.review.signatures import describe
+from engine.review.signatures import cluster_id, describe
 from engine.review.tagging import QueueFilter, QueueItem, TagError, Tagger, load_queue, similar
 from engine.review.taxonomy import TaxonomyError
 from engine.review.text import strip_controls
@@ -48,6 +59,7 @@ COLUMNS = (
     Column("tags", "tags / suggestion", 34),
 )
 CLUSTER_COLUMNS = (
+    Column("id", "cluster", 10),
     Column("size", "size", 5, "right", sort_key=numeric_key),
     Column("pending", "pending", 7, "right", sort_key=numeric_key),
     Column("task", "task", 22),
@@ -66,6 +78,8 @@ class QueueCluster:
 
     def __init__(self, signature: str, items: list[QueueItem]) -> None:
         self.signature = signature
+        # the same id as `bandpass clusters` and the reviewer's --cluster (engine/review/signatures.py)
+        self.id = cluster_id(signature)
         self.items = items
         self.pending = [i for i in items if i.state == "pending"]
         rep = items[0]
@@ -91,6 +105,24 @@ def group_clusters(items: list[QueueItem]) -> list[QueueCluster]:
     out = [QueueCluster(sig, members) for sig, members in by.items()]
     out.sort(key=lambda c: (-len(c.items), c.items[0].task, c.signature))
     return out
+
+
+@dataclass
+class QueueLoad:
+    """What one load produced in its worker, handed to the UI thread in one piece."""
+
+    all: list[QueueItem]  # every item the query filter admits
+    items: list[QueueItem]  # those the state filter shows (plus the kept one)
+    clusters: list[QueueCluster]  # ``items`` grouped by signature
+    seconds: float
+
+
+def read_queue(ws: Workspace, filt: QueueFilter, state: str, keep: int | None) -> QueueLoad:
+    """Reads and groups the queue. Runs in a worker thread: no widget is touched here."""
+    t0 = time.perf_counter()
+    every = load_queue(ws, filt=filt)
+    items = [i for i in every if state == "all" or i.state == state or i.episode_id == keep]
+    return QueueLoad(every, items, group_clusters(items), time.perf_counter() - t0)
 
 
 class TagQueueScreen(Screen[None]):
@@ -134,6 +166,15 @@ class TagQueueScreen(Screen[None]):
         self._by_id: dict[int, QueueItem] = {}
         self._counts: dict[str, int] = {"pending": 0, "tagged": 0, "skipped": 0}
         self._cluster_cache: tuple[list[QueueItem], list[tuple[int, tuple[str, ...]]]] | None = None
+        self._clusters_of: list[QueueItem] | None = None  # the items ``self.clusters`` was grouped from
+        #: A load is running in its worker (the table keeps the last rows meanwhile). Not ``loading``:
+        #: that is every widget's own reactive (it would cover the whole screen with an indicator).
+        self.reloading = False
+        #: Completed loads; the last one's seconds in its worker and on the UI thread (bench/).
+        self.loads = 0
+        self.load_error = ""  # the last load's failure, shown until a load succeeds
+        self.last_load_s: float | None = None
+        self.last_apply_s: float | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -183,23 +224,72 @@ class TagQueueScreen(Screen[None]):
         cur = self.current
         return [cur.episode_id] if cur else []
 
-    def action_refresh(self, keep: int | None = None) -> None:
-        """Reloads the queue. ``keep``: an episode just acted on stays listed (and under the cursor) even
-        if it no longer matches the filter, until the next reload: a row vanishing under the cursor
-        makes "what did I just do" unanswerable."""
+    @property
+    def settled(self) -> bool:
+        """Loaded at least once, and no load running: what a test waits for after a key that reloads."""
+        return self.loads > 0 and not self.reloading
+
+    def action_refresh(self, keep: int | None = None, then: Callable[[], None] | None = None) -> None:
+        """Reloads the queue in a worker; ``then`` runs once the rows are in. ``keep``: an episode just
+        acted on stays listed (and under the cursor) even if it no longer matches the filter, until the
+        next reload: a row vanishing under the cursor makes "what did I just do" unanswerable."""
         cur = self.current
         cursor_on = keep if keep is not None else (cur.episode_id if cur else None)
-        self._all = load_queue(self.ws, filt=self.query_filter)
+        self.reloading = True
+        if not self.loads:
+            self.table.loading = True  # nothing to show yet: the loading indicator over the table
+        self._refresh_status()
+        self._load(dataclasses.replace(self.query_filter), self.filter, keep, cursor_on, then)
+
+    @work(thread=True, exclusive=True, group="queue-load")
+    def _load(
+        self,
+        filt: QueueFilter,
+        state: str,
+        keep: int | None,
+        cursor_on: int | None,
+        then: Callable[[], None] | None,
+    ) -> None:
+        worker = get_current_worker()
+        try:
+            data = read_queue(self.ws, filt, state, keep)
+        except Exception as exc:  # noqa: BLE001 - becomes a notification, never a crash
+            if not worker.is_cancelled:
+                self.app.call_from_thread(self._load_failed, exc)
+            return
+        if not worker.is_cancelled:  # a newer load replaced this one: its rows would be stale
+            self.app.call_from_thread(self._loaded, data, cursor_on, then)
+
+    def _load_failed(self, exc: Exception) -> None:
+        self.load_error = f"{type(exc).__name__}: {exc}"
+        self.reloading = False
+        self.table.loading = False
+        self.notify(f"{type(exc).__name__}: {exc}", title="Could not load the queue", severity="error")
+        self._refresh_status()
+
+    def _loaded(self, data: QueueLoad, cursor_on: int | None, then: Callable[[], None] | None) -> None:
+        t0 = time.perf_counter()
+        self._all = data.all
         self._counts = {"pending": 0, "tagged": 0, "skipped": 0}
         for i in self._all:
             self._counts[i.state] += 1
         self._records.clear()
         self.selected &= {i.episode_id for i in self._all}
-        self.items = [
-            i for i in self._all if self.filter == "all" or i.state == self.filter or i.episode_id == keep
-        ]
-        self._cluster_rows()  # grouped now, with the load: opening the cluster view is then instant
+        self.items = data.items
+        self.clusters, self._clusters_of = data.clusters, data.items  # grouped in the worker
+        self._cluster_rows()  # the cluster view's rows now, with the load: opening it is then instant
+        self.reloading = False
+        self.load_error = ""
+        if self.table.loading:
+            self.table.loading = False
+            if self.focused is None:  # a loading widget takes no focus: give it back now
+                self.table.focus()
+        self.loads += 1
+        self.last_load_s = data.seconds
         self._fill_table(cursor_on)
+        if then is not None:
+            then()
+        self.last_apply_s = time.perf_counter() - t0
 
     def _fill_table(self, cursor_on: int | None = None) -> None:
         self._by_id = {i.episode_id: i for i in self.items}
@@ -244,7 +334,8 @@ class TagQueueScreen(Screen[None]):
     def _cluster_rows(self) -> list[tuple[int, tuple[str, ...]]]:
         """The cluster view's rows, grouped once per queue load (``k`` then only swaps rows in)."""
         if self._cluster_cache is None or self._cluster_cache[0] is not self.items:
-            self.clusters = group_clusters(self.items)
+            if self._clusters_of is not self.items:
+                self.clusters, self._clusters_of = group_clusters(self.items), self.items
             rows = []
             for n, c in enumerate(self.clusters):
                 rep = c.representative
@@ -253,6 +344,7 @@ class TagQueueScreen(Screen[None]):
                     (
                         n,
                         (
+                            c.id,
                             str(len(c.items)),
                             str(len(c.pending)),
                             rep.task,
@@ -266,7 +358,16 @@ class TagQueueScreen(Screen[None]):
             self._cluster_cache = (self.items, rows)
         return self._cluster_cache[1]
 
+    def _refresh_status(self) -> None:
+        self.query_one("#queue-status", Static).update(self.status_text())
+
     def status_text(self) -> str:
+        if not self.loads:
+            return (
+                "loading the queue…"
+                if self.reloading
+                else f"could not load the queue (r: retry): {self.load_error}"
+            )
         counts = self._counts
         sel = f" · {len(self.selected)} selected" if self.selected else ""
         undo = " · u: undo" if self.tagger.can_undo else ""
@@ -278,11 +379,15 @@ class TagQueueScreen(Screen[None]):
             + (f" · {narrowed} (x: clear)" if narrowed else "")
             + f" · {counts['pending']} pending, {counts['tagged']} tagged, {counts['skipped']} skipped"
             + f"{sel}{undo}{probes}"
+            + (" · reloading…" if self.reloading else "")
         )
 
     def _refresh_detail(self) -> None:
-        self.query_one("#queue-status", Static).update(self.status_text())
+        self._refresh_status()
         info = self.query_one("#queue-info", Static)
+        if not self.loads:
+            info.update("loading the queue…")
+            return
         shown = self.current  # in the cluster view: its representative
         self.query_one(ReviewPanel).show(shown.episode_id if shown else None)
         if self.cluster_view:
@@ -291,7 +396,7 @@ class TagQueueScreen(Screen[None]):
                 info.update("no failures" if not self._all else f"no {self.filter} episodes (f: filter)")
                 return
             lines = [
-                f"cluster of {len(c.items)} · {len(c.pending)} pending",
+                f"cluster {c.id} of {len(c.items)} · {len(c.pending)} pending",
                 f"signature: {describe(c.signature)}",
                 f"suggested tag: {c.suggestion} (a: tag every untagged member, one undo)"
                 if c.suggestion
@@ -374,6 +479,11 @@ class TagQueueScreen(Screen[None]):
                 return
         self.notify("no pending episodes left", timeout=3)
 
+    def _after_act(self) -> None:
+        """After tagging or skipping, once the reload landed: on to the next pending episode."""
+        if self.filter == "pending":
+            self._move_to_pending(+1)
+
     def action_next_pending(self) -> None:
         self._move_to_pending(+1)
 
@@ -436,7 +546,7 @@ class TagQueueScreen(Screen[None]):
         if cur is None or self.cluster_view:
             return
         self.selected ^= {cur.episode_id}
-        self.action_refresh(keep=cur.episode_id)
+        self._fill_table(cur.episode_id)  # only the marks change: no reload
 
     def action_select_similar(self) -> None:
         cur = self.current
@@ -445,7 +555,7 @@ class TagQueueScreen(Screen[None]):
         group = similar(self._all, cur)
         self.selected |= {i.episode_id for i in group}
         self.notify(f"selected {len(group)} episode(s) with the same failure signature", timeout=3)
-        self.action_refresh(keep=cur.episode_id)
+        self._fill_table(cur.episode_id)  # only the marks change: no reload
 
     # --- tagging --- #
 
@@ -470,9 +580,7 @@ class TagQueueScreen(Screen[None]):
                 return
             self.notify(f"tagged {what}: {choice.code} (u: undo)", timeout=3)
             self.selected.clear()
-            self.action_refresh(keep=cur.episode_id if cur and not cluster else None)
-            if self.filter == "pending":
-                self._move_to_pending(+1)
+            self.action_refresh(keep=cur.episode_id if cur and not cluster else None, then=self._after_act)
 
         self.app.push_screen(
             TagDialog(
@@ -507,9 +615,9 @@ class TagQueueScreen(Screen[None]):
             self.tagger.skip(ids)
         self.selected.clear()
         cur = self.current
-        self.action_refresh(keep=cur.episode_id if cur and not self.cluster_view else None)
-        if self.filter == "pending":
-            self._move_to_pending(+1)
+        self.action_refresh(
+            keep=cur.episode_id if cur and not self.cluster_view else None, then=self._after_act
+        )
 
     def action_clear_tag(self) -> None:
         cur = self.current
