@@ -34,6 +34,7 @@ from tui.screens.generation import GenerationScreen
 from tui.screens.help import HelpScreen
 from tui.screens.overview import OverviewScreen
 from tui.screens.replay import ReplayScreen
+from tui.screens.runs import RunsScreen
 from tui.screens.settings import SettingsScreen
 from tui.screens.tag_queue import TagQueueScreen
 from tui.screens.tasks import TasksScreen
@@ -152,6 +153,12 @@ async def test_every_screen_of_the_demo_shows_data(demo: Workspace) -> None:
         await wait_for(pilot, lambda: calib.comparison is not None, what="comparison built")
         assert calib.comparison.models == ["demo-step10", "demo-step40"]
         assert any(lv.task == "access-log-report" for lv in calib.comparison.leavers)
+
+        runs = await _key(pilot, "2", RunsScreen)
+        watch = runs.query_one("#runs-watch")
+        # Nothing runs in the demo; the checkpoints' recorded batches are listed with their outcomes.
+        await wait_for(pilot, lambda: watch.row_count == 2 and watch.display, what="recent batches listed")
+        assert {str(k.value) for k in watch.rows} == {"sample:demo-step10", "sample:demo-step40"}
 
         gen = await _key(pilot, "3", GenerateScreen)
         history = gen.query_one("#gen-history")

@@ -25,6 +25,11 @@ from tests.conftest import EXAMPLES, REPO
 SAMPLES = REPO / "recordings" / "samples"
 
 
+def _slug(ep: object) -> str:
+    """The sample an episode was loaded from (its cast is copied to recordings/samples/<slug>/)."""
+    return Path(ep.agent_cast).parent.name  # type: ignore[attr-defined]
+
+
 def test_samples_are_small_and_well_formed() -> None:
     dirs = sample_dirs(SAMPLES)
     assert len(dirs) >= 9
@@ -61,7 +66,13 @@ def test_load_samples_is_idempotent_and_casts_replay(workspace: Workspace) -> No
         assert len(cast.markers) - len(steps[e.id]) in ((0, 1) if died else (0,))
         if e.verifier_cast:
             read_cast(ws.abs(e.verifier_cast))
-    truncated = next(e for e in eps if e.batch_id == f"{BATCH_PREFIX}policy-context-truncated")
+    truncated = next(e for e in eps if _slug(e) == "policy-context-truncated")
+    # A checkpoint's samples come back as their rollout batch, with its Batch row (Runs lists it).
+    with session(ws.engine) as s:
+        batch = queries.get_batch(s, f"{BATCH_PREFIX}demo-step10")
+        assert batch is not None and (batch.agent, batch.k) == ("demo-step10", 4)
+    assert truncated.batch_id == f"{BATCH_PREFIX}demo-step10"
+    assert sum(e.batch_id == batch.id for e in eps) == 18
     kinds = {c["kind"] for st in steps[truncated.id] for c in json.loads(st.cuts_json)}
     assert "history" in kinds  # each cut the harness made to fit the window is on its step
 
@@ -73,7 +84,7 @@ def test_sample_round_trip_and_version_mismatch_warns(workspace: Workspace, tmp_
     shutil.copytree(src, tmp_path / "one" / src.name)
     assert load_samples(ws, tmp_path / "one") == 1
     with session(ws.engine) as s:
-        (ep,) = queries.episodes(s, batch_id=f"{BATCH_PREFIX}policy-parse-error")
+        (ep,) = [e for e in queries.episodes(s) if _slug(e) == "policy-parse-error"]
     out = export_sample(ws, ep.id, tmp_path / "again" / "policy-parse-error")  # type: ignore[arg-type]
     a, b = read_sample(src), read_sample(out)
     for key in ("task", "task_version", "agent", "outcome", "reward", "error", "steps", "started_at"):
@@ -135,7 +146,7 @@ def test_samples_without_a_verifier_or_steps_still_load(
     shutil.copytree(SAMPLES / slug, tmp_path / "one" / slug)
     assert load_samples(ws, tmp_path / "one") == 1
     with session(ws.engine) as s:
-        (ep,) = queries.episodes(s, batch_id=f"{BATCH_PREFIX}{slug}")
+        (ep,) = [e for e in queries.episodes(s) if _slug(e) == slug]
     assert ep.outcome == read_sample(SAMPLES / slug)["outcome"]
 
 
