@@ -26,7 +26,9 @@ NEXT_STEPS = (
     ("7", "Tag queue", "why each failure ended (diagnosis, evidence); k shows clusters, t tags"),
     ("6", "Replay", "the episode under the cursor; [ ] jump steps, e jumps to evidence"),
     ("5", "Calibration", "the band per checkpoint, tasks that left it, and the export"),
-    ("1", "Tasks", "every task with its audit verdict"),
+    ("1", "Tasks", "every task with its audit verdict; 8 there lists the task's episodes"),
+    ("2", "Runs", "start a batch (local or Ray); recent batches with their outcomes"),
+    ("3", "Generate", "Claude writes tasks; each attempt turn by turn"),
     ("?", "Help", "every key of the screen you are on"),
 )
 
