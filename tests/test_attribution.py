@@ -121,6 +121,97 @@ def test_policy_exhausting_the_pid_limit_is_agent_error(tiny: tuple[Workspace, i
     assert outcomes.suggested_tag(res.outcome) == "agent.pids_exhausted"
 
 
+class _FillTheDisk:
+    """Writes 64 MB in one go and returns: the last measurement, when the agent phase ends, sees it."""
+
+    name = "disk-filler"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        keys = "head -c 67108864 /dev/zero > /app/fill; echo written\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+class _KeepWriting:
+    """Keeps appending until stopped: the watch's sampling must stop it long before the agent's timeout."""
+
+    name = "disk-writer"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        keys = "while :; do head -c 4194304 /dev/zero >> /app/fill; sleep 0.1; done\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+@pytest.fixture
+def small_disk(workspace: Workspace, tmp_path: Path) -> tuple[Workspace, int]:
+    d = make_task(tmp_path / "src", "small-disk", agent_timeout=300, environment="storage_mb = 32\n")
+    return workspace, _import(workspace, d)["small-disk"]
+
+
+@pytest.mark.docker
+def test_policy_going_over_its_disk_allowance_is_agent_error_disk_full(
+    small_disk: tuple[Workspace, int],
+) -> None:
+    ws, vid = small_disk
+    res = run_episode(ws, vid, _FillTheDisk, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:disk_full", 0.0, 0), res.detail
+    assert outcomes.is_valid_sample(res.outcome)
+    assert "over the task's own disk allowance of 32 MB" in res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert ev["storage_limit_mb"] == 32 and ev["disk_over_limit"] and ev["disk_used_mb"] >= 64
+    assert ev["disk_measured_by"] == "layer"  # the upper dir, walked on the host: not forgeable inside
+    assert ev["verdict"]["by"] == "policy"
+    assert outcomes.suggested_tag(res.outcome) == "agent.disk_full"
+    assert outcomes.suggested_tag("infra_error:disk_full") == "infra.disk_full"
+
+
+@pytest.mark.docker
+def test_a_writer_over_its_disk_allowance_is_stopped_during_the_agent_phase(
+    small_disk: tuple[Workspace, int],
+) -> None:
+    ws, vid = small_disk
+    res = run_episode(ws, vid, _KeepWriting, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:disk_full", 0.0, 0), res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    # stopped by the watch (the agent's timeout is 300 s): its processes killed, its shell with them
+    assert ev["disk_enforced"].startswith("Bandpass killed the agent's processes at "), ev
+    assert not ev["terminal_alive"] and ev["disk_used_mb"] > 32
+
+
+class _HonestWriter:
+    name = "honest-writer"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        keys = "head -c 8388608 /dev/zero > /app/scratch && rm /app/scratch && echo 42 > /app/answer.txt\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+@pytest.mark.docker
+def test_work_within_the_disk_allowance_is_judged_by_the_verifier(small_disk: tuple[Workspace, int]) -> None:
+    ws, vid = small_disk
+    res = run_episode(ws, vid, _HonestWriter)
+    assert (res.outcome, res.reward) == ("passed", 1.0), res.detail
+
+
+class _ForkBomb:
+    """The classic fork bomb, then the agent returns: the bomb keeps the container at its pid limit."""
+
+    name = "fork-bomb"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        return _type(ctx, 0, ":(){ :|:& };:\n", self.name) or AgentResult()
+
+
+@pytest.mark.docker
+def test_a_fork_bomb_left_running_is_agent_error_pids_exhausted(workspace: Workspace, tmp_path: Path) -> None:
+    d = make_task(tmp_path / "src", "few-pids", environment="pids_limit = 64\n")
+    ws, vid = workspace, _import(workspace, d)["few-pids"]
+    res = run_episode(ws, vid, _ForkBomb, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert ev["pids_read_by"] == "host" and ev["pids_limit"] == 64 and ev["pids_limit_hits"] >= 1
+    assert ev["terminal_alive"] and "fork bomb" in ev["verdict"]["why"]
+
+
 # --- genuine infrastructure keeps its codes: retried, excluded --------------------------------------------
 
 

@@ -358,6 +358,7 @@ class _Trial:
                 self.sandbox,
                 memory_limit_mb=self.spec.memory_mb,
                 pids_limit=self.sandbox.spec.pids_limit,
+                storage_mb=self.spec.storage_mb,
             ).start()
             with _GuardedCastWriter(
                 self.agent_path, COLS, ROWS, title=self.title, env={"TERM": "xterm-256color"}
@@ -377,7 +378,9 @@ class _Trial:
             # "container not running: infra" rule (phases.container_stopped) for the agent phase
             blame = watch.judge(terminal_alive=terminal_alive, reported_code=result.infra_code)
             self.res.evidence = watch.evidence.as_dict()
-            if cast.disk_error:  # the recording is the sample; without it, no sample
+            over_allowance = blame is not None and blame.outcome == outcomes.agent_error("disk_full")
+            if cast.disk_error and not over_allowance:  # the recording is the sample; without it, none
+                # (a host disk the policy filled by going over its own allowance is still the policy's)
                 raise phases.DiskFull(cast.disk_error, ("agent_cast", "verifier_cast"))
             if blame is not None:
                 ended = phases.SandboxEnded(blame.outcome, f"{blame.why}; {result.detail}".strip("; "))
