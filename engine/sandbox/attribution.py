@@ -391,9 +391,8 @@ class ContainerWatch:
         except Exception as exc:  # noqa: BLE001 - the verdict stands; the agent's timeout ends it anyway
             ev.disk_enforced = f"could not stop the agent's processes: {exc}"[:300]
             return
-        ev.disk_enforced = (
-            f"Bandpass killed the agent's processes at {ev.disk_used_mb:g} MB"
-            + (" (by restarting the container)" if how == "restart" else "")
+        ev.disk_enforced = f"Bandpass killed the agent's processes at {ev.disk_used_mb:g} MB" + (
+            " (by restarting the container)" if how == "restart" else ""
         )
 
     def _stop_disk_watch(self) -> None:
