@@ -20,7 +20,13 @@ from engine.audit.task_audit import audit_version
 from engine.core.workspace import Workspace
 from engine.review import outcomes
 from engine.run.agents.base import AgentContext, AgentResult
-from engine.run.agents.builtin import SANDBOX_PROBES, KillSandboxCheat, MemoryHogCheat, _type
+from engine.run.agents.builtin import (
+    SANDBOX_PROBES,
+    ForkBombCheat,
+    KillSandboxCheat,
+    MemoryHogCheat,
+    _type,
+)
 from engine.run.episode import run_episode
 from engine.sandbox.attribution import Evidence, attribute, episode_evidence
 from engine.tasks.importer import import_paths
@@ -115,7 +121,7 @@ class _ForkUntilThePidLimit:
 def test_policy_exhausting_the_pid_limit_is_agent_error(tiny: tuple[Workspace, int]) -> None:
     ws, vid = tiny
     res = run_episode(ws, vid, _ForkUntilThePidLimit, max_infra_retries=2, retry_backoff_s=0.1)
-    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.detail
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.try_errors
     _, _, _, ev = _stored(ws, res.episode_id)
     assert ev["pids_limit"] == 512 and ev["pids_limit_hits"] >= 1
     assert outcomes.suggested_tag(res.outcome) == "agent.pids_exhausted"
@@ -192,21 +198,12 @@ def test_work_within_the_disk_allowance_is_judged_by_the_verifier(small_disk: tu
     assert (res.outcome, res.reward) == ("passed", 1.0), res.detail
 
 
-class _ForkBomb:
-    """The classic fork bomb, then the agent returns: the bomb keeps the container at its pid limit."""
-
-    name = "fork-bomb"
-
-    def run(self, ctx: AgentContext) -> AgentResult:
-        return _type(ctx, 0, ":(){ :|:& };:\n", self.name) or AgentResult()
-
-
 @pytest.mark.docker
 def test_a_fork_bomb_left_running_is_agent_error_pids_exhausted(workspace: Workspace, tmp_path: Path) -> None:
     d = make_task(tmp_path / "src", "few-pids", environment="pids_limit = 64\n")
     ws, vid = workspace, _import(workspace, d)["few-pids"]
-    res = run_episode(ws, vid, _ForkBomb, max_infra_retries=2, retry_backoff_s=0.1)
-    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.detail
+    res = run_episode(ws, vid, ForkBombCheat, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.evidence
     _, _, _, ev = _stored(ws, res.episode_id)
     assert ev["pids_read_by"] == "host" and ev["pids_limit"] == 64 and ev["pids_limit_hits"] >= 1
     assert ev["terminal_alive"] and "fork bomb" in ev["verdict"]["why"]
@@ -329,6 +326,20 @@ def test_audit_oracle_over_the_memory_limit_is_env_task_mismatch(
     assert "memory_mb = 64" in finding["detail"] and "OOM kill" in finding["detail"]
     (fig,) = report.checks["oracle_memory"]
     assert fig["memory_mb"] == 64 and fig["oom_kills"] >= 1
+
+
+@pytest.mark.docker
+def test_audit_oracle_over_the_disk_allowance_is_env_task_mismatch(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    greedy = "#!/bin/bash\nhead -c 67108864 /dev/zero > /app/cache.bin\necho 42 > /app/answer.txt\n"
+    d = make_task(tmp_path / "src", "greedy", solve=greedy, environment="storage_mb = 32\n")
+    report = audit_version(workspace, _import(workspace, d)["greedy"], reruns=1)
+    assert report.verdict == "rejected"
+    (finding,) = [f for f in report.checks["findings"] if f["code"] == "invalidity.env_task_mismatch"]
+    assert "storage_mb = 32" in finding["detail"] and "disk allowance" in finding["detail"]
+    (fig,) = report.checks["oracle_disk"]
+    assert fig["storage_mb"] == 32 and fig["used_mb"] >= 64
 
 
 @pytest.mark.docker

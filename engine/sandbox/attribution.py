@@ -45,8 +45,8 @@ harness's work and keeps infra codes):
 | SIGKILLed, no ``kill``/``oom`` event, host OOM counter rose | ``infra_error:oom`` (host out of memory) |
 | the container exited, nobody outside signalled it | ``agent_error:sandbox_killed`` |
 | the shell ended after the pid cgroup refused a fork | ``agent_error:pids_exhausted`` |
-| forks refused and the container still at its pid limit when the agent phase ended (a fork bomb left
-  running) | ``agent_error:pids_exhausted`` |
+| forks refused, and the container still at its pid limit (or still refusing forks) when the agent
+  phase ended: a fork bomb left running | ``agent_error:pids_exhausted`` |
 | the container runs but the agent's shell ended | ``agent_error:sandbox_killed`` (the shell) |
 
 A death the agent's last command set off can land after the agent returned: the verifier then finds the
@@ -96,6 +96,8 @@ echo -1
 """
 #: "At the pid limit": a fork loop that died of it has freed its own pid and a few more by the time we look.
 PIDS_MARGIN = 8
+#: After forks were refused: how long to wait before reading the refusal count again.
+PIDS_RECHECK_S = 3.0
 #: How often the writable layer is measured during the agent phase (at least; a slow walk stretches it).
 DISK_POLL_S = 1.0
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -209,6 +211,7 @@ class Evidence:
     pids_limit_hits: int | None = None  # forks refused at the pid limit (pids.events "max")
     pids_peak: int | None = None
     pids_read_by: str = ""  # host (the pid cgroup on the host) | container (read from inside)
+    pids_still_refused: bool = False  # forks were still being refused a moment after the agent phase
     #: The disk allowance ([environment] storage_mb) and the writable layer measured against it.
     storage_limit_mb: int = 0
     disk_used_mb: float | None = None  # the largest measurement during the agent phase
@@ -496,6 +499,8 @@ class ContainerWatch:
                 ev.pids_current = current if current is not None else ev.pids_current
                 ev.pids_peak, ev.pids_limit_hits = peak, hits - self._pids_hits0
                 ev.pids_read_by = "host"
+                if ev.pids_limit_hits > 0 and not _bomb_left_running(ev):
+                    ev.pids_still_refused = self._still_refused(hits)
         elif status == "running" and not terminal_alive:
             ev.pids_limit_hits = self._pids_limit_hits()
             ev.pids_read_by = "container"
@@ -561,6 +566,19 @@ class ContainerWatch:
             ev.exit_code = _int(state.get("ExitCode"))
         return ev.status
 
+    def _still_refused(self, hits: int) -> bool:
+        """Whether the pid cgroup refuses another fork within ``PIDS_RECHECK_S``: a bomb still going does
+        (bash retries a refused fork after 1, 2, 4 and 8 s, and the survivors refill the table); a spike
+        the agent's work already got over does not. Costs up to that long, only after refused forks."""
+        assert self._pids_dir is not None
+        deadline = time.monotonic() + PIDS_RECHECK_S
+        while time.monotonic() < deadline:
+            _, _, again = read_pids_cgroup(self._pids_dir)
+            if again is not None and again > hits:
+                return True
+            time.sleep(0.2)
+        return False
+
     def _pids_limit_hits(self) -> int | None:
         try:
             code, out = self.sandbox.exec(["/bin/sh", "-c", _PIDS_EVENTS_SCRIPT], timeout=10)
@@ -585,8 +603,9 @@ class ContainerWatch:
 
 def _bomb_left_running(ev: Evidence) -> bool:
     """Forks were refused during the agent phase and the container is still at its pid limit."""
-    at_limit = ev.pids_current is not None and ev.pids_current >= ev.pids_limit - PIDS_MARGIN
-    return bool(ev.pids_limit and at_limit and (ev.pids_limit_hits or 0) > 0)
+    margin = max(PIDS_MARGIN, ev.pids_limit // 8)
+    at_limit = ev.pids_current is not None and ev.pids_current >= ev.pids_limit - margin
+    return bool(ev.pids_limit and (ev.pids_limit_hits or 0) > 0 and (at_limit or ev.pids_still_refused))
 
 
 def attribute(ev: Evidence) -> Verdict:
@@ -657,7 +676,8 @@ def attribute(ev: Evidence) -> Verdict:
             "policy",
             f"the agent's processes filled the container's pid limit of {ev.pids_limit} and were still at "
             f"it when the agent phase ended ({ev.pids_limit_hits} fork(s) refused, {ev.pids_current} "
-            "processes): a fork bomb",
+            f"processes{', forks still refused after the agent returned' if ev.pids_still_refused else ''}"
+            "): a fork bomb",
         )
     at_limit = ev.pids_current is not None and ev.pids_current >= ev.pids_limit - PIDS_MARGIN
     if ev.pids_limit and (at_limit or (ev.pids_limit_hits or 0) > 0):
