@@ -25,6 +25,7 @@ from engine.run.agents.builtin import (
     ForkBombCheat,
     KillSandboxCheat,
     MemoryHogCheat,
+    OracleAgent,
     _type,
 )
 from engine.run.episode import run_episode
@@ -242,6 +243,38 @@ def test_outside_docker_kill_stays_infra_and_is_retried(tiny: tuple[Workspace, i
     (kill,) = [e for e in ev["events"] if e["action"] == "kill"][:1]
     assert kill["signal"] == (9 if agent.signal == "KILL" else 15)
     assert ev["verdict"]["by"] == "outside"
+
+
+@pytest.mark.docker
+def test_outside_kill_during_the_verifier_stays_infra(workspace: Workspace, tmp_path: Path) -> None:
+    """The control (the verifier on a fresh container) never blames the agent for an outside kill."""
+    import threading
+
+    import docker
+
+    from engine.core.events import EventBus, PtyOutput
+
+    slow = "#!/bin/bash\necho verifier-waiting\nsleep 60\necho 1 > /logs/verifier/reward.txt\n"
+    d = make_task(tmp_path / "src", "slow-test", test=slow, verifier_timeout=120)
+    vid = _import(workspace, d)["slow-test"]
+    bus, client, fired, seen = EventBus(), docker.from_env(), threading.Event(), []
+
+    def kill_when_the_tests_run(ev: PtyOutput) -> None:
+        if ev.stream != "verifier" or fired.is_set():
+            return
+        seen.append(ev.data)
+        if "verifier-waiting\r\n" not in "".join(seen):  # the echo's output, not the typed command
+            return
+        fired.set()
+        (c,) = client.containers.list(filters={"label": f"bandpass.episode={ev.episode_id}"})
+        threading.Thread(target=c.kill, daemon=True).start()
+
+    bus.subscribe(PtyOutput, kill_when_the_tests_run)
+    res = run_episode(workspace, vid, OracleAgent(), bus=bus, max_infra_retries=0)
+    assert fired.is_set()
+    # container_died, or reward_missing when the verifier read back before the engine said "exited"
+    assert outcomes.is_infra(res.outcome) and res.reward is None, res.detail
+    assert "control" not in res.evidence and res.evidence.get("verdict", {}).get("by") != "policy"
 
 
 # --- the rules, for evidence real Docker cannot safely produce on a shared machine ------------------------

@@ -447,6 +447,18 @@ class ContainerWatch:
                 self._cond.wait(min(left, 0.2))
             return True
 
+    def outside_kills(self) -> list[dict[str, Any]]:
+        """The engine's ``kill`` events for the container outside Bandpass's own restarts (a second of
+        slack either side: the engine stamps its events itself)."""
+        windows = list(getattr(self.sandbox, "harness_kill_windows", []) or [])
+        with self._cond:
+            kills = list(self.evidence.actions("kill"))
+        return [k for k in kills if not any(a - 1.0 <= k["t"] + self._t0 <= b + 1.0 for a, b in windows)]
+
+    def wait_for_death(self, timeout: float = EVENT_WAIT_S) -> None:
+        """Until the engine's ``die`` event for the container arrived (or ``timeout``)."""
+        self._wait_for(lambda: bool(self.evidence.actions("die")), timeout)
+
     def close(self) -> None:
         self._disk_stop.set()
         with self._cond:
