@@ -322,6 +322,10 @@ def test_queue_cli_shows_who_ended_the_sandbox(tiny: tuple[Workspace, int]) -> N
     data = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env).stdout)
     (item,) = [i for i in data if i["episode_id"] == res.episode_id]
     assert item["attribution"].startswith("policy: ")
+    show = [sys.executable, "-m", "tui.cli", "--workspace", str(ws.root), "show", str(res.episode_id)]
+    out = subprocess.run(show, capture_output=True, text=True, timeout=60, env=env)
+    assert "who ended the sandbox: policy: the container exited with status" in out.stdout, out.stderr
+    assert "  evidence: container exited 1" in out.stdout and "engine: die(exit 1" in out.stdout
     from engine.review.replay import load_source
 
     src = load_source(ws, res.episode_id)  # the Replay screen's header
