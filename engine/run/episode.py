@@ -275,7 +275,10 @@ def _one_try(
         trial.finalise(agent_result, verdict)
     except Exception as exc:  # noqa: BLE001 - every failure ends in exactly one outcome
         err = phases.from_exception(exc, casts=("agent_cast", "verifier_cast"))
-        trial.fail(trial.control(err))  # did the agent's end state break the harness's work?
+        # did the agent's end state break the harness's work? (a control that cannot run changes nothing)
+        with contextlib.suppress(Exception):
+            err = trial.control(err)
+        trial.fail(err)
     finally:
         trial.release()
     trial.res.phases = trial.clock.as_list()
