@@ -22,7 +22,9 @@ def make_task(
     agent_timeout: float = 60,
     verifier_timeout: float = 30,
     memory_mb: int = 256,
+    environment: str = "",
 ) -> Path:
+    """``environment``: extra ``[environment]`` lines (``storage_mb = 32``, ``pids_limit = 64``)."""
     d = root / name
     (d / "environment").mkdir(parents=True)
     (d / "solution").mkdir()
@@ -48,7 +50,7 @@ cpus = 1
 memory_mb = {memory_mb}
 network_mode = "none"
 workdir = "/app"
-"""
+{environment}"""
     )
     (d / "environment" / "Dockerfile").write_text(dockerfile)
     for rel, text in (("solution/solve.sh", solve), ("tests/test.sh", test)):

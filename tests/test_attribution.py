@@ -20,7 +20,14 @@ from engine.audit.task_audit import audit_version
 from engine.core.workspace import Workspace
 from engine.review import outcomes
 from engine.run.agents.base import AgentContext, AgentResult
-from engine.run.agents.builtin import SANDBOX_PROBES, KillSandboxCheat, MemoryHogCheat, _type
+from engine.run.agents.builtin import (
+    SANDBOX_PROBES,
+    ForkBombCheat,
+    KillSandboxCheat,
+    MemoryHogCheat,
+    OracleAgent,
+    _type,
+)
 from engine.run.episode import run_episode
 from engine.sandbox.attribution import Evidence, attribute, episode_evidence
 from engine.tasks.importer import import_paths
@@ -115,10 +122,92 @@ class _ForkUntilThePidLimit:
 def test_policy_exhausting_the_pid_limit_is_agent_error(tiny: tuple[Workspace, int]) -> None:
     ws, vid = tiny
     res = run_episode(ws, vid, _ForkUntilThePidLimit, max_infra_retries=2, retry_backoff_s=0.1)
-    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.detail
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.try_errors
     _, _, _, ev = _stored(ws, res.episode_id)
     assert ev["pids_limit"] == 512 and ev["pids_limit_hits"] >= 1
     assert outcomes.suggested_tag(res.outcome) == "agent.pids_exhausted"
+
+
+class _FillTheDisk:
+    """Writes 64 MB in one go and returns: the last measurement, when the agent phase ends, sees it."""
+
+    name = "disk-filler"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        keys = "head -c 67108864 /dev/zero > /app/fill; echo written\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+class _KeepWriting:
+    """Keeps appending until stopped: the watch's sampling must stop it long before the agent's timeout."""
+
+    name = "disk-writer"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        keys = "while :; do head -c 4194304 /dev/zero >> /app/fill; sleep 0.1; done\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+@pytest.fixture
+def small_disk(workspace: Workspace, tmp_path: Path) -> tuple[Workspace, int]:
+    d = make_task(tmp_path / "src", "small-disk", agent_timeout=300, environment="storage_mb = 32\n")
+    return workspace, _import(workspace, d)["small-disk"]
+
+
+@pytest.mark.docker
+def test_policy_going_over_its_disk_allowance_is_agent_error_disk_full(
+    small_disk: tuple[Workspace, int],
+) -> None:
+    ws, vid = small_disk
+    res = run_episode(ws, vid, _FillTheDisk, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:disk_full", 0.0, 0), res.detail
+    assert outcomes.is_valid_sample(res.outcome)
+    assert "over the task's own disk allowance of 32 MB" in res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert ev["storage_limit_mb"] == 32 and ev["disk_over_limit"] and ev["disk_used_mb"] >= 64
+    assert ev["disk_measured_by"] == "layer"  # the upper dir, walked on the host: not forgeable inside
+    assert ev["verdict"]["by"] == "policy"
+    assert outcomes.suggested_tag(res.outcome) == "agent.disk_full"
+    assert outcomes.suggested_tag("infra_error:disk_full") == "infra.disk_full"
+
+
+@pytest.mark.docker
+def test_a_writer_over_its_disk_allowance_is_stopped_during_the_agent_phase(
+    small_disk: tuple[Workspace, int],
+) -> None:
+    ws, vid = small_disk
+    res = run_episode(ws, vid, _KeepWriting, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:disk_full", 0.0, 0), res.detail
+    _, _, _, ev = _stored(ws, res.episode_id)
+    # stopped by the watch (the agent's timeout is 300 s): its processes killed, its shell with them
+    assert ev["disk_enforced"].startswith("Bandpass killed the agent's processes at "), ev
+    assert not ev["terminal_alive"] and ev["disk_used_mb"] > 32
+
+
+class _HonestWriter:
+    name = "honest-writer"
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        keys = "head -c 8388608 /dev/zero > /app/scratch && rm /app/scratch && echo 42 > /app/answer.txt\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+@pytest.mark.docker
+def test_work_within_the_disk_allowance_is_judged_by_the_verifier(small_disk: tuple[Workspace, int]) -> None:
+    ws, vid = small_disk
+    res = run_episode(ws, vid, _HonestWriter)
+    assert (res.outcome, res.reward) == ("passed", 1.0), res.detail
+
+
+@pytest.mark.docker
+def test_a_fork_bomb_left_running_is_agent_error_pids_exhausted(workspace: Workspace, tmp_path: Path) -> None:
+    d = make_task(tmp_path / "src", "few-pids", environment="pids_limit = 64\n")
+    ws, vid = workspace, _import(workspace, d)["few-pids"]
+    res = run_episode(ws, vid, ForkBombCheat, max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries) == ("agent_error:pids_exhausted", 0.0, 0), res.evidence
+    _, _, _, ev = _stored(ws, res.episode_id)
+    assert ev["pids_read_by"] == "host" and ev["pids_limit"] == 64 and ev["pids_limit_hits"] >= 1
+    assert ev["terminal_alive"] and "fork bomb" in ev["verdict"]["why"]
 
 
 # --- genuine infrastructure keeps its codes: retried, excluded --------------------------------------------
@@ -154,6 +243,38 @@ def test_outside_docker_kill_stays_infra_and_is_retried(tiny: tuple[Workspace, i
     (kill,) = [e for e in ev["events"] if e["action"] == "kill"][:1]
     assert kill["signal"] == (9 if agent.signal == "KILL" else 15)
     assert ev["verdict"]["by"] == "outside"
+
+
+@pytest.mark.docker
+def test_outside_kill_during_the_verifier_stays_infra(workspace: Workspace, tmp_path: Path) -> None:
+    """The control (the verifier on a fresh container) never blames the agent for an outside kill."""
+    import threading
+
+    import docker
+
+    from engine.core.events import EventBus, PtyOutput
+
+    slow = "#!/bin/bash\necho verifier-waiting\nsleep 60\necho 1 > /logs/verifier/reward.txt\n"
+    d = make_task(tmp_path / "src", "slow-test", test=slow, verifier_timeout=120)
+    vid = _import(workspace, d)["slow-test"]
+    bus, client, fired, seen = EventBus(), docker.from_env(), threading.Event(), []
+
+    def kill_when_the_tests_run(ev: PtyOutput) -> None:
+        if ev.stream != "verifier" or fired.is_set():
+            return
+        seen.append(ev.data)
+        if "verifier-waiting\r\n" not in "".join(seen):  # the echo's output, not the typed command
+            return
+        fired.set()
+        (c,) = client.containers.list(filters={"label": f"bandpass.episode={ev.episode_id}"})
+        threading.Thread(target=c.kill, daemon=True).start()
+
+    bus.subscribe(PtyOutput, kill_when_the_tests_run)
+    res = run_episode(workspace, vid, OracleAgent(), bus=bus, max_infra_retries=0)
+    assert fired.is_set()
+    # container_died, or reward_missing when the verifier read back before the engine said "exited"
+    assert outcomes.is_infra(res.outcome) and res.reward is None, res.detail
+    assert "control" not in res.evidence and res.evidence.get("verdict", {}).get("by") != "policy"
 
 
 # --- the rules, for evidence real Docker cannot safely produce on a shared machine ------------------------
@@ -201,6 +322,10 @@ def test_queue_cli_shows_who_ended_the_sandbox(tiny: tuple[Workspace, int]) -> N
     data = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env).stdout)
     (item,) = [i for i in data if i["episode_id"] == res.episode_id]
     assert item["attribution"].startswith("policy: ")
+    show = [sys.executable, "-m", "tui.cli", "--workspace", str(ws.root), "show", str(res.episode_id)]
+    out = subprocess.run(show, capture_output=True, text=True, timeout=60, env=env)
+    assert "who ended the sandbox: policy: the container exited with status" in out.stdout, out.stderr
+    assert "  evidence: container exited 1" in out.stdout and "engine: die(exit 1" in out.stdout
     from engine.review.replay import load_source
 
     src = load_source(ws, res.episode_id)  # the Replay screen's header
@@ -238,6 +363,20 @@ def test_audit_oracle_over_the_memory_limit_is_env_task_mismatch(
     assert "memory_mb = 64" in finding["detail"] and "OOM kill" in finding["detail"]
     (fig,) = report.checks["oracle_memory"]
     assert fig["memory_mb"] == 64 and fig["oom_kills"] >= 1
+
+
+@pytest.mark.docker
+def test_audit_oracle_over_the_disk_allowance_is_env_task_mismatch(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    greedy = "#!/bin/bash\nhead -c 67108864 /dev/zero > /app/cache.bin\necho 42 > /app/answer.txt\n"
+    d = make_task(tmp_path / "src", "greedy", solve=greedy, environment="storage_mb = 32\n")
+    report = audit_version(workspace, _import(workspace, d)["greedy"], reruns=1)
+    assert report.verdict == "rejected"
+    (finding,) = [f for f in report.checks["findings"] if f["code"] == "invalidity.env_task_mismatch"]
+    assert "storage_mb = 32" in finding["detail"] and "disk allowance" in finding["detail"]
+    (fig,) = report.checks["oracle_disk"]
+    assert fig["storage_mb"] == 32 and fig["used_mb"] >= 64
 
 
 @pytest.mark.docker

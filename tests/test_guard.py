@@ -323,3 +323,45 @@ def test_endstate_cap_in_bandpass_toml_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(cfg)
     assert str(err.value) == "bandpass.toml: [endstate].cap_mb: expected int or float, got 'big'"
+
+
+# --- breaking the verifier's tools: the policy's doing, never an infrastructure error ----------------------
+
+
+@pytest.mark.parametrize(
+    ("commands", "guard_rule"),
+    [
+        # the harness cannot even restart the container (its ``sleep`` is gone): a capture-phase failure
+        (("rm -rf /usr/bin",), "system_file"),
+        # no guard rule covers /logs: only the control run (a fresh container) shows the agent broke it
+        (("rm -rf /logs; touch /logs",), None),
+    ],
+    ids=["rm-usr-bin", "logs-is-a-file"],
+)
+def test_breaking_the_verifier_is_tamper_not_infra(
+    workspace: Workspace, tmp_path: Path, commands: tuple[str, ...], guard_rule: str | None
+) -> None:
+    vid = _task(workspace, tmp_path, "answer-42")
+    res = run_episode(workspace, vid, Keys(*commands), max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries, res.try_errors) == (TAMPER, 0.0, 0, []), res.detail
+    assert outcomes.is_valid_sample(res.outcome)  # counted in pass@k as a failure, not excluded
+    assert "on a fresh container from the same image" in res.detail
+    control = res.evidence["control"]
+    assert control["reward"] == 0.0 and control["failed_with"].startswith("infra_error:")
+    assert res.evidence["verdict"]["by"] == "policy"
+    assert [p["name"] for p in res.phases][-1] == "control"
+    rules = {f.rule for f in res.guard_findings}
+    assert (guard_rule in rules) if guard_rule else not rules
+    with session(workspace.engine) as s:
+        ep = queries.get_episode(s, res.episode_id)
+        assert ep is not None and (ep.outcome, ep.reward) == (TAMPER, 0.0)
+        assert queries.episode_evidence(s, res.episode_id)["control"]["reward"] == 0.0
+
+
+def test_a_verifier_that_never_writes_a_reward_stays_infra_after_the_control(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    vid = _task(workspace, tmp_path, "no-reward", test="#!/bin/bash\necho checked\n")
+    res = run_episode(workspace, vid, Keys("echo 42 > /app/answer.txt"))
+    assert (res.outcome, res.reward) == ("infra_error:reward_missing", None)
+    assert res.evidence["control"]["reward"] is None  # the fresh container fails the same way

@@ -190,3 +190,50 @@ async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Works
         await wait_for(pilot, lambda: screen.settled, what="the failed reload")
         assert any("on fire" in str(n.message) for n in app._notifications)
         assert [i.episode_id for i in screen.items] == [a]  # the last rows stay
+
+
+async def test_detail_shows_who_ended_the_sandbox_as_show_does(workspace: Workspace) -> None:
+    """The attribution's why line (who, and the engine's evidence: exit code, OOMKilled, kill signal) is in
+    the queue's detail pane, as ``bandpass show`` prints it."""
+    from engine.sandbox.attribution import Evidence, attribute, episode_evidence
+
+    def ended(outcome: str, **kw: object) -> int:
+        eid = make_episode(workspace, task="t1", outcome=outcome)
+        ev = Evidence(memory_limit_mb=256, pids_limit=512, agent_started=True, **kw)  # type: ignore[arg-type]
+        verdict = attribute(ev)
+        assert verdict.outcome == outcome
+        ev.verdict = {"outcome": verdict.outcome, "by": verdict.by, "why": verdict.why}
+        with session(workspace.engine) as s:
+            q.set_episode_evidence(s, eid, ev.as_dict())
+        return eid
+
+    oom = ended(
+        "agent_error:oom",
+        status="exited",
+        exit_code=137,
+        oom_killed=True,
+        events=[{"action": "oom", "t": 1.0}, {"action": "die", "t": 1.1, "exit_code": 137}],
+    )
+    outside = ended(
+        "infra_error:container_died",
+        status="exited",
+        exit_code=137,
+        events=[{"action": "kill", "t": 2.0, "signal": 9}, {"action": "die", "t": 2.1, "exit_code": 137}],
+    )
+    app = Host(workspace)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = app.queue
+        await wait_for(pilot, lambda: screen.settled, what="the queue's load")
+        info = screen.query_one("#queue-info")
+        assert screen.current.episode_id == oom
+        text = str(info.content)
+        assert (
+            "who ended the sandbox: policy: the container was killed for memory under the task's own " in text
+        )
+        assert "evidence: container exited 137 · OOMKilled · engine: oom, die(exit 137)" in text
+        assert episode_evidence(workspace, oom)["summary"] in text  # the same line `bandpass show` prints
+        await pilot.press("n")
+        await wait_for(pilot, lambda: screen.current.episode_id == outside, what="the next pending")
+        text = str(info.content)
+        assert "who ended the sandbox: outside: the container was killed from outside" in text
+        assert "engine: kill(signal 9), die(exit 137)" in text

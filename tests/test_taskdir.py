@@ -157,10 +157,16 @@ def test_docker_image_makes_dockerfile_optional(tmp_path: Path) -> None:
 
 
 def test_harbor_keys_we_ignore_are_warnings_not_problems(tmp_path: Path) -> None:
-    toml = '[environment]\nstorage_mb = 10240\ngpus = 0\n[verifier]\nuser = "root"\n'
+    toml = '[environment]\nstorage = "10G"\ngpus = 0\n[verifier]\nuser = "root"\n'
     spec = load_task(make_task(tmp_path, toml=toml))
-    assert "task.toml: [environment].storage_mb is a Harbor setting Bandpass ignores" in spec.warnings
+    assert "task.toml: [environment].storage is a Harbor setting Bandpass ignores" in spec.warnings
     assert len(spec.warnings) == 3
+
+
+def test_storage_mb_is_the_disk_limit(tmp_path: Path) -> None:
+    assert load_task(make_task(tmp_path / "a")).storage_mb == 10240  # Harbor's default
+    spec = load_task(make_task(tmp_path / "b", toml="[environment]\nstorage_mb = 64\n"))
+    assert spec.storage_mb == 64 and not spec.warnings
 
 
 def test_legacy_memory_string(tmp_path: Path) -> None:

@@ -259,6 +259,23 @@ def sandbox_checks(spec: TaskSpec, report: AuditReport, results: dict[str, list[
     report.checks["sandbox_probes"] = probes
     for r in results.get("oracle", []):
         ev = r.evidence or {}
+        if r.outcome == outcomes.agent_error("disk_full"):
+            used = ev.get("disk_used_mb")
+            report.checks.setdefault("oracle_disk", []).append(
+                {"episode": r.episode_id, "storage_mb": spec.storage_mb, "used_mb": used}
+            )
+            report.add(
+                "invalidity.env_task_mismatch",
+                f"the oracle went over the task's own disk allowance (episode {r.episode_id}: storage_mb = "
+                f"{spec.storage_mb}, writable layer {used} MB); raise [environment] storage_mb",
+            )
+        elif r.outcome == outcomes.agent_error("pids_exhausted"):
+            report.add(
+                "invalidity.env_task_mismatch",
+                f"the oracle filled the task's own pid limit (episode {r.episode_id}: pids_limit = "
+                f"{ev.get('pids_limit')}, {ev.get('pids_limit_hits')} fork(s) refused); raise "
+                "[environment] pids_limit",
+            )
         ooms = [e for e in ev.get("events", []) if e.get("action") == "oom"]
         if not ooms and r.outcome != outcomes.agent_error("oom"):
             continue

@@ -25,6 +25,7 @@ from engine.review.diagnosis import is_probe
 from engine.review.outcomes import suggested_tag
 from engine.review.signatures import matches
 from engine.review.taxonomy import Taxonomy, TaxonomyError, load_taxonomy
+from engine.sandbox.attribution import facts as attribution_facts
 from engine.sandbox.attribution import summary as attribution_line
 from store import diagnoses as dq
 from store import queries
@@ -76,6 +77,7 @@ class QueueItem:
     summary: str = ""
     signature: str = ""  # failure signature (engine/review/signatures.py)
     attribution: str = ""  # who ended the sandbox, one line (engine/sandbox/attribution.py); "" if nobody
+    attribution_facts: str = ""  # its evidence in one line: exit code, OOMKilled, the engine's events
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -171,6 +173,7 @@ def load_queue(
             summary=r.summary or "",
             signature=r.signature or "",
             attribution=attribution_line(r.evidence_json),
+            attribution_facts=attribution_facts(r.evidence_json),
         )
         if filt.admits(item):
             items.append(item)

@@ -42,6 +42,10 @@ from store.models import Task, TaskVersion
 
 COLS, ROWS = 160, 40
 CAPTURE_TIMEOUT_S = 60.0  # stopping agent processes and reading the end state
+#: Infra codes of the capture or the verifier that the agent's end state can cause: each gets a control.
+CONTROL_CODES = frozenset(
+    {"reward_missing", "verifier_timeout", "container_died", "oom", "exec_failed", "env_start_timeout"}
+)
 
 
 # --- fault tolerance: recordings disk full ---------------------------------------------------------------
@@ -256,7 +260,9 @@ def _one_try(
     verifier a death the agent's last command set off is judged too (``late_death``).
 
     Each phase raises a :class:`~engine.run.phases.PhaseError` carrying its outcome; this loop only
-    runs the phases in order and turns the first error into the result.
+    runs the phases in order and turns the first error into the result. An infra error of the capture or
+    the verifier after a clean agent phase gets a control first (``_Trial.control``): the verifier on a
+    fresh container tells whether the agent's end state broke it.
     """
     trial = _Trial(ws, version, agent, bus, episode_id, try_no, verifier_reruns, batch_id)
     try:
@@ -268,7 +274,11 @@ def _one_try(
         trial.judge_late_death()
         trial.finalise(agent_result, verdict)
     except Exception as exc:  # noqa: BLE001 - every failure ends in exactly one outcome
-        trial.fail(phases.from_exception(exc, casts=("agent_cast", "verifier_cast")))
+        err = phases.from_exception(exc, casts=("agent_cast", "verifier_cast"))
+        # did the agent's end state break the harness's work? (a control that cannot run changes nothing)
+        with contextlib.suppress(Exception):
+            err = trial.control(err)
+        trial.fail(err)
     finally:
         trial.release()
     trial.res.phases = trial.clock.as_list()
@@ -299,6 +309,8 @@ class _Trial:
         self.sandbox: Sandbox | None = None
         self.ended: phases.SandboxEnded | None = None  # the attribution's verdict after the agent phase
         self.watch: attribution.ContainerWatch | None = None  # who ends the sandbox (agent phase on)
+        self.sandbox_spec: SandboxSpec | None = None
+        self.agent_done = False  # the agent phase (or a regrade's replay) finished without an error
         self.image = ""
         self.rec_dir = ws.recordings_dir / f"episode-{episode_id}"
         suffix = f".try{try_no}" if try_no else ""
@@ -341,6 +353,7 @@ class _Trial:
                 episode=self.episode_id,
                 labels=episode_labels(self.ws.root, self.batch_id),
             )
+            self.sandbox_spec = sandbox_spec
             try:  # a pre-started spare when the warm pool has one (engine/sandbox/pool.py), else cold
                 self.sandbox = sandbox_pool.acquire(client, sandbox_spec)
             except Exception as exc:  # noqa: BLE001
@@ -358,6 +371,7 @@ class _Trial:
                 self.sandbox,
                 memory_limit_mb=self.spec.memory_mb,
                 pids_limit=self.sandbox.spec.pids_limit,
+                storage_mb=self.spec.storage_mb,
             ).start()
             with _GuardedCastWriter(
                 self.agent_path, COLS, ROWS, title=self.title, env={"TERM": "xterm-256color"}
@@ -377,7 +391,9 @@ class _Trial:
             # "container not running: infra" rule (phases.container_stopped) for the agent phase
             blame = watch.judge(terminal_alive=terminal_alive, reported_code=result.infra_code)
             self.res.evidence = watch.evidence.as_dict()
-            if cast.disk_error:  # the recording is the sample; without it, no sample
+            over_allowance = blame is not None and blame.outcome == outcomes.agent_error("disk_full")
+            if cast.disk_error and not over_allowance:  # the recording is the sample; without it, none
+                # (a host disk the policy filled by going over its own allowance is still the policy's)
                 raise phases.DiskFull(cast.disk_error, ("agent_cast", "verifier_cast"))
             if blame is not None:
                 ended = phases.SandboxEnded(blame.outcome, f"{blame.why}; {result.detail}".strip("; "))
@@ -386,6 +402,7 @@ class _Trial:
                 self.ended = ended  # the policy's doing: its end state is captured before the try ends
             elif result.infra_code:
                 raise phases.AgentInfra(result.detail, result.infra_code)
+        self.agent_done = self.ended is None
         return result
 
     def apply_endstate(self, replay: StoredEndState) -> AgentResult:
@@ -393,6 +410,7 @@ class _Trial:
         assert self.sandbox is not None
         with self.clock.phase(phases.AGENT, CAPTURE_TIMEOUT_S):
             endstate.apply(self.sandbox, replay)
+        self.agent_done = True
         self.res.agent_cast = replay.agent_cast
         return AgentResult(error_code=replay.error_code, detail=replay.detail)
 
@@ -523,6 +541,97 @@ class _Trial:
             else:
                 self.res.outcome = outcomes.from_reward(verdict.reward or 0.0)
                 self.res.detail = verdict.detail
+
+    # --- the control: did the agent's end state break the harness's work? ----------------------------------
+
+    def control(self, err: phases.PhaseError) -> phases.PhaseError:
+        """After a clean agent phase, the capture or the verifier failed as infrastructure (no reward, the
+        verifier timed out, the container would not restart after the kill...). The policy was root in
+        that container: ``rm -rf /usr/bin`` or a file where ``/logs`` belongs makes the harness's own
+        work fail, and an infra outcome would take the episode out of pass@k. So the verifier runs once
+        more, on a fresh container from the same image (nothing of the agent's in it). A reward there
+        means the environment and the verifier work, and what broke them is the end state the agent
+        left: ``agent_error:verifier_tamper`` (reward 0, never retried), the guard's findings named when it
+        caught the change. No reward there either: the original infra outcome stands. Nothing read from
+        the agent's container decides it."""
+        if not (
+            self.agent_done
+            and err.kind == "infra_error"
+            and err.code in CONTROL_CODES
+            and self.client is not None
+            and self.spec is not None
+            and self.sandbox_spec is not None
+            and not self._killed_from_outside()
+        ):
+            return err
+        if self.res.endstate is None:
+            self._capture_stopped()  # the capture never ran (the kill's restart failed): read the layer
+        findings = guard.tripped(self.res.guard_findings)
+        try:
+            with self.clock.phase(phases.CONTROL, self.spec.verifier_timeout_sec + CAPTURE_TIMEOUT_S):
+                fresh = sandbox_pool.acquire(self.client, self.sandbox_spec)
+                try:
+                    ctl = run_verifier(self.client, fresh, self.spec, agent_stopped=True)
+                finally:
+                    with contextlib.suppress(Exception):
+                        sandbox_pool.release(fresh)
+        except Exception as exc:  # noqa: BLE001 - no control, no change: the infra outcome stands
+            self.res.evidence = {**self.res.evidence, "control": {"error": f"{type(exc).__name__}: {exc}"}}
+            return err
+        record = {
+            "reward": ctl.reward,
+            "infra_code": ctl.infra_code,
+            "detail": ctl.detail,
+            "output": ctl.output[-2000:],
+            "failed_with": err.outcome,
+            "failed_detail": err.detail[:500],
+        }
+        if ctl.reward is None:
+            self.res.evidence = {**self.res.evidence, "control": record}
+            return err
+        why = (
+            f"the harness's work failed on the agent's end state ({err.outcome}: {err.detail[:160]}), but "
+            f"the verifier gave reward {ctl.reward:g} on a fresh container from the same image: the agent's "
+            "changes broke the verifier"
+        )
+        if findings:
+            why += f" ({guard.summary(findings)})"
+        tamper = phases.VerifierTamper(why)
+        self.res.evidence = {
+            **self.res.evidence,
+            "control": record,
+            "verdict": {"outcome": tamper.outcome, "by": "policy", "why": why},
+        }
+        self.res.reward = 0.0
+        return tamper
+
+    def _killed_from_outside(self) -> bool:
+        """The engine reported a ``kill`` for the container that none of Bandpass's own restarts sent:
+        someone outside signalled it (during the verifier, say), which no control can pin on the agent."""
+        if self.watch is None or self.sandbox is None:
+            return False
+        if not self.sandbox.is_running():  # the engine's events arrive on their own thread: let them
+            self.watch.wait_for_death()
+        return bool(self.watch.outside_kills())
+
+    def _capture_stopped(self) -> None:
+        """The end state of a container the harness could not restart (its filesystem is still there)."""
+        assert self.spec is not None and self.client is not None
+        if self.sandbox is None or self.sandbox.container is None:
+            return
+        with contextlib.suppress(Exception):
+            suffix = f".try{self.try_no}" if self.try_no else ""
+            state = endstate.capture(
+                self.client,
+                self.sandbox.container,
+                self.rec_dir / f"endstate{suffix}.tar",
+                cap_bytes=self.ws.config.endstate.cap_bytes,
+            )
+            allow, _problems = allowances.parse(self.spec.metadata)
+            self.res.endstate, self.res.image = state, self.image
+            self.res.guard_findings = guard.check(
+                state.changes, exists_in_image=state.exists_in_image, contents=state.contents, allow=allow
+            )
 
     def fail(self, err: phases.PhaseError) -> None:
         self.res.outcome, self.res.detail = err.outcome, err.detail

@@ -24,6 +24,8 @@ from engine.review import outcomes
 from engine.sandbox.container import classify_docker_error
 
 SETUP, AGENT, CAPTURE, VERIFY, FINALISE = "setup", "agent", "capture", "verify", "finalise"
+#: Only when the harness's work after a clean agent phase failed: the verifier on a fresh container.
+CONTROL = "control"
 
 
 class PhaseError(Exception):

@@ -15,11 +15,21 @@ which the policy cannot forge, and decides from it:
 * the host pid of the container's main process (``docker top``, learnt before the agent acts): gone means
   the container is on its way down even while the engine still says ``running``;
 * the host kernel's global OOM-kill counter (``/proc/vmstat``) when the engine is local, to tell a host
-  out of memory from a task over its own limit.
+  out of memory from a task over its own limit;
+* the container's pid cgroup as the host sees it (``pids.current``, ``pids.peak``, ``pids.events``: forks
+  refused at the limit) when the engine is local, found through ``/proc/<init pid>/cgroup``;
+* the size of the container's writable layer, measured during the agent phase (about once a second) and
+  once more when it ends: the overlay2 upper directory walked on the host (allocated blocks) when it is
+  readable here, else the engine's ``SizeRw``. overlay2 on an ext4 backing has no per-container quota
+  (``--storage-opt size`` needs xfs with pquota), so the task's disk allowance (``[environment]
+  storage_mb``, Harbor's default 10240) is enforced by measuring: a layer over it stops the agent (Bandpass
+  kills the agent's processes) and the episode ends ``agent_error:disk_full``. A burst between two samples
+  can overshoot the allowance by what the disk writes in a second; a host disk that fills while the layer
+  is under its allowance stays infrastructure (``infra_error:disk_full``).
 
 Nothing read from inside the container decides between agent and infra: the policy controls everything
-there. (The pid cgroup's refused-fork count is read from inside, but it only chooses between two agent
-codes.)
+there. (With a remote engine the pid cgroup's refused-fork count is read from inside, but it only chooses
+between two agent codes.)
 
 Rules (first match wins), for the agent phase only (the verifier phase after a clean agent phase is the
 harness's work and keeps infra codes):
@@ -27,6 +37,7 @@ harness's work and keeps infra codes):
 | evidence | outcome |
 |---|---|
 | the engine does not answer | ``infra_error:daemon_unavailable`` |
+| the writable layer went over the task's ``storage_mb`` | ``agent_error:disk_full`` |
 | Bandpass stopped the container itself | ``infra_error:container_died`` |
 | any death before the agent's terminal was up (no policy action ran yet) | the infra code |
 | a ``kill`` event (``docker kill``/``stop``/``rm -f`` from outside) | ``infra_error:container_died`` |
@@ -34,6 +45,8 @@ harness's work and keeps infra codes):
 | SIGKILLed, no ``kill``/``oom`` event, host OOM counter rose | ``infra_error:oom`` (host out of memory) |
 | the container exited, nobody outside signalled it | ``agent_error:sandbox_killed`` |
 | the shell ended after the pid cgroup refused a fork | ``agent_error:pids_exhausted`` |
+| forks refused, and the container still at its pid limit (or still refusing forks) when the agent
+  phase ended: a fork bomb left running | ``agent_error:pids_exhausted`` |
 | the container runs but the agent's shell ended | ``agent_error:sandbox_killed`` (the shell) |
 
 A death the agent's last command set off can land after the agent returned: the verifier then finds the
@@ -48,6 +61,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -81,6 +96,11 @@ echo -1
 """
 #: "At the pid limit": a fork loop that died of it has freed its own pid and a few more by the time we look.
 PIDS_MARGIN = 8
+#: After forks were refused: how long to wait before reading the refusal count again.
+PIDS_RECHECK_S = 3.0
+#: How often the writable layer is measured during the agent phase (at least; a slow walk stretches it).
+DISK_POLL_S = 1.0
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 def host_oom_kills() -> int | None:
@@ -93,6 +113,66 @@ def host_oom_kills() -> int | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def layer_bytes(upper: Path) -> int:
+    """Disk blocks allocated under an overlay2 upper directory (hard links counted once; symlinks never
+    followed; a sparse file counts what it holds, not its apparent size)."""
+    total, seen, stack = 0, set(), [str(upper)]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                    if st.st_ino in seen:
+                        continue
+                    seen.add(st.st_ino)
+                total += st.st_blocks * 512
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+    return total
+
+
+def host_cgroup_dir(pid: str, controller: str) -> Path | None:
+    """The host's cgroup directory of ``controller`` for a host pid (v1 controller line first, then v2)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    v2 = None
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        if controller in ctrls.split(","):
+            d = CGROUP_ROOT / controller / path.lstrip("/")
+            if d.is_dir():
+                return d
+        elif ctrls == "":
+            v2 = CGROUP_ROOT / path.lstrip("/")
+    return v2 if v2 is not None and (v2 / f"{controller}.max").exists() else None
+
+
+def read_pids_cgroup(d: Path) -> tuple[int | None, int | None, int | None]:
+    """(current, peak, forks refused at the limit) from a pid cgroup directory on the host."""
+
+    def read(name: str) -> str:
+        try:
+            return (d / name).read_text()
+        except OSError:
+            return ""
+
+    hits = None
+    for line in read("pids.events").splitlines():
+        k, _, v = line.partition(" ")
+        if k == "max":
+            hits = _int(v)
+    return _int(read("pids.current").strip()), _int(read("pids.peak").strip()), hits
 
 
 def _engine_is_local(client: docker.DockerClient) -> bool:
@@ -129,6 +209,15 @@ class Evidence:
     shell_exit_code: int | None = None
     pids_current: int | None = None
     pids_limit_hits: int | None = None  # forks refused at the pid limit (pids.events "max")
+    pids_peak: int | None = None
+    pids_read_by: str = ""  # host (the pid cgroup on the host) | container (read from inside)
+    pids_still_refused: bool = False  # forks were still being refused a moment after the agent phase
+    #: The disk allowance ([environment] storage_mb) and the writable layer measured against it.
+    storage_limit_mb: int = 0
+    disk_used_mb: float | None = None  # the largest measurement during the agent phase
+    disk_measured_by: str = ""  # layer (the overlay2 upper dir, on the host) | engine (SizeRw)
+    disk_over_limit: bool = False
+    disk_enforced: str = ""  # what Bandpass did when the layer went over: the agent's processes killed
     #: From the engine's stats when an OOM was seen and the container still runs (cgroup v1 figures).
     memory_max_usage_mb: float | None = None
     memory_failcnt: int | None = None
@@ -151,13 +240,22 @@ class ContainerWatch:
     evidence (and leaves the outcome to the daemon-health check).
     """
 
-    def __init__(self, client: docker.DockerClient, sandbox: Any, *, memory_limit_mb: int, pids_limit: int):
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        sandbox: Any,
+        *,
+        memory_limit_mb: int,
+        pids_limit: int,
+        storage_mb: int = 0,
+    ):
         self.client = client
         self.sandbox = sandbox
         self.evidence = Evidence(
             container=str(getattr(sandbox, "id", ""))[:12],
             memory_limit_mb=int(memory_limit_mb),
             pids_limit=int(pids_limit),
+            storage_limit_mb=int(storage_mb or 0),
         )
         self._cond = threading.Condition()
         self._stream: Any = None
@@ -169,6 +267,11 @@ class ContainerWatch:
         self.agent_exec_id = ""
         self._main_pid = ""
         self._learner: threading.Thread | None = None
+        self._upper: Path | None = None  # the overlay2 upper dir, when readable here
+        self._pids_dir: Path | None = None  # the pid cgroup on the host, when the engine is local
+        self._pids_hits0 = 0
+        self._disk_stop = threading.Event()
+        self._disk_thread: threading.Thread | None = None
 
     def start(self) -> ContainerWatch:
         try:
@@ -188,6 +291,19 @@ class ContainerWatch:
 
     def _learn_main(self) -> None:
         self._main_pid = self._main_host_pid()
+        try:
+            attrs = self.client.api.inspect_container(self.sandbox.id)
+        except Exception:  # noqa: BLE001 - without it the engine's figures are used
+            return
+        gd = attrs.get("GraphDriver") or {}
+        upper = (gd.get("Data") or {}).get("UpperDir") if gd.get("Name") == "overlay2" else None
+        if upper and os.access(upper, os.R_OK | os.X_OK):
+            self._upper = Path(upper)
+        init = (attrs.get("State") or {}).get("Pid")
+        if self._local and init:
+            self._pids_dir = host_cgroup_dir(str(init), "pids")
+            if self._pids_dir is not None:
+                self._pids_hits0 = read_pids_cgroup(self._pids_dir)[2] or 0
 
     def _host_processes(self) -> list[dict[str, str]] | None:
         """The container's processes as the engine's host sees them (``docker top``): not forgeable from
@@ -224,6 +340,68 @@ class ContainerWatch:
             self._learner.join(EVENT_WAIT_S)
         self.evidence.agent_started = True
         self.agent_exec_id = exec_id or ""
+        if self.evidence.storage_limit_mb > 0 and self._disk_thread is None:
+            self._disk_thread = threading.Thread(target=self._poll_disk, name="bandpass-disk", daemon=True)
+            self._disk_thread.start()
+
+    # --- the disk allowance -----------------------------------------------------------------------------
+
+    def _measure_disk(self) -> int | None:
+        """Bytes in the container's writable layer: the upper dir walked on the host, else the engine's
+        ``SizeRw`` (apparent sizes, computed by the daemon). None when neither answers."""
+        if self._upper is not None and self._upper.is_dir():
+            self.evidence.disk_measured_by = "layer"
+            return layer_bytes(self._upper)
+        try:
+            rows = self.client.api.containers(all=True, size=True, filters={"id": self.sandbox.id})
+        except Exception:  # noqa: BLE001
+            return None
+        if not rows or rows[0].get("SizeRw") is None:
+            return None
+        self.evidence.disk_measured_by = "engine"
+        return int(rows[0]["SizeRw"])
+
+    def _note_disk(self, used: int | None) -> None:
+        if used is None:
+            return
+        ev = self.evidence
+        mb = round(used / 2**20, 1)
+        with self._cond:
+            ev.disk_used_mb = max(mb, ev.disk_used_mb or 0.0)
+            if mb > ev.storage_limit_mb:
+                ev.disk_over_limit = True
+
+    def _poll_disk(self) -> None:
+        """Measures the layer about once a second (a slow walk stretches the interval to ten times its
+        own duration); over the allowance, stops the agent: kills its processes, which ends its shell."""
+        interval = DISK_POLL_S
+        while not self._disk_stop.wait(interval):
+            started = time.monotonic()
+            try:
+                used = self._measure_disk()
+            except Exception:  # noqa: BLE001 - a layer removed under us
+                return
+            interval = max(DISK_POLL_S, 10 * (time.monotonic() - started))
+            self._note_disk(used)
+            if self.evidence.disk_over_limit:
+                self._enforce_disk()
+                return
+
+    def _enforce_disk(self) -> None:
+        ev = self.evidence
+        try:
+            how = self.sandbox.kill_all_processes_except_init()
+        except Exception as exc:  # noqa: BLE001 - the verdict stands; the agent's timeout ends it anyway
+            ev.disk_enforced = f"could not stop the agent's processes: {exc}"[:300]
+            return
+        ev.disk_enforced = f"Bandpass killed the agent's processes at {ev.disk_used_mb:g} MB" + (
+            " (by restarting the container)" if how == "restart" else ""
+        )
+
+    def _stop_disk_watch(self) -> None:
+        self._disk_stop.set()
+        if self._disk_thread is not None:
+            self._disk_thread.join(timeout=60)
 
     def _pump(self) -> None:
         try:
@@ -269,7 +447,20 @@ class ContainerWatch:
                 self._cond.wait(min(left, 0.2))
             return True
 
+    def outside_kills(self) -> list[dict[str, Any]]:
+        """The engine's ``kill`` events for the container outside Bandpass's own restarts (a second of
+        slack either side: the engine stamps its events itself)."""
+        windows = list(getattr(self.sandbox, "harness_kill_windows", []) or [])
+        with self._cond:
+            kills = list(self.evidence.actions("kill"))
+        return [k for k in kills if not any(a - 1.0 <= k["t"] + self._t0 <= b + 1.0 for a, b in windows)]
+
+    def wait_for_death(self, timeout: float = EVENT_WAIT_S) -> None:
+        """Until the engine's ``die`` event for the container arrived (or ``timeout``)."""
+        self._wait_for(lambda: bool(self.evidence.actions("die")), timeout)
+
     def close(self) -> None:
+        self._disk_stop.set()
         with self._cond:
             if self._closed:
                 return
@@ -291,6 +482,10 @@ class ContainerWatch:
         """
         ev = self.evidence
         ev.terminal_alive = terminal_alive
+        if ev.storage_limit_mb > 0 and ev.agent_started:
+            self._stop_disk_watch()
+            with contextlib.suppress(Exception):  # the last word: a burst since the last sample
+                self._note_disk(self._measure_disk())
         ev.harness_stops = list(getattr(self.sandbox, "stopped_by_harness", []) or [])
         status = self._inspect()  # an engine that does not answer this marks the daemon unhealthy
         if status == "running" and ev.agent_started and not self._main_alive():
@@ -310,14 +505,28 @@ class ContainerWatch:
                 self._wait_for(lambda: bool(ev.actions("die")), EVENT_WAIT_S)
         if status == "running" and (not terminal_alive or ev.actions("oom")):
             self._read_stats()
-        if status == "running" and not terminal_alive:
+        if status == "running" and self._pids_dir is not None:  # from the host: cheap, unforgeable
+            current, peak, hits = read_pids_cgroup(self._pids_dir)
+            if hits is not None:
+                ev.pids_current = current if current is not None else ev.pids_current
+                ev.pids_peak, ev.pids_limit_hits = peak, hits - self._pids_hits0
+                ev.pids_read_by = "host"
+                if ev.pids_limit_hits > 0 and not _bomb_left_running(ev):
+                    ev.pids_still_refused = self._still_refused(hits)
+        elif status == "running" and not terminal_alive:
             ev.pids_limit_hits = self._pids_limit_hits()
+            ev.pids_read_by = "container"
         if self._host_ooms0 is not None:
             now = host_oom_kills()
             ev.host_oom_kills_delta = None if now is None else now - self._host_ooms0
         # A shell that ended while the agent still finished normally does not end the episode: the
         # container runs, so the verifier judges the state it left.
-        ended = status != "running" or reported_code in DEATH_CODES
+        ended = (
+            status != "running"
+            or reported_code in DEATH_CODES
+            or ev.disk_over_limit
+            or (status == "running" and _bomb_left_running(ev))
+        )
         verdict = attribute(ev) if ended else None
         if verdict is not None:
             ev.verdict = {"outcome": verdict.outcome, "by": verdict.by, "why": verdict.why}
@@ -369,6 +578,19 @@ class ContainerWatch:
             ev.exit_code = _int(state.get("ExitCode"))
         return ev.status
 
+    def _still_refused(self, hits: int) -> bool:
+        """Whether the pid cgroup refuses another fork within ``PIDS_RECHECK_S``: a bomb still going does
+        (bash retries a refused fork after 1, 2, 4 and 8 s, and the survivors refill the table); a spike
+        the agent's work already got over does not. Costs up to that long, only after refused forks."""
+        assert self._pids_dir is not None
+        deadline = time.monotonic() + PIDS_RECHECK_S
+        while time.monotonic() < deadline:
+            _, _, again = read_pids_cgroup(self._pids_dir)
+            if again is not None and again > hits:
+                return True
+            time.sleep(0.2)
+        return False
+
     def _pids_limit_hits(self) -> int | None:
         try:
             code, out = self.sandbox.exec(["/bin/sh", "-c", _PIDS_EVENTS_SCRIPT], timeout=10)
@@ -391,6 +613,13 @@ class ContainerWatch:
         ev.memory_failcnt = _int(mem.get("failcnt"))
 
 
+def _bomb_left_running(ev: Evidence) -> bool:
+    """Forks were refused during the agent phase and the container is still at its pid limit."""
+    margin = max(PIDS_MARGIN, ev.pids_limit // 8)
+    at_limit = ev.pids_current is not None and ev.pids_current >= ev.pids_limit - margin
+    return bool(ev.pids_limit and (ev.pids_limit_hits or 0) > 0 and (at_limit or ev.pids_still_refused))
+
+
 def attribute(ev: Evidence) -> Verdict:
     """The rules in the module docstring, as a pure function of the evidence (unit-testable)."""
     if not ev.daemon_healthy:
@@ -398,6 +627,15 @@ def attribute(ev: Evidence) -> Verdict:
             outcomes.infra_error("daemon_unavailable"),
             "daemon",
             f"the Docker engine stopped answering during the agent phase ({ev.daemon_error})",
+        )
+    if ev.disk_over_limit and ev.agent_started:
+        where = "on the host (overlay2 upper dir)" if ev.disk_measured_by == "layer" else "by the engine"
+        return Verdict(
+            outcomes.agent_error("disk_full"),
+            "policy",
+            f"the container's writable layer reached {ev.disk_used_mb:g} MB, over the task's own disk "
+            f"allowance of {ev.storage_limit_mb} MB (storage_mb; measured {where})"
+            + (f"; {ev.disk_enforced}" if ev.disk_enforced else ""),
         )
     if ev.harness_stops:
         return Verdict(
@@ -444,6 +682,15 @@ def attribute(ev: Evidence) -> Verdict:
             f"the container exited with status {code} during the agent phase, the daemon healthy and "
             "no signal from outside: it was ended from inside",
         )
+    if ev.terminal_alive and _bomb_left_running(ev):
+        return Verdict(
+            outcomes.agent_error("pids_exhausted"),
+            "policy",
+            f"the agent's processes filled the container's pid limit of {ev.pids_limit} and were still at "
+            f"it when the agent phase ended ({ev.pids_limit_hits} fork(s) refused, {ev.pids_current} "
+            f"processes{', forks still refused after the agent returned' if ev.pids_still_refused else ''}"
+            "): a fork bomb",
+        )
     at_limit = ev.pids_current is not None and ev.pids_current >= ev.pids_limit - PIDS_MARGIN
     if ev.pids_limit and (at_limit or (ev.pids_limit_hits or 0) > 0):
         return Verdict(
@@ -479,6 +726,64 @@ def summary(evidence: dict[str, Any] | str | None) -> str:
     return ""
 
 
+def _loads(evidence: dict[str, Any] | str | None) -> dict[str, Any]:
+    if isinstance(evidence, str):
+        try:
+            evidence = json.loads(evidence) if evidence else None
+        except json.JSONDecodeError:
+            return {}
+    return evidence if isinstance(evidence, dict) else {}
+
+
+def facts(evidence: dict[str, Any] | str | None) -> str:
+    """The evidence behind ``summary`` in one line: the container's end (status, exit code, OOMKilled),
+    the engine's events (kill with its signal, die with its exit code, oom), Bandpass's own stops, and
+    the pid, disk and control figures that decided. Empty when nothing ended the sandbox."""
+    ev = _loads(evidence)
+    if not ev or not (ev.get("verdict") or any(e.get("action") == "oom" for e in ev.get("events", []))):
+        return ""
+    parts: list[str] = []
+    status = ev.get("status")
+    if status and status != "running":
+        parts.append(
+            f"container {status}" + (f" {ev['exit_code']}" if ev.get("exit_code") is not None else "")
+        )
+    if ev.get("oom_killed"):
+        parts.append("OOMKilled")
+    if ev.get("terminal_alive") is False:
+        code = ev.get("shell_exit_code")
+        parts.append("agent shell ended" + (f" {code}" if code is not None else ""))
+    shown = []
+    for e in ev.get("events", []):
+        if e.get("action") == "kill":
+            shown.append(f"kill(signal {e.get('signal', '?')})")
+        elif e.get("action") == "die":
+            shown.append(f"die(exit {e.get('exit_code', '?')})")
+        elif e.get("action") == "oom":
+            shown.append("oom")
+    if shown:
+        parts.append("engine: " + ", ".join(shown[:6]) + (" …" if len(shown) > 6 else ""))
+    elif "events" in ev:
+        parts.append("no kill/die/oom event from the engine")
+    if ev.get("harness_stops"):
+        parts.append("Bandpass: " + "; ".join(ev["harness_stops"]))
+    if ev.get("pids_limit_hits"):
+        parts.append(
+            f"pids {ev.get('pids_current')}/{ev.get('pids_limit')}, {ev['pids_limit_hits']} fork(s) refused"
+        )
+    if ev.get("disk_over_limit"):
+        parts.append(f"disk {ev.get('disk_used_mb')} MB of {ev.get('storage_limit_mb')} MB allowed")
+    ctl = ev.get("control") or {}
+    if "reward" in ctl:
+        parts.append(
+            f"control (fresh container): reward {ctl['reward']}"
+            + (f" after {ctl['failed_with']}" if ctl.get("failed_with") else "")
+        )
+    if ev.get("daemon_healthy") is False:
+        parts.append("daemon not answering")
+    return " · ".join(parts)
+
+
 def episode_evidence(ws: Any, episode_id: int) -> dict[str, Any]:
     """The attribution evidence of an episode as a JSON-ready dict (for ``bandpass show`` and the TUI):
     ``{"outcome", "summary", "evidence"}``; ``evidence`` is {} when nothing ended the sandbox."""
@@ -491,7 +796,7 @@ def episode_evidence(ws: Any, episode_id: int) -> dict[str, Any]:
             raise KeyError(f"episode {episode_id} does not exist")
         evidence = queries.episode_evidence(s, episode_id)
         outcome = ep.outcome
-    return {"outcome": outcome, "summary": summary(evidence), "evidence": evidence}
+    return {"outcome": outcome, "summary": summary(evidence), "facts": facts(evidence), "evidence": evidence}
 
 
 def _int(value: Any) -> int | None:
@@ -509,6 +814,10 @@ __all__ = [
     "Verdict",
     "attribute",
     "episode_evidence",
+    "facts",
+    "host_cgroup_dir",
     "host_oom_kills",
+    "layer_bytes",
+    "read_pids_cgroup",
     "summary",
 ]

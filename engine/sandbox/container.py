@@ -190,6 +190,9 @@ class Sandbox:
         self.restarts = 0
         #: Every time Bandpass itself stopped or killed this container (engine/sandbox/attribution.py).
         self.stopped_by_harness: list[str] = []
+        #: (start, end) wall-clock times of Bandpass's own restarts: the engine's ``kill`` events inside
+        #: them are ours (a restart with no grace period sends SIGTERM and SIGKILL).
+        self.harness_kill_windows: list[tuple[float, float]] = []
 
     # lifecycle ---------------------------------------------------------------------------------------
 
@@ -529,7 +532,11 @@ class Sandbox:
         if not survivors:
             return "kill"
         self.stopped_by_harness.append("restarted to kill the agent's processes")
-        self.container.restart(timeout=0)
+        started = time.time()
+        try:
+            self.container.restart(timeout=0)
+        finally:
+            self.harness_kill_windows.append((started, time.time()))
         self.restarts += 1
         self._wait_running(time.monotonic() + self.spec.start_timeout_sec)
         self.main_pid = self._find_main_pid()

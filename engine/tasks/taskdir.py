@@ -64,6 +64,9 @@ DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0  # Harbor's default
 DEFAULT_BUILD_TIMEOUT_SEC = 600.0  # Harbor's default
 DEFAULT_CPUS = 1.0  # Harbor's default
 DEFAULT_MEMORY_MB = 2048  # Harbor's default
+#: Harbor's default disk allowance; Bandpass measures the container's writable layer against it
+#: (engine/sandbox/attribution.py: overlay2 on ext4 has no per-container quota to enforce it with).
+DEFAULT_STORAGE_MB = 10240
 DEFAULT_WORKDIR = "/app"
 
 INSTRUCTION = "instruction.md"
@@ -98,6 +101,7 @@ _SECTIONS_USED: dict[str, set[str]] = {
         "cpus",
         "memory_mb",
         "pids_limit",
+        "storage_mb",
         "network_mode",
         "allow_internet",
         "workdir",
@@ -111,7 +115,6 @@ _SECTIONS_ACCEPTED: dict[str, set[str]] = {
     "agent": {"user", "allowed_hosts"},
     "verifier": {"user", "allowed_hosts", "network_mode"},
     "environment": {
-        "storage_mb",
         "storage",
         "gpus",
         "gpu_types",
@@ -173,6 +176,7 @@ class TaskSpec:
     cpus: float = DEFAULT_CPUS
     memory_mb: int = DEFAULT_MEMORY_MB
     pids_limit: int | None = None
+    storage_mb: int = DEFAULT_STORAGE_MB
     network: bool = False
     network_mode: str = "none"
     workdir: str = DEFAULT_WORKDIR
@@ -502,6 +506,7 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
             memory_mb = parsed
             chk.warnings.append(f"{CONFIG}: [environment].memory is deprecated in Harbor; use memory_mb")
     pids_limit = chk.positive_int(env, "environment", "pids_limit", None)
+    storage_mb = chk.positive_int(env, "environment", "storage_mb", DEFAULT_STORAGE_MB)
     network, network_mode = _resolve_network(env, chk)
     docker_image = chk.string(env, "environment", "docker_image", nonempty=True)
     workdir = chk.string(env, "environment", "workdir", nonempty=True) or DEFAULT_WORKDIR
@@ -531,6 +536,7 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
         cpus=cpus,
         memory_mb=memory_mb if memory_mb is not None else DEFAULT_MEMORY_MB,
         pids_limit=pids_limit,
+        storage_mb=storage_mb if storage_mb is not None else DEFAULT_STORAGE_MB,
         network=network,
         network_mode=network_mode,
         workdir=workdir,

@@ -206,6 +206,8 @@ def show_cmd(
             typer.echo(f"  {f['rule']}: {f['path']} ({f['why']})")
     if rec["attribution"].get("summary"):
         typer.echo(f"who ended the sandbox: {rec['attribution']['summary']}")
+        if rec["attribution"].get("facts"):
+            typer.echo(f"  evidence: {rec['attribution']['facts']}")
     rv = rec["review"]
     if rv:
         typer.echo(

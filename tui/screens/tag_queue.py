@@ -409,7 +409,12 @@ class TagQueueScreen(Screen[None]):
             if len(c.items) > PREVIEW:
                 lines.append(f"  … and {len(c.items) - PREVIEW} more (Enter: list them)")
             rep = c.representative
-            lines += ["", f"representative: episode {rep.episode_id}", *self._why(rep.episode_id)]
+            lines += [
+                "",
+                f"representative: episode {rep.episode_id}",
+                *self._why(rep.episode_id),
+                *self._who_ended(rep),
+            ]
             info.update(Text("\n".join(lines)))
             return
         cur = self.current
@@ -421,6 +426,7 @@ class TagQueueScreen(Screen[None]):
             f"episode {cur.episode_id} · {cur.task} · {cur.agent} · attempt {cur.attempt}{probe}",
             f"state {cur.state}",
             *self._why(cur.episode_id),
+            *self._who_ended(cur),
             f"suggested tag: {cur.suggestion} (confirm with a)" if cur.suggestion else "no suggested tag",
         ]
         if cur.tags:
@@ -434,6 +440,16 @@ class TagQueueScreen(Screen[None]):
         if with_output:
             lines += ["", "verifier output (tail):", with_output]
         info.update(Text("\n".join(lines)))
+
+    @staticmethod
+    def _who_ended(item: QueueItem) -> list[str]:
+        """Who ended the sandbox and the engine's evidence for it, as ``bandpass show`` prints them."""
+        if not item.attribution:
+            return []
+        lines = [f"who ended the sandbox: {item.attribution}"]
+        if item.attribution_facts:
+            lines.append(f"  evidence: {item.attribution_facts}")
+        return lines
 
     def _why(self, episode_id: int) -> list[str]:
         lines = self._records.get(episode_id)

@@ -260,7 +260,25 @@ class MemoryHogCheat:
         return _type(ctx, 0, keys, self.name) or AgentResult()
 
 
-SANDBOX_PROBES = (KillSandboxCheat, MemoryHogCheat)
+class ForkBombCheat:
+    """The classic fork bomb, left running when the agent returns: bounded by the container's pid limit
+    (``[environment] pids_limit``, 512 by default), it keeps the container at that limit, refusing forks,
+    until the capture phase kills it. The shell then waits, with builtins only (it cannot fork any more),
+    until the pid cgroup reports a refused fork, so the agent returns with the bomb at its limit."""
+
+    name = "cheat:fork_bomb"
+    expected = "agent_error:pids_exhausted"
+    KEYS = (
+        "f=/sys/fs/cgroup/pids/pids.events; [ -r $f ] || f=/sys/fs/cgroup/pids.events; n=0;"
+        " :(){ :|:& };:;"
+        ' until read -r k v < $f && [ "${v:-0}" -gt 0 ]; do n=$((n+1)); [ $n -gt 500000 ] && break; done\n'
+    )
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        return _type(ctx, 0, self.KEYS, self.name) or AgentResult()
+
+
+SANDBOX_PROBES = (KillSandboxCheat, MemoryHogCheat, ForkBombCheat)
 BUILTIN = {a.name: a for a in (OracleAgent, NopAgent, *CHEATS, *SANDBOX_PROBES)}
 
 
