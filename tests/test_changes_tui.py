@@ -11,18 +11,11 @@ from engine.core.workspace import Workspace
 from engine.run.episode import run_episode
 from tests.test_guard import Keys, _task
 from tests.test_replay_tui import Host
+from tests.tui_wait import wait_for
 from tui.screens.changes import ChangesScreen
 from tui.screens.replay import ReplayScreen
 
 pytestmark = pytest.mark.docker
-
-
-async def _until(pilot, cond, what: str) -> None:  # noqa: ANN001
-    for _ in range(500):
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_changes_view_shows_diffs_and_highlights_guard_findings(
@@ -43,7 +36,7 @@ async def test_changes_view_shows_diffs_and_highlights_guard_findings(
     replay = ReplayScreen(workspace, episode_id=res.episode_id)
     async with Host(replay).run_test(size=(160, 45)) as pilot:
         await pilot.press("d")
-        await _until(pilot, lambda: isinstance(pilot.app.screen, ChangesScreen), "the Changes screen")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChangesScreen), what="the Changes screen")
         screen = pilot.app.screen
         assert isinstance(screen, ChangesScreen)
         summary = str(screen.query_one("#changes-summary", Static).content)
@@ -60,16 +53,16 @@ async def test_changes_view_shows_diffs_and_highlights_guard_findings(
         order = [c["path"] for c in screen.rows]
         table.move_cursor(row=order.index("/etc/profile"))
         diff = screen.query_one("#changes-diff", Static)
-        await _until(pilot, lambda: "+export EVIL=1" in str(diff.content), "the diff of /etc/profile")
+        await wait_for(pilot, lambda: "+export EVIL=1" in str(diff.content), what="the diff of /etc/profile")
         text = str(diff.content)
         assert "--- image:/etc/profile" in text and "TAMPER: shell_startup" in text
 
         table.move_cursor(row=order.index("/app/notes/readme.txt"))
-        await _until(pilot, lambda: "+hello" in str(diff.content), "the diff of an added file")
+        await wait_for(pilot, lambda: "+hello" in str(diff.content), what="the diff of an added file")
         assert "--- /dev/null" in str(diff.content)
 
         await pilot.press("f")
         flagged = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
         assert sorted(flagged) == ["/etc/profile", "/usr/bin/cat"]
         await pilot.press("escape")
-        await _until(pilot, lambda: pilot.app.screen is replay, "back to Replay")
+        await wait_for(pilot, lambda: pilot.app.screen is replay, what="back to Replay")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from textual.app import App
+from textual.widgets import DataTable, Static
 
 from engine.core.workspace import Workspace
 from tests._replay_data import make_episode
@@ -47,16 +48,34 @@ def test_snapshot_cluster_view(ws: Workspace, snap_compare: Any) -> None:
     async def run_before(pilot: Any) -> None:
         await wait_for(pilot, lambda: getattr(pilot.app.screen, "settled", False), what="the queue's load")
         await pilot.press("k")
-        await wait_for(pilot, lambda: pilot.app.screen.cluster_view, what="the cluster view")
-        await pilot.pause()
+        screen = pilot.app.screen
+        info = screen.query_one("#queue-info", Static)
+        await wait_for(
+            pilot,
+            lambda: screen.clusters and str(info.content).startswith("cluster "),
+            what="the cluster view",
+        )
 
     assert snap_compare(Host(lambda: TagQueueScreen(ws)), terminal_size=SIZE, run_before=run_before)
 
 
 def test_snapshot_episodes(ws: Workspace, snap_compare: Any) -> None:
     async def run_before(pilot: Any) -> None:
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, EpisodesScreen), what="Episodes")
         await pilot.press("space", "down", "down", "down")
-        await pilot.pause(0.2)
+        screen = pilot.app.screen
+        info = screen.query_one("#episodes-info", Static)
+
+        def marked_and_moved() -> bool:  # first row marked, the fourth highlighted and described
+            cur = screen.current
+            return (
+                screen.marked == [screen.shown[0].episode_id]
+                and cur is not None
+                and cur is screen.shown[3]
+                and str(info.content).startswith(f"episode {cur.episode_id} ")
+            )
+
+        await wait_for(pilot, marked_and_moved, what="the mark and the cursor on the fourth row")
 
     assert snap_compare(
         Host(lambda: EpisodesScreen(ws, task="fix-it")), terminal_size=SIZE, run_before=run_before
@@ -65,6 +84,14 @@ def test_snapshot_episodes(ws: Workspace, snap_compare: Any) -> None:
 
 def test_snapshot_compare(ws: Workspace, snap_compare: Any) -> None:
     async def run_before(pilot: Any) -> None:
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, CompareScreen), what="Compare")
+        screen = pilot.app.screen
+        table = screen.query_one("#compare-steps", DataTable)
+
+        def on_first_divergence() -> bool:
+            want = screen.first_divergence or 0
+            return table.row_count == len(screen.rows) and table.cursor_row == want and table.has_focus
+
+        await wait_for(pilot, on_first_divergence, what="the cursor on the first divergence")
 
     assert snap_compare(Host(lambda: CompareScreen(ws, 1, 5)), terminal_size=SIZE, run_before=run_before)

@@ -15,6 +15,7 @@ from engine.review.tagging import Tagger
 from store import queries as q
 from store.db import session
 from tests._replay_data import make_episode, write_cast
+from tests.tui_wait import wait_for
 from tui.app import BandpassApp
 from tui.screens.compare import CompareScreen
 from tui.screens.episodes import EpisodesScreen
@@ -51,19 +52,11 @@ def make_loop_episode(ws: Workspace, task: str = "loopy") -> int:
     return eid
 
 
-async def wait_for(pilot, cond, what: str) -> None:  # noqa: ANN001
-    for _ in range(300):
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:  # noqa: ANN001
     """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
     await pilot.press(*keys)
     await pilot.pause()
-    await wait_for(pilot, lambda: screen.settled, "the queue's load")
+    await wait_for(pilot, lambda: screen.settled, what="the queue's load")
 
 
 async def test_cluster_view_tags_a_whole_signature_in_one_undoable_step(workspace: Workspace) -> None:
@@ -73,7 +66,7 @@ async def test_cluster_view_tags_a_whole_signature_in_one_undoable_step(workspac
     screen = TagQueueScreen(workspace, tagger=Tagger(workspace, author="pilot"))
     app = Host(screen)
     async with app.run_test(size=(170, 45)) as pilot:
-        await wait_for(pilot, lambda: screen.settled, "the queue's first load")
+        await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
         assert probe not in [i.episode_id for i in screen.items]  # the audit's probe is hidden ...
         assert "audit probes hidden" in screen.status_text()
         await press(pilot, screen, "k")
@@ -89,7 +82,7 @@ async def test_cluster_view_tags_a_whole_signature_in_one_undoable_step(workspac
         )
         await press(pilot, screen, "enter")
         await wait_for(
-            pilot, lambda: all(tags_of(workspace, e) == ["harness.turn_limit"] for e in same), "tags"
+            pilot, lambda: all(tags_of(workspace, e) == ["harness.turn_limit"] for e in same), what="tags"
         )
         assert tags_of(workspace, other) == []
         await press(pilot, screen, "u")  # one undo for the whole cluster
@@ -110,7 +103,7 @@ async def test_queue_filters_and_signature_selection(workspace: Workspace) -> No
     d = make_episode(workspace, task="t2", outcome="agent_error:turn_limit", agent="m1")
     screen = TagQueueScreen(workspace)
     async with Host(screen).run_test(size=(170, 45)) as pilot:
-        await wait_for(pilot, lambda: screen.settled, "the queue's first load")
+        await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
         await press(pilot, screen, "S")  # the same signature: never the episode failing on test_y
         assert screen.selected == {a, b}
         await press(pilot, screen, "escape")
@@ -132,18 +125,18 @@ async def test_queue_keys_do_not_trap_and_detail_is_plain_text(workspace: Worksp
     async with app.run_test(size=(170, 45)) as pilot:
         await pilot.press("7")
         await wait_for(
-            pilot, lambda: isinstance(app.screen, TagQueueScreen) and app.screen.items, "the queue"
+            pilot, lambda: isinstance(app.screen, TagQueueScreen) and app.screen.items, what="the queue"
         )
         queue = app.screen
         info = str(queue.query_one("#queue-info", Static).content)
         assert "\x1b" not in info and "\x07" not in info and "FAILED t.py::test_q - og" in info
         assert "outcome failed" in info and "diagnosis policy.failed_checks" in info
         await pilot.press("escape")  # Escape leaves the queue
-        await wait_for(pilot, lambda: isinstance(app.screen, TasksScreen), "Tasks")
+        await wait_for(pilot, lambda: isinstance(app.screen, TasksScreen), what="Tasks")
         await pilot.press("7")
-        await wait_for(pilot, lambda: app.screen is queue, "the queue again")
+        await wait_for(pilot, lambda: app.screen is queue, what="the queue again")
         await pilot.press("5")  # digits switch screens from inside the queue
-        await wait_for(pilot, lambda: app.current_mode == "calibration", "Calibration")
+        await wait_for(pilot, lambda: app.current_mode == "calibration", what="Calibration")
 
 
 async def test_replay_shows_why_seeks_evidence_and_keeps_speed(workspace: Workspace) -> None:
@@ -169,11 +162,11 @@ async def test_wide_cast_says_it_is_cut_and_pans(workspace: Workspace, tmp_path)
     async with Host(screen).run_test(size=(120, 30)) as pilot:
         await pilot.press("end")
         view = screen.query_one("#view-agent", TerminalView)
-        await wait_for(pilot, lambda: view.hidden_columns()[2] == 160, "the cast on screen")
+        await wait_for(pilot, lambda: view.hidden_columns()[2] == 160, what="the cast on screen")
         first, last, cols = view.hidden_columns()
         assert first == 1 and last < 160 and f"cols 1-{last} of 160 (< >: pan)" in screen.status_text()
         await pilot.press("greater_than_sign")
-        await wait_for(pilot, lambda: view.hidden_columns()[0] == 21, "the pan")
+        await wait_for(pilot, lambda: view.hidden_columns()[0] == 21, what="the pan")
         assert view.render_line(0).text.startswith("20        30")
 
 
@@ -214,7 +207,7 @@ async def test_settings_asks_before_dropping_unsaved_edits(workspace: Workspace)
     app = BandpassApp(workspace, bus=EventBus(), show_path=False)
     async with app.run_test(size=(150, 40)) as pilot:
         await pilot.press("4")
-        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), "Settings")
+        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), what="Settings")
         assert not app.screen.dirty
         await pilot.press("q")  # nothing edited: q quits at once, no question
     assert app.return_code == 0
@@ -222,7 +215,7 @@ async def test_settings_asks_before_dropping_unsaved_edits(workspace: Workspace)
     app = BandpassApp(workspace, bus=EventBus(), show_path=False)
     async with app.run_test(size=(150, 40)) as pilot:
         await pilot.press("4")
-        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), "Settings")
+        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), what="Settings")
         settings = app.screen
         editor = settings.query_one("#settings-text", TextArea)
         editor.insert("# my unsaved note\n", (0, 0))
@@ -230,14 +223,14 @@ async def test_settings_asks_before_dropping_unsaved_edits(workspace: Workspace)
         assert settings.dirty
         settings.query_one("#settings-models").focus()
         await pilot.press("q")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the question")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the question")
         await pilot.press("n")  # keep editing: nothing lost
-        await wait_for(pilot, lambda: app.screen is settings, "Settings again")
+        await wait_for(pilot, lambda: app.screen is settings, what="Settings again")
         assert "# my unsaved note" in editor.text
         await pilot.press("ctrl+r")  # reload asks too
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the reload question")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the reload question")
         await pilot.press("y")
-        await wait_for(pilot, lambda: "# my unsaved note" not in editor.text, "the reload")
+        await wait_for(pilot, lambda: "# my unsaved note" not in editor.text, what="the reload")
         assert not settings.dirty
 
 
@@ -246,14 +239,16 @@ async def test_queue_opens_the_replay_at_the_evidence(workspace: Workspace) -> N
     screen = TagQueueScreen(workspace)
     app = Host(screen)
     async with app.run_test(size=(170, 45)) as pilot:
-        await wait_for(pilot, lambda: screen.settled, "the queue's first load")
+        await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
         info = str(screen.query_one("#queue-info", Static).content)
         assert "outcome agent_error:turn_limit" in info and "[step 0 @ 1.0s]" in info
         await press(pilot, screen, "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), "Replay")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="Replay")
         replay = app.screen
         assert replay.source.episode_id == eid
-        await wait_for(pilot, lambda: replay.player is not None and replay.player.position == 1.0, "the seek")
+        await wait_for(
+            pilot, lambda: replay.player is not None and replay.player.position == 1.0, what="the seek"
+        )
 
 
 def _set_steps(ws: Workspace, eid: int, steps: list[tuple[str, str]]) -> None:
@@ -278,7 +273,7 @@ async def test_compare_aligns_an_inserted_step_and_highlights_the_first_divergen
     app = Host(screen)
     async with app.run_test(size=(150, 40)) as pilot:
         table = screen.query_one("#compare-steps", DataTable)
-        await wait_for(pilot, lambda: table.row_count == 4, "the aligned rows")
+        await wait_for(pilot, lambda: table.row_count == 4, what="the aligned rows")
         cells = [[str(c) for c in table.get_row_at(n)] for n in range(4)]
         # the inserted `ls` is a one-sided row; make and ./run line up again (by index all three differ)
         assert [c[:2] for c in cells] == [["", "0"], ["+", "— / 1"], ["", "1 / 2"], ["≠", "2 / 3"]]
@@ -291,5 +286,5 @@ async def test_compare_aligns_an_inserted_step_and_highlights_the_first_divergen
             and "2 divergent rows" in text_
         )
         await pilot.press("d")
-        await wait_for(pilot, lambda: table.cursor_row == 3, "the next divergence")
+        await wait_for(pilot, lambda: table.cursor_row == 3, what="the next divergence")
         assert screen.rows[3].why == "observation"

@@ -123,7 +123,10 @@ class _KillContainer:
     def run(self, ctx: AgentContext) -> AgentResult:
         ctx.terminal.run("echo about to die", timeout=10)
         ctx.terminal.container.kill()
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30  # until the terminal has seen its container go
+        while ctx.terminal.alive:
+            assert time.monotonic() < deadline, "the terminal outlived its killed container"
+            time.sleep(0.05)
         ctx.terminal.run("echo after", timeout=5)
         return AgentResult()
 

@@ -65,7 +65,7 @@ class _FakeExecutor(Executor):
         self.ctx = ctx
 
     def _run(self, job: EpisodeJob, fut: Future[JobResult]) -> None:
-        time.sleep(0.05)
+        time.sleep(0.05)  # the job's own duration (jobs overlap in flight), not a wait for anything
         assert self.ctx is not None
         with self.lock:
             self.flying -= 1

@@ -173,12 +173,12 @@ def test_a_batch_of_only_infra_errors_exits_non_zero(workspace: Workspace, tmp_p
 
 async def test_runs_screen_checks_the_endpoint_before_planning(workspace: Workspace) -> None:
     """The TUI's Runs screen uses the same check: a dead endpoint is one notification, nothing queued."""
-    import time
-
     from textual.widgets import Select
 
     from engine.core.events import EventBus
+    from tests.tui_wait import wait_for
     from tui.app import BandpassApp
+    from tui.screens.runs import RunsScreen
 
     ws = workspace
     (ws.root / "bandpass.toml").write_text(f'[models.deadm]\nbase_url = "{_dead_url()}"\n')
@@ -187,12 +187,14 @@ async def test_runs_screen_checks_the_endpoint_before_planning(workspace: Worksp
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.press("2")
-        await pilot.pause()
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the Runs screen")
         app.screen.query_one("#runs-agent", Select).value = "model:deadm"
         await pilot.press("n")
-        end = time.monotonic() + 60
-        while not any("policy endpoint not ready" in str(n.message) for n in app._notifications):
-            assert time.monotonic() < end, [str(n.message) for n in app._notifications]
-            await pilot.pause(0.05)
+        await wait_for(
+            pilot,
+            lambda: any("policy endpoint not ready" in str(n.message) for n in app._notifications),
+            timeout=60,
+            what="the endpoint check's notification",
+        )
         assert any("connection refused" in str(n.message) for n in app._notifications)
     assert _batches(ws) == []

@@ -4,7 +4,6 @@ reading as ``bandpass generations show``; ``k`` runs the one-token check and sho
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,21 +12,15 @@ import pytest
 from engine.core.events import EventBus
 from engine.core.workspace import Workspace
 from engine.generator import Budget, RetryPolicy, generate_batch
+from engine.generator.transcript import render_lines
 from tests.servers.anthropic_server import VLLM_TOOLS_REFUSAL, Cut, Reply, running_server, text, tool
+from tests.tui_wait import wait_for
 from tui.app import BandpassApp
 from tui.screens.generate import GenerateScreen
 from tui.screens.generation import GenerationScreen
 
 SIZE = (160, 45)
 MODEL = "claude-haiku-4-5-tui"
-
-
-async def wait_for(pilot: Any, cond: Any, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
 
 
 def log_text(screen: Any, selector: str) -> str:
@@ -171,9 +164,16 @@ def test_snapshot_generation_screen(tmp_path: Path, snap_compare: Any) -> None:
     assert gid is not None
 
     async def run_before(pilot: Any) -> None:
-        await pilot.app.push_screen(GenerationScreen(ws, gid))
-        await wait_for(pilot, lambda: "turn 1" in log_text(pilot.app.screen, "#generation-log"))
-        await pilot.pause(0.2)
+        tasks = pilot.app.screen  # the Tasks screen underneath loads in a worker: let it finish first
+        await wait_for(pilot, lambda: tasks.last_load_s is not None, what="the Tasks load")
+        screen = GenerationScreen(ws, gid)
+        await pilot.app.push_screen(screen)
+
+        def written() -> bool:  # the whole reading is in the log, down to its last line
+            shown = log_text(screen, "#generation-log")
+            return screen.reading is not None and render_lines(screen.reading)[-1][1] in shown
+
+        await wait_for(pilot, written, what="the attempt's last line in the log")
 
     assert snap_compare(
         BandpassApp(ws, bus=EventBus(), show_path=False), terminal_size=SIZE, run_before=run_before

@@ -167,11 +167,9 @@ def test_build_via_alias_then_cached(client, made_images, tmp_path: Path) -> Non
     out = client.containers.run(first.tag, ["cat", "/hello"], remove=True, network_mode="none")
     assert out == b"hi\n"
 
-    t0 = time.monotonic()
     second = build_task_image(client, task, version, aliases=ALIASES)
     assert second.ok and second.cached
     assert second.aliases_used == first.aliases_used  # recovered from the image label
-    assert time.monotonic() - t0 < 1.0
 
     found = image_contains(client, first.tag, ["/hello", "/tests", "/solution", "/oracle"])
     assert found == {"/hello": True, "/tests": False, "/solution": False, "/oracle": False}
@@ -268,9 +266,7 @@ def test_base_build_pipeline_with_fake_debootstrap(client, made_images, tmp_path
     made_images.append(tag)
     lines: list[str] = []
 
-    t0 = time.monotonic()
     assert build_base_image(client, tag, on_log=lines.append) == tag
-    elapsed = time.monotonic() - t0
     assert any("fake debootstrap" in ln for ln in lines)
     assert list(work.iterdir()) == []  # rootfs and tarball cleaned up
     out = client.containers.run(
@@ -279,7 +275,6 @@ def test_base_build_pipeline_with_fake_debootstrap(client, made_images, tmp_path
     assert out == b"42 C.UTF-8\n"
     cfg = client.images.get(tag).attrs["Config"]
     assert cfg["Cmd"] == ["bash"]
-    assert elapsed < 30
 
 
 @pytest.mark.docker

@@ -72,7 +72,7 @@ def test_policy_solves_in_docker(tiny: tuple[Workspace, int], server: OpenAIServ
     assert [st.index for st in steps] == [0, 1, 2]
     first = json.loads(steps[0].action_json)
     assert [r["exit_code"] for r in first["results"]] == [0, 0]  # shell markers, not sleeps
-    assert all(r["duration"] < 5 for r in first["results"])  # returned before the duration cap
+    assert all(r["completed"] and not r["timed_out"] for r in first["results"])  # before the duration cap
     assert "42" in steps[1].observation  # the policy saw cat's output
     assert steps[0].prompt_tokens > 0 and steps[0].raw_reply == SOLVE_42[0]
     cast = read_cast(ws.abs(ep.agent_cast))

@@ -108,7 +108,8 @@ class Serve:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -129,10 +130,10 @@ class Serve:
 
     def finish(self, timeout: float = 60.0) -> tuple[int, str]:
         code = self.proc.wait(timeout=timeout)
-        time.sleep(0)  # let the reader drain
+        self.reader.join(timeout=timeout)  # bandpass has exited: its stdout ends, and so does the reader
         while True:
             try:
-                self.seen.append(self.lines.get(timeout=1.0))
+                self.seen.append(self.lines.get_nowait())
             except queue.Empty:
                 break
         return code, "\n".join(self.seen)

@@ -136,7 +136,7 @@ def test_exec_timeout_kills_the_command(sb: Sandbox) -> None:
     t0 = time.monotonic()
     code, out = sb.exec("echo started; sleep 30 & sleep 31; echo never", timeout=1)
     assert code == EXEC_TIMEOUT_EXIT and out == "started\n"
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 25  # ended by the timeout, not by the command's own 31 s
     _, ps = sb.exec("ps -eo args")
     assert "sleep 3" not in ps
     assert sb.exec("exit 3", timeout=5) == (3, "")
@@ -152,9 +152,7 @@ def test_kill_all_processes_except_init(client) -> None:
         box.exec(["sh", "-c", "(while :; do sleep 1; done) >/dev/null 2>&1 &"], user="nobody")
         before = box.list_processes()
         assert {uid for _, uid in before} == {0, 65534}
-        t0 = time.monotonic()
-        assert box.kill_all_processes_except_init() == "kill"
-        assert time.monotonic() - t0 < 3
+        assert box.kill_all_processes_except_init() == "kill"  # the kill path, not the restart
         assert box.list_processes() == []
         assert box.is_running()
         _, ps = box.exec("ps -eo pid,args --no-headers")
@@ -181,7 +179,10 @@ def test_kill_with_pid_table_held_full(client) -> None:
         box.put_file("/app/keep.txt", b"state the verifier must see")
         box.put_file("/app/holder.py", FORK_HOLDER.encode())
         box.exec("nohup python3 /app/holder.py >/dev/null 2>&1 &")
-        time.sleep(1.0)
+        deadline = time.monotonic() + 30  # until the table is full (docker top reads it from the host)
+        while len(box.container.top()["Processes"]) < 24:
+            assert time.monotonic() < deadline, "the holder never filled the pid table"
+            time.sleep(0.05)
         method = box.kill_all_processes_except_init()
         assert method in ("kill", "restart")
         assert box.is_running()
@@ -291,4 +292,4 @@ def test_ensure_engine_does_not_start_a_daemon_for_a_remote_host(monkeypatch) ->
     t0 = time.monotonic()
     with pytest.raises(DockerUnavailable, match="connection refused"):
         ensure_engine()
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 60  # straight back: no install script (up to 300 s) was run
