@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -176,3 +177,13 @@ def test_a_broken_generation_sample_names_its_file(tmp_path: Path, workspace: Wo
     (bad / "generation.json").write_text('{"format": "bandpass-generation-sample/1", "generation": []}')
     with pytest.raises(GenerationSampleError, match=r"broken/generation.json: field 'generation'"):
         load_generation_samples(workspace, tmp_path)
+
+
+def test_shipped_samples_hold_no_key() -> None:
+    """The samples were recorded against servers that demanded API keys; none reached the files (the
+    transcripts and reviews keep what the model sent, redacted)."""
+    key_shaped = re.compile(rb"sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9]{20,}")
+    files = [p for p in SAMPLES.rglob("*") if p.is_file()]
+    assert len(files) > 100
+    leaks = [str(p) for p in files if key_shaped.search(p.read_bytes())]
+    assert leaks == []
