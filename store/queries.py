@@ -711,6 +711,69 @@ def batch_progress(
     return list(out.values())
 
 
+@dataclass
+class FollowedEpisode:
+    """An episode of another process's batch as the Runs screen follows it (``followed_episodes``)."""
+
+    id: int
+    batch_id: str
+    task_name: str
+    agent: str
+    attempt: int
+    status: str
+    outcome: str
+    reward: float | None
+    agent_cast: str
+    verifier_cast: str
+
+
+def followed_episodes(
+    s: Session,
+    batch_ids: Sequence[str],
+    *,
+    also: Sequence[int] = (),
+    ended_since: Any = None,
+    executors: Sequence[str] = ("local",),
+) -> list[FollowedEpisode]:
+    """Episodes of ``batch_ids`` (batches whose latest runner is one of ``executors``) that are running,
+    named in ``also`` (followed already, whatever their status now) or ended at or after ``ended_since``;
+    by id. Indexed columns only: cheap to poll."""
+    if not batch_ids and not also:
+        return []
+    live = (col(Episode.batch_id).in_(list(batch_ids))) & (col(Batch.executor).in_(list(executors)))
+    if ended_since is not None:
+        live = live & (
+            (Episode.status == "running")
+            | ((Episode.status == "done") & (col(Episode.ended_at) >= ended_since))
+        )
+    else:
+        live = live & (Episode.status == "running")
+    cond = live | col(Episode.id).in_(list(also)) if also else live
+    rows = s.exec(
+        select(Episode, Task.name)
+        .join(Batch, col(Batch.id) == col(Episode.batch_id))
+        .join(TaskVersion, col(TaskVersion.id) == col(Episode.task_version_id))
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+        .where(cond)
+        .order_by(col(Episode.id))
+    ).all()
+    return [
+        FollowedEpisode(
+            int(ep.id),
+            ep.batch_id,
+            name,
+            ep.agent,
+            ep.attempt,
+            ep.status,
+            ep.outcome,
+            ep.reward,
+            ep.agent_cast,
+            ep.verifier_cast,
+        )  # fmt: skip
+        for ep, name in rows
+    ]
+
+
 def batch_status_counts(s: Session, batch_id: str) -> dict[str, int]:
     """``{"queued": n, "running": n, "done": n}`` (missing statuses are 0)."""
     rows = s.exec(
