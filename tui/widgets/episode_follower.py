@@ -109,6 +109,10 @@ class EpisodeFollower:
         with self._lock:
             return sorted(self._followed)
 
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
     def start(self) -> EpisodeFollower:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="episode-follower", daemon=True)
@@ -162,11 +166,11 @@ class EpisodeFollower:
                     self._followed.pop(row.id, None)
                 continue
             self._read(f)  # after the status was read: a done row's casts are complete
-            if row.status == "done":
-                self.bus.publish(EpisodeFinished(episode_id=row.id, outcome=row.outcome, reward=row.reward))
+            if row.status == "done":  # no longer followed by the time anyone hears it ended
                 with self._lock:
                     self._followed.pop(row.id, None)
                 self._finished.add(row.id)
+                self.bus.publish(EpisodeFinished(episode_id=row.id, outcome=row.outcome, reward=row.reward))
 
     def _start(self, row: FollowedEpisode) -> _Followed:
         eid = row.id
