@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Integer, func, update
+from sqlalchemy import Integer, func, or_, update
 from sqlmodel import Session, col, select
 
 from store.models import (
@@ -772,6 +772,25 @@ def followed_episodes(
         )  # fmt: skip
         for ep, name in rows
     ]
+
+
+def steps_after(s: Session, after: dict[int, int]) -> list[tuple[int, int, int, dict[str, Any]]]:
+    """``(episode_id, step id, index, action)`` of the steps with an id above ``after[episode_id]``, in id
+    order: what a follower of running episodes has not seen yet."""
+    if not after:
+        return []
+    cond = or_(*((Step.episode_id == eid) & (col(Step.id) > last) for eid, last in after.items()))
+    rows = s.exec(
+        select(Step.episode_id, Step.id, Step.index, Step.action_json).where(cond).order_by(col(Step.id))
+    ).all()
+    out = []
+    for eid, sid, index, action_json in rows:
+        try:
+            action = json.loads(action_json or "{}")
+        except ValueError:
+            action = {"error": "unreadable action"}
+        out.append((int(eid), int(sid), int(index), action if isinstance(action, dict) else {}))  # type: ignore[arg-type]
+    return out
 
 
 def batch_status_counts(s: Session, batch_id: str) -> dict[str, int]:

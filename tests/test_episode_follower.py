@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput
+from engine.core.events import (
+    EpisodeFinished,
+    EpisodeStarted,
+    Event,
+    EventBus,
+    PtyOutput,
+    StepFinished,
+    StepStarted,
+)
 from engine.core.workspace import Workspace
 from engine.run.rollouts import plan_batch
 from engine.sandbox.asciicast import CastWriter
@@ -48,6 +56,8 @@ class Recorder:
                 out.append(("started", e.task_name))
             elif isinstance(e, EpisodeFinished):
                 out.append(("finished", e.outcome))
+            elif isinstance(e, StepStarted | StepFinished):
+                out.append((type(e).__name__, str(e.index)))
         return out
 
 
@@ -88,8 +98,15 @@ def test_an_episode_of_another_process_becomes_bus_events(ws: Workspace) -> None
     agent = _cast(ws, eid, "agent.cast")
     agent.output("$ echo hi\r\n")
     follower.poll()
+    agent.marker("step 0")
     agent.output("hi\r\n")
     follower.poll()
+    shown = live.get(eid)
+    assert shown is not None and shown.step_index == 0 and shown.steps == []
+    with session(ws.engine) as s:
+        queries.add_step(s, eid, 0, action={"analysis": "say hi", "keystrokes": "echo hi\n"})
+    follower.poll()
+    assert shown.steps == [(0, {"analysis": "say hi", "keystrokes": "echo hi\n"})]
     follower.poll()  # nothing new: nothing published
     agent.close()
     with _cast(ws, eid, "verifier.cast") as verifier:
@@ -99,16 +116,17 @@ def test_an_episode_of_another_process_becomes_bus_events(ws: Workspace) -> None
     assert rec.kinds(eid) == [
         ("started", "tiny"),
         ("agent", "$ echo hi\r\n"),
+        ("StepStarted", "0"),
         ("agent", "hi\r\n"),
+        ("StepFinished", "0"),
         ("verifier", "PASS\r\n"),
         ("finished", "passed"),
     ]
     assert follower.following == []
     # the app's registry holds it like one of its own episodes
-    shown = live.get(eid)
-    assert shown is not None and shown.status == "done" and shown.outcome == "passed" and shown.verifier_seen
+    assert shown.status == "done" and shown.outcome == "passed" and shown.verifier_seen
     follower.poll()
-    assert len(rec.kinds(eid)) == 5  # done: not followed again
+    assert len(rec.kinds(eid)) == 7  # done: not followed again
 
 
 def test_a_retried_try_is_followed_in_its_own_cast(ws: Workspace) -> None:
@@ -116,18 +134,27 @@ def test_a_retried_try_is_followed_in_its_own_cast(ws: Workspace) -> None:
     rec = Recorder(bus)
     bid, (ep,) = _setup(ws)
     eid = int(ep.id)  # type: ignore[arg-type]
-    follower = EpisodeFollower(ws, bus, LiveEpisodes(bus))
+    live = LiveEpisodes(bus)
+    live.start()
+    follower = EpisodeFollower(ws, bus, live)
     follower.follow([bid])
     first = _cast(ws, eid, "agent.cast")
     first.output("try 0 ")
+    with session(ws.engine) as s:
+        queries.add_step(s, eid, 0, action={"try": 0})
     follower.poll()
     first.output("died\r\n")
     first.close()
+    with session(ws.engine) as s:  # what run_episode does before a new try: its steps start over
+        queries.delete_steps(s, eid)
+        queries.add_step(s, eid, 0, action={"try": 1})  # SQLite may hand out the deleted step's id again
     with _cast(ws, eid, "agent.try1.cast") as second:
         second.output("try 1\r\n")
         assert newest_casts(ws.recordings_dir / f"episode-{eid}")["agent"][0] == 1
         follower.poll()
     assert [d for s, d in rec.kinds(eid) if s == "agent"] == ["try 0 ", "died\r\n", "try 1\r\n"]
+    shown = live.get(eid)
+    assert shown is not None and shown.steps == [(0, {"try": 0}), (0, {"try": 1})]
 
 
 def test_an_episode_that_ran_between_two_polls_gets_its_whole_recording(ws: Workspace) -> None:

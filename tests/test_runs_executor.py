@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import Button, Select, Static
+from textual.widgets import Button, RichLog, Select, Static
 
 from engine.core.events import EventBus
 from engine.core.workspace import Workspace
@@ -299,6 +299,12 @@ async def test_live_panes_follow_a_cli_batch_from_another_process(tmp_path: Path
                 what="the verifier's output",
             )
             assert runs.follower.following == []
+            # its step (from the store) in the steps panel, as for the screen's own episodes
+            pane.agent_view.focus()
+            steps = runs.query_one("#runs-steps", RichLog)
+            await wait_for(
+                pilot, lambda: any("FOLLOW-$((6*7))-ME" in line.text for line in steps.lines), what="its step"
+            )
             out, err = cli.communicate(timeout=120)
             assert cli.returncode == 0, err
         finally:

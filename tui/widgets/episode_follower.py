@@ -5,8 +5,10 @@ bus; what it shares with us is the workspace: the store's rows and ``recordings/
 terminal is written as it happens (``CastWriter`` flushes one line per event). The follower is a thread
 that polls the store for the running episodes of the batches it is told to follow and tails their
 ``agent`` and ``verifier`` casts (:class:`~engine.sandbox.cast_tail.CastTail`, the newest try's file), and
-republishes what it reads on the app's bus as ``EpisodeStarted``, ``PtyOutput(stream=...)`` and, once the
-row is done (its casts are closed before the row is written), ``EpisodeFinished`` with the stored outcome.
+republishes what it reads on the app's bus as ``EpisodeStarted``, ``PtyOutput(stream=...)``,
+``StepStarted`` (the agent cast's ``step N`` markers), ``StepFinished`` (the store's step rows: the steps
+panel) and, once the row is done (its casts are closed before the row is written), ``EpisodeFinished``
+with the stored outcome.
 :class:`~tui.widgets.live_episodes.LiveEpisodes` and the Runs panes then show them like our own episodes:
 no pane code knows the difference.
 
@@ -29,7 +31,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus, PtyOutput
+from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus, PtyOutput, StepFinished, StepStarted
 from engine.core.workspace import Workspace
 from engine.sandbox.asciicast import CastError
 from engine.sandbox.cast_tail import CastTail
@@ -45,6 +47,7 @@ FOLLOW_INTERVAL_S = 0.2
 #: How far before the previous poll the next one looks for ended episodes (stamp-to-commit lag).
 ENDED_MARGIN = timedelta(seconds=10)
 _CAST = re.compile(r"^(agent|verifier)(?:\.try(\d+))?\.cast$")
+_STEP = re.compile(r"^step (\d+)$")  # the marker ``AgentContext.begin_step`` writes
 
 
 @dataclass
@@ -53,6 +56,8 @@ class _Followed:
     rec_dir: Path
     #: stream -> (try number, tail of that try's cast); a stream whose cast broke is None
     tails: dict[str, tuple[int, CastTail] | None] = field(default_factory=dict)
+    last_step: int = 0  # the highest step id read from the store
+    seen_steps: set[int] = field(default_factory=set)  # step ids published (this try)
 
 
 def newest_casts(rec_dir: Path) -> dict[str, tuple[int, Path]]:
@@ -149,9 +154,8 @@ class EpisodeFollower:
             rows = queries.followed_episodes(s, batches, also=followed, ended_since=self._window)
         # the next poll looks back to just before this one (a row is stamped before its commit lands)
         self._window = max(self.since, now - ENDED_MARGIN)
+        current: list[tuple[FollowedEpisode, _Followed]] = []
         for row in rows:
-            if self._stop.is_set():
-                return
             f = self._followed.get(row.id)
             if f is None:
                 if row.status == "queued" or self.is_own_batch(row.batch_id):
@@ -165,7 +169,20 @@ class EpisodeFollower:
                 with self._lock:
                     self._followed.pop(row.id, None)
                 continue
-            self._read(f)  # after the status was read: a done row's casts are complete
+            current.append((row, f))
+        for _row, f in current:  # after the status was read: a done row's casts are complete
+            if self._stop.is_set():
+                return
+            self._read(f)
+        with session(self.ws.engine) as s:  # a step's row is written after its output: read after the casts
+            steps = queries.steps_after(s, {f.episode_id: f.last_step for _row, f in current})
+        for eid, sid, index, action in steps:
+            f = self._followed[eid]
+            f.last_step = max(f.last_step, sid)
+            if sid not in f.seen_steps:
+                f.seen_steps.add(sid)
+                self.bus.publish(StepFinished(episode_id=eid, index=index, action=action))
+        for row, _f in current:
             if row.status == "done":  # no longer followed by the time anyone hears it ended
                 with self._lock:
                     self._followed.pop(row.id, None)
@@ -194,17 +211,34 @@ class EpisodeFollower:
             if tail is not None and try_no != old_try:
                 self._publish(f, stream, tail)  # the rest of the try before, then the new one
                 tail = None
+                if stream == "agent":  # the new try deleted the old one's steps before it began
+                    f.last_step, f.seen_steps = 0, set()
             if tail is None:
                 tail = CastTail(path)
                 f.tails[stream] = (try_no, tail)
             self._publish(f, stream, tail)
 
     def _publish(self, f: _Followed, stream: str, tail: CastTail) -> None:
+        """The tail's new output as ``PtyOutput``; the agent's ``step N`` markers as ``StepStarted``, in
+        order (the output before a marker is published before it)."""
         try:
-            text = tail.output()
+            events = tail.poll()
         except CastError as exc:
             log.warning("episode %s: stopped following its %s terminal: %s", f.episode_id, stream, exc)
             f.tails[stream] = None
             return
+        text: list[str] = []
+        for ev in events:
+            if ev.code == "o":
+                text.append(ev.data)
+            elif ev.code == "m" and stream == "agent" and (m := _STEP.match(ev.data)):
+                self._output(f, stream, text)
+                self.bus.publish(
+                    StepStarted(episode_id=f.episode_id, index=int(m.group(1)), marker_time=ev.time)
+                )
+        self._output(f, stream, text)
+
+    def _output(self, f: _Followed, stream: str, text: list[str]) -> None:
         if text:
-            self.bus.publish(PtyOutput(episode_id=f.episode_id, stream=stream, data=text))
+            self.bus.publish(PtyOutput(episode_id=f.episode_id, stream=stream, data="".join(text)))
+            text.clear()
