@@ -166,9 +166,13 @@ def test_an_episode_that_ran_between_two_polls_gets_its_whole_recording(ws: Work
     with _cast(ws, eid, "agent.cast") as agent:
         agent.output("quick\r\n")
     _finish(ws, eid, "failed", 0.0)
-    follower.follow([bid])
+    follower.follow([bid], finished=[bid])  # seen done already: read one last time, then dropped
+    assert follower.batches == [bid]
+    follower.poll(store=False)  # the casts only: nothing is known to follow yet
+    assert rec.events == []
     follower.poll()
     assert rec.kinds(eid) == [("started", "tiny"), ("agent", "quick\r\n"), ("finished", "failed")]
+    assert follower.batches == []
 
 
 def test_history_own_batches_ray_batches_and_bus_episodes_are_not_followed(ws: Workspace) -> None:

@@ -307,6 +307,8 @@ async def test_live_panes_follow_a_cli_batch_from_another_process(tmp_path: Path
             )
             out, err = cli.communicate(timeout=120)
             assert cli.returncode == 0, err
+            # a batch seen done is read one last time, then no longer polled
+            await wait_for(pilot, lambda: not runs.follower.batches, what="the finished batch dropped")
         finally:
             cli.kill()
             cli.wait(30)

@@ -474,6 +474,13 @@ class RunsScreen(Screen[None]):
 
     def _show_batches(self, rows: list[Any]) -> None:
         rows = [p for p in rows if p.batch.id not in self.own_batches]  # planned here while it was read
+        # live panes: batches running now, and new ones that ran to their end between two reads
+        fresh = [
+            p.batch.id for p in rows if p.batch.id not in self._watched and p.batch.created_at >= self._since
+        ]
+        self.follower.follow(
+            [p.batch.id for p in rows if p.unfinished] + fresh,
+            finished=[p.batch.id for p in rows if not p.unfinished],
+        )
         self._watched.update(p.batch.id for p in rows)
-        self.follower.follow(p.batch.id for p in rows)
         self.query_one("#runs-watch", BatchWatch).show(rows)

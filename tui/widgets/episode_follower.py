@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -42,8 +43,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How often the follower reads the store and the casts: short enough that a pane looks live.
+#: How often the follower reads the casts (a pane looks live) and the store (new and ended episodes).
 FOLLOW_INTERVAL_S = 0.2
+STORE_INTERVAL_S = 0.5
 #: How far before the previous poll the next one looks for ended episodes (stamp-to-commit lag).
 ENDED_MARGIN = timedelta(seconds=10)
 _CAST = re.compile(r"^(agent|verifier)(?:\.try(\d+))?\.cast$")
@@ -96,6 +98,7 @@ class EpisodeFollower:
         self._window = self.since  # ended at or after this: not yet seen by a poll
         self._lock = threading.Lock()
         self._batches: set[str] = set()
+        self._ending: set[str] = set()  # finished batches: dropped after the next store read
         self._followed: dict[int, _Followed] = {}
         self._finished: set[int] = set()  # followed to their end (the follower's thread only)
         self._stop = threading.Event()
@@ -103,10 +106,18 @@ class EpisodeFollower:
 
     # --- control (any thread) --- #
 
-    def follow(self, batch_ids: Iterable[str]) -> None:
-        """Adds batches whose episodes to follow (batches this process runs are skipped anyway)."""
+    def follow(self, batch_ids: Iterable[str], *, finished: Iterable[str] = ()) -> None:
+        """Adds batches whose episodes to follow (batches this process runs are skipped anyway).
+        ``finished`` names batches seen with every episode done: each is read one last time (its last
+        episodes to their end), then dropped, so a long session does not poll old batches."""
         with self._lock:
             self._batches.update(batch_ids)
+            self._ending.update(b for b in finished if b in self._batches)
+
+    @property
+    def batches(self) -> list[str]:
+        with self._lock:
+            return sorted(self._batches)
 
     @property
     def following(self) -> list[int]:
@@ -130,22 +141,33 @@ class EpisodeFollower:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        last_store = 0.0
         while not self._stop.wait(self.interval):
+            store = time.monotonic() - last_store >= STORE_INTERVAL_S
+            if store:
+                last_store = time.monotonic()
             try:
-                self.poll()
+                self.poll(store)
             except Exception:  # a broken poll must not end the thread: the next one may work
                 log.exception("following other processes' episodes failed")
 
     # --- one round (the follower's thread, or a test) --- #
 
-    def poll(self) -> None:
+    def poll(self, store: bool = True) -> None:
+        """One round: the store (new, requeued and finished episodes, steps) unless ``store`` is False,
+        then the casts of the episodes followed."""
         from store import queries
         from store.db import session
 
         with self._lock:
             batches = [b for b in self._batches if not self.is_own_batch(b)]
+            ending = set(self._ending)  # seen done before this read: it reads their last rows
             followed = list(self._followed)
         if not batches and not followed:
+            return
+        if not store:
+            for f in list(self._followed.values()):
+                self._read(f)
             return
         from store.models import utcnow
 
@@ -188,6 +210,9 @@ class EpisodeFollower:
                     self._followed.pop(row.id, None)
                 self._finished.add(row.id)
                 self.bus.publish(EpisodeFinished(episode_id=row.id, outcome=row.outcome, reward=row.reward))
+        with self._lock:
+            self._batches -= ending
+            self._ending -= ending
 
     def _start(self, row: FollowedEpisode) -> _Followed:
         eid = row.id
