@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Integer, func, update
+from sqlalchemy import Integer, func, or_, update
 from sqlmodel import Session, col, select
 
 from store.models import (
@@ -709,6 +709,88 @@ def batch_progress(
         if status == "done":
             p.outcomes[outcome] = p.outcomes.get(outcome, 0) + int(n)
     return list(out.values())
+
+
+@dataclass
+class FollowedEpisode:
+    """An episode of another process's batch as the Runs screen follows it (``followed_episodes``)."""
+
+    id: int
+    batch_id: str
+    task_name: str
+    agent: str
+    attempt: int
+    status: str
+    outcome: str
+    reward: float | None
+    agent_cast: str
+    verifier_cast: str
+
+
+def followed_episodes(
+    s: Session,
+    batch_ids: Sequence[str],
+    *,
+    also: Sequence[int] = (),
+    ended_since: Any = None,
+    executors: Sequence[str] = ("local",),
+) -> list[FollowedEpisode]:
+    """Episodes of ``batch_ids`` (batches whose latest runner is one of ``executors``) that are running,
+    named in ``also`` (followed already, whatever their status now) or ended at or after ``ended_since``;
+    by id. Indexed columns only: cheap to poll."""
+    if not batch_ids and not also:
+        return []
+    live = (col(Episode.batch_id).in_(list(batch_ids))) & (col(Batch.executor).in_(list(executors)))
+    if ended_since is not None:
+        live = live & (
+            (Episode.status == "running")
+            | ((Episode.status == "done") & (col(Episode.ended_at) >= ended_since))
+        )
+    else:
+        live = live & (Episode.status == "running")
+    cond = live | col(Episode.id).in_(list(also)) if also else live
+    rows = s.exec(
+        select(Episode, Task.name)
+        .join(Batch, col(Batch.id) == col(Episode.batch_id))
+        .join(TaskVersion, col(TaskVersion.id) == col(Episode.task_version_id))
+        .join(Task, col(Task.id) == col(TaskVersion.task_id))
+        .where(cond)
+        .order_by(col(Episode.id))
+    ).all()
+    return [
+        FollowedEpisode(
+            int(ep.id),
+            ep.batch_id,
+            name,
+            ep.agent,
+            ep.attempt,
+            ep.status,
+            ep.outcome,
+            ep.reward,
+            ep.agent_cast,
+            ep.verifier_cast,
+        )  # fmt: skip
+        for ep, name in rows
+    ]
+
+
+def steps_after(s: Session, after: dict[int, int]) -> list[tuple[int, int, int, dict[str, Any]]]:
+    """``(episode_id, step id, index, action)`` of the steps with an id above ``after[episode_id]``, in id
+    order: what a follower of running episodes has not seen yet."""
+    if not after:
+        return []
+    cond = or_(*((Step.episode_id == eid) & (col(Step.id) > last) for eid, last in after.items()))
+    rows = s.exec(
+        select(Step.episode_id, Step.id, Step.index, Step.action_json).where(cond).order_by(col(Step.id))
+    ).all()
+    out = []
+    for eid, sid, index, action_json in rows:
+        try:
+            action = json.loads(action_json or "{}")
+        except ValueError:
+            action = {"error": "unreadable action"}
+        out.append((int(eid), int(sid), int(index), action if isinstance(action, dict) else {}))  # type: ignore[arg-type]
+    return out
 
 
 def batch_status_counts(s: Session, batch_id: str) -> dict[str, int]:

@@ -6,7 +6,9 @@
   queued;
 * a batch started by another process (the real ``bandpass run`` CLI, or the real planning and queue
   functions) appears in the screen's batch table with its executor, done/total and outcomes, updated from
-  the store as it runs.
+  the store as it runs;
+* and its episodes running on this host get live panes: the recordings the CLI writes are tailed into
+  the app's bus, so a pane shows the episode's output while it runs and its outcome when it ends.
 
 Every wait is for a condition (``tests.tui_wait.wait_for``), never a fixed time.
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import Button, Select, Static
+from textual.widgets import Button, RichLog, Select, Static
 
 from engine.core.events import EventBus
 from engine.core.workspace import Workspace
@@ -31,11 +33,12 @@ from engine.tasks.importer import import_paths
 from store import queries
 from store.db import session
 from tests.conftest import REPO
-from tests.taskfactory import make_task
+from tests.taskfactory import SOUND_TEST, make_task
 from tests.tui_wait import wait_for
 from tui.app import BandpassApp
 from tui.screens.runs import RunsScreen
 from tui.widgets.batch_watch import BatchWatch
+from tui.widgets.episode_pane import EpisodePane
 
 
 def _free_port() -> int:
@@ -240,3 +243,76 @@ async def test_batch_table_follows_a_cli_batch_from_another_process(tmp_path: Pa
             cli.kill()
             cli.wait(30)
         assert runs.batch_id is None  # the screen started nothing itself
+
+
+#: The oracle's solution prints a line only its output can contain (the typed script has ``$((6*7))``),
+#: then waits for a file the test creates in its container: the pane is seen while the episode runs.
+CHATTY_SOLVE = (
+    "#!/bin/bash\necho FOLLOW-$((6*7))-ME\n"
+    "until [ -e /tmp/go ]; do sleep 0.1; done\necho 42 > /app/answer.txt\n"
+)
+CHATTY_TEST = SOUND_TEST + 'echo "VERIFIER-$((6*7))-SAYS"\n'
+
+
+def _text(view: Any) -> str:
+    return "\n".join(view.emulator.lines())
+
+
+@pytest.mark.docker
+async def test_live_panes_follow_a_cli_batch_from_another_process(tmp_path: Path) -> None:
+    import docker
+
+    ws = Workspace.open(tmp_path / "ws")
+    task = make_task(tmp_path / "src", "chatty", solve=CHATTY_SOLVE, test=CHATTY_TEST)
+    assert import_paths(ws, [task]).ok
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=(200, 45)) as pilot:
+        runs = await _open_runs(pilot)
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "run", "--agent", "oracle", "--k", "1",
+             "-j", "1", "--json"],
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "BANDPASS_WARM_POOL": "0"},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        client = docker.from_env()
+        try:
+            await wait_for(pilot, lambda: runs.query(EpisodePane), 240, what="a pane for the CLI's episode")
+            (pane,) = runs.query(EpisodePane)
+            eid = pane.live.episode_id
+            assert eid in runs.follower.following and "chatty" in str(pane.title_bar.render())
+            await wait_for(
+                pilot, lambda: "FOLLOW-42-ME" in _text(pane.agent_view), 240, what="the solution's output"
+            )
+            # shown live: the solution is still waiting for /tmp/go, so the episode cannot have ended
+            assert pane.live.status == "running" and pane.has_class("-running")
+            with session(ws.engine) as s:
+                assert queries.get_episode(s, eid).status == "running"  # type: ignore[union-attr]
+            (box,) = client.containers.list(
+                filters={"label": [f"bandpass.episode={eid}", f"bandpass.workspace={ws.root}"]}
+            )
+            assert box.exec_run(["touch", "/tmp/go"]).exit_code == 0
+            await wait_for(pilot, lambda: pane.has_class("-passed"), 240, what="the pane's outcome")
+            assert pane.live.outcome == "passed" and "passed" in str(pane.title_bar.render())
+            await wait_for(
+                pilot,
+                lambda: pane.verifier_view.display and "VERIFIER-42-SAYS" in _text(pane.verifier_view),
+                what="the verifier's output",
+            )
+            assert runs.follower.following == []
+            # its step (from the store) in the steps panel, as for the screen's own episodes
+            pane.agent_view.focus()
+            steps = runs.query_one("#runs-steps", RichLog)
+            await wait_for(
+                pilot, lambda: any("FOLLOW-$((6*7))-ME" in line.text for line in steps.lines), what="its step"
+            )
+            out, err = cli.communicate(timeout=120)
+            assert cli.returncode == 0, err
+            # a batch seen done is read one last time, then no longer polled
+            await wait_for(pilot, lambda: not runs.follower.batches, what="the finished batch dropped")
+        finally:
+            cli.kill()
+            cli.wait(30)
+            client.close()
+        assert runs.batch_id is None  # the screen started nothing itself
+        assert len(runs.query(EpisodePane)) == 1  # one pane: the episode was never shown twice
+    assert runs.follower.stopped  # the app closed: nothing follows any more

@@ -53,3 +53,5 @@ async def test_oracle_episode_output_appears_in_live_pane(tmp_path: Path) -> Non
         await wait_for(pilot, lambda: pane.has_class("-passed"))
         start = runs.query_one("#runs-start")
         await wait_for(pilot, lambda: not start.disabled, what="Start enabled again")  # batch finished
+        # the screen's own batch is on the bus: its recordings were never tailed too (no second feed)
+        assert not app.live.followed and len(runs.query(EpisodePane)) == 1

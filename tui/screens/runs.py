@@ -16,7 +16,9 @@ cluster that does not answer is one red line under the bar and nothing is queued
 Batches this screen did not start (``bandpass run`` in a terminal, another TUI) are followed from the
 store: a poll every ``WATCH_INTERVAL_S`` fills :class:`~tui.widgets.batch_watch.BatchWatch` with each one's
 executor, done/total and outcomes. The ``RECENT_BATCHES`` newest batches are listed too, finished or not:
-a curator coming back to Runs sees what ran last and how it ended.
+a curator coming back to Runs sees what ran last and how it ended. Their episodes that run on this host
+get live panes as well: :class:`~tui.widgets.episode_follower.EpisodeFollower` tails the recordings they
+write into the workspace and republishes them on the app's bus (Ray batches: progress only).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from textual.widgets import Button, Footer, Header, Input, ProgressBar, RichLog,
 
 from engine.core.workspace import Workspace
 from tui.widgets.batch_watch import BatchWatch
+from tui.widgets.episode_follower import EpisodeFollower
 from tui.widgets.episode_pane import EpisodePane
 from tui.widgets.live_episodes import LiveEpisode, LiveEpisodes
 from tui.widgets.threadsafe import UiCaller
@@ -177,12 +180,20 @@ class RunsScreen(Screen[None]):
         from store.models import utcnow
 
         self._since = utcnow()
+        # live panes for other processes' episodes on this host: their casts, tailed off the UI thread
+        self.follower = EpisodeFollower(
+            self.workspace,
+            self.app.bus,  # type: ignore[attr-defined]
+            live,
+            is_own_batch=self.own_batches.__contains__,
+        ).start()
         self._poll_batches()
         self.set_interval(WATCH_INTERVAL_S, self._poll_batches)
 
     def on_unmount(self) -> None:
         if self._remove_listener is not None:
             self._remove_listener()
+        self.follower.stop()
 
     # --- panes --- #
 
@@ -462,5 +473,14 @@ class RunsScreen(Screen[None]):
             self.app.call_from_thread(self._show_batches, others)
 
     def _show_batches(self, rows: list[Any]) -> None:
+        rows = [p for p in rows if p.batch.id not in self.own_batches]  # planned here while it was read
+        # live panes: batches running now, and new ones that ran to their end between two reads
+        fresh = [
+            p.batch.id for p in rows if p.batch.id not in self._watched and p.batch.created_at >= self._since
+        ]
+        self.follower.follow(
+            [p.batch.id for p in rows if p.unfinished] + fresh,
+            finished=[p.batch.id for p in rows if not p.unfinished],
+        )
         self._watched.update(p.batch.id for p in rows)
         self.query_one("#runs-watch", BatchWatch).show(rows)

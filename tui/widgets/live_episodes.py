@@ -94,6 +94,8 @@ class LiveEpisodes:
         self._eps: OrderedDict[int, LiveEpisode] = OrderedDict()
         self._listeners: list[Listener] = []
         self._unsubscribe: Callable[[], None] | None = None
+        #: Episodes another process runs, fed by an ``EpisodeFollower`` from their casts (not our runners).
+        self.followed: set[int] = set()
 
     def start(self) -> None:
         if self._unsubscribe is None:
