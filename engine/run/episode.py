@@ -454,18 +454,7 @@ class _Trial:
             # a restart here (the agent's processes would not die, or the container died after the
             # agent returned) is recorded in ``Sandbox.stopped_by_harness``: ``late_death`` reads it
             self.sandbox.kill_all_processes_except_init()
-            suffix = f".try{self.try_no}" if self.try_no else ""
-            state = endstate.capture(
-                self.client,
-                self.sandbox.container,
-                self.rec_dir / f"endstate{suffix}.tar",
-                cap_bytes=self.ws.config.endstate.cap_bytes,
-            )
-            allow, _problems = allowances.parse(self.spec.metadata)  # the loader reported problems
-            self.res.endstate, self.res.image = state, self.image
-            self.res.guard_findings = guard.check(
-                state.changes, exists_in_image=state.exists_in_image, contents=state.contents, allow=allow
-            )
+            state = self._capture_and_guard()
             stale = guard.bytecode_to_drop(state.changes)
             if stale:  # caches only: Python rebuilds them from the unchanged sources
                 self.sandbox.exec(["/bin/rm", "-f", "--", *stale])
@@ -620,18 +609,24 @@ class _Trial:
         if self.sandbox is None or self.sandbox.container is None:
             return
         with contextlib.suppress(Exception):
-            suffix = f".try{self.try_no}" if self.try_no else ""
-            state = endstate.capture(
-                self.client,
-                self.sandbox.container,
-                self.rec_dir / f"endstate{suffix}.tar",
-                cap_bytes=self.ws.config.endstate.cap_bytes,
-            )
-            allow, _problems = allowances.parse(self.spec.metadata)
-            self.res.endstate, self.res.image = state, self.image
-            self.res.guard_findings = guard.check(
-                state.changes, exists_in_image=state.exists_in_image, contents=state.contents, allow=allow
-            )
+            self._capture_and_guard()
+
+    def _capture_and_guard(self) -> endstate.EndState:
+        """Records what the policy changed (the end state) and what the tamper guard makes of it."""
+        assert self.spec is not None and self.client is not None and self.sandbox is not None
+        suffix = f".try{self.try_no}" if self.try_no else ""
+        state = endstate.capture(
+            self.client,
+            self.sandbox.container,
+            self.rec_dir / f"endstate{suffix}.tar",
+            cap_bytes=self.ws.config.endstate.cap_bytes,
+        )
+        allow, _problems = allowances.parse(self.spec.metadata)  # the loader reported problems
+        self.res.endstate, self.res.image = state, self.image
+        self.res.guard_findings = guard.check(
+            state.changes, exists_in_image=state.exists_in_image, contents=state.contents, allow=allow
+        )
+        return state
 
     def fail(self, err: phases.PhaseError) -> None:
         self.res.outcome, self.res.detail = err.outcome, err.detail
