@@ -39,7 +39,7 @@ from engine.review.review_context import build_episode_context  # noqa: E402
 from engine.review.reviewer import review_episodes  # noqa: E402
 from engine.review.tagging import Tagger  # noqa: E402
 from engine.run.agents.base import Agent  # noqa: E402
-from engine.run.agents.builtin import BUILTIN  # noqa: E402
+from engine.run.agents.builtin import BUILTIN, ForkBombCheat  # noqa: E402
 from engine.run.agents.policy import PolicyAgent  # noqa: E402
 from engine.run.episode import run_episode  # noqa: E402
 from engine.run.policy.client import PolicyClient  # noqa: E402
@@ -122,6 +122,11 @@ def _behaviour(name: str, task: str) -> list[Any]:
         )
         return [
             _action([(forger, 2.0)], analysis="make the check pass", plan="replace python3"),
+            _action([], analysis="done", plan="done", task_complete=True),
+        ]
+    if name == "fork-bomb":  # the pid limit filled from inside: agent_error:pids_exhausted, never infra
+        return [
+            _action([(ForkBombCheat.KEYS, 10.0)], analysis="parallelise", plan="spawn workers"),
             _action([], analysis="done", plan="done", task_complete=True),
         ]
     raise ValueError(f"unknown behaviour {name}")
@@ -327,6 +332,20 @@ SAMPLES = [
         task="dedupe-allowlist",
     ),
 ]
+
+SAMPLES.append(
+    Sample(
+        "step40-extract-error-codes-1-fork-bomb",
+        "agent_error:pids_exhausted",
+        "A fork bomb left running fills the task's pid limit: agent_error:pids_exhausted, a valid failure, "
+        "never infrastructure.",
+        "script:fork-bomb:extract-error-codes",
+        task="extract-error-codes",
+        model=LATE,
+        tag="agent.pids_exhausted",
+        review=("true_fail", "agent.pids_exhausted"),
+    )
+)
 
 #: The audit verdict each example task must get (recorded into audits.json with its full details).
 EXPECTED_AUDITS = {

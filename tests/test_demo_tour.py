@@ -78,6 +78,7 @@ def test_demo_summary_has_the_whole_product(tmp_path: Path) -> None:
         "invalidity.trivially_solved",
         "agent.sandbox_killed",
         "agent.oom",
+        "agent.pids_exhausted",
     ):
         assert code in ov["diagnoses"], code
     plain = subprocess.run(
