@@ -1,14 +1,18 @@
-"""Regenerates ``recordings/samples/``: real episodes, one per way an episode can end, for the demo.
+"""Regenerates ``recordings/samples/``: everything the demo ships, recorded for real.
 
 Run (needs Docker and the offline base image; not run in CI, the output is committed):
 
     .venv/bin/python scripts/record_samples.py [--out recordings/samples] [--only SLUG ...] [--audits]
 
 Every episode is real: the example tasks built and run in Docker, policies answering over real HTTP from
-the scripted OpenAI-compatible test server (``tests/servers/openai_server.py``) under the served name
-``script:*`` while the episodes are attributed to one model, ``demo-policy``, as a curator's rollouts of
-one model would be. The script checks each episode ended in the outcome it was meant to show and exits
-non-zero otherwise, so a harness change that alters an outcome is noticed when the samples are redone.
+the scripted OpenAI-compatible test server (``tests/servers/openai_server.py``) under served names
+``script:*``, attributed to two checkpoints of one training run (``demo-step10``, ``demo-step40``) whose
+behaviours (``_behaviour``) and per-task plan (``PLAN``) are defined here; the audit's own probes run as
+built-in agents. Curator tags are written as a curator would, Claude's reviews by the real reviewer over
+the Messages API against the scripted Anthropic server, the generation attempts by the real generator and
+audit, and with ``--audits`` every example task is audited again into ``audits.json``. The script checks
+that each episode, attempt and audit ended as it was meant to and exits non-zero otherwise, so a harness
+change that alters an outcome is noticed when the samples are redone.
 """
 
 from __future__ import annotations
