@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import sys
@@ -156,6 +157,7 @@ class LoadFigures:
 async def cluster_view(ws: Workspace, repeat: int) -> tuple[float, LoadFigures, int, int]:
     from textual.app import App
 
+    from tui.app import freeze_startup_objects
     from tui.screens.tag_queue import TagQueueScreen
 
     class Host(App[None]):
@@ -164,6 +166,8 @@ async def cluster_view(ws: Workspace, repeat: int) -> tuple[float, LoadFigures, 
             self.queue = TagQueueScreen(ws)
 
         def on_mount(self) -> None:
+            if not os.environ.get("BANDPASS_BENCH_NO_FREEZE"):
+                freeze_startup_objects()  # as BandpassApp does on mount
             self.push_screen(self.queue)
 
     app = Host()
