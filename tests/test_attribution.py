@@ -89,6 +89,7 @@ def test_policy_exhausting_its_memory_is_agent_error_oom(tiny: tuple[Workspace, 
     assert "task's own limit of 256 MB" in res.detail
     _, _, _, ev = _stored(ws, res.episode_id)
     assert any(e["action"] == "oom" for e in ev["events"]) and ev["memory_limit_mb"] == 256
+    assert ev["cgroup_oom_kills"] >= 1  # read on the host, from the container's own memory cgroup
     assert ev["verdict"] == {"outcome": "agent_error:oom", "by": "policy", "why": ev["verdict"]["why"]}
     assert outcomes.suggested_tag(res.outcome) == "agent.oom"  # not infra.oom: the policy did it
     assert outcomes.suggested_tag("infra_error:oom") == "infra.oom"
@@ -299,6 +300,19 @@ def test_rules_for_daemon_host_harness_and_pre_agent_deaths() -> None:
         _ev(status="exited", exit_code=137, events=[{"action": "oom"}, died], host_oom_kills_delta=2)
     )
     assert own.outcome == "agent_error:oom"
+    # the engine's oom event still in flight (a loaded machine): the container's memory cgroup counted
+    # its own OOM kill, which the host-wide counter also saw; the kernel's cgroup count decides
+    lagging = attribute(
+        _ev(
+            status="running",
+            terminal_alive=False,
+            shell_exit_code=137,
+            host_oom_kills_delta=1,
+            cgroup_oom_kills=1,
+        )
+    )
+    assert (lagging.outcome, lagging.by) == ("agent_error:oom", "policy")
+    assert "1 OOM kill(s) in the container's memory cgroup" in lagging.why
     # before the agent's terminal was up no policy action had run: infra whatever the evidence
     early = attribute(_ev(status="exited", exit_code=137, events=[{"action": "oom"}], agent_started=False))
     assert early.outcome == "infra_error:oom" and early.by == "harness"

@@ -41,8 +41,9 @@ harness's work and keeps infra codes):
 | Bandpass stopped the container itself | ``infra_error:container_died`` |
 | any death before the agent's terminal was up (no policy action ran yet) | the infra code |
 | a ``kill`` event (``docker kill``/``stop``/``rm -f`` from outside) | ``infra_error:container_died`` |
-| an ``oom`` event / ``OOMKilled`` (the container's own limit) | ``agent_error:oom`` |
-| SIGKILLed, no ``kill``/``oom`` event, host OOM counter rose | ``infra_error:oom`` (host out of memory) |
+| an ``oom`` event / ``OOMKilled`` / an OOM kill counted in the container's memory cgroup on the host
+  (the container's own limit) | ``agent_error:oom`` |
+| SIGKILLed, none of those, host OOM counter rose | ``infra_error:oom`` (host out of memory) |
 | the container exited, nobody outside signalled it | ``agent_error:sandbox_killed`` |
 | the shell ended after the pid cgroup refused a fork | ``agent_error:pids_exhausted`` |
 | forks refused, and the container still at its pid limit (or still refusing forks) when the agent
@@ -175,6 +176,20 @@ def read_pids_cgroup(d: Path) -> tuple[int | None, int | None, int | None]:
     return _int(read("pids.current").strip()), _int(read("pids.peak").strip()), hits
 
 
+def read_memory_oom_kills(d: Path) -> int | None:
+    """OOM kills under a memory cgroup's own limit since it was created, from its directory on the host."""
+    for name in ("memory.oom_control", "memory.events"):  # cgroup v1, v2
+        try:
+            text = (d / name).read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            k, _, v = line.partition(" ")
+            if k == "oom_kill":
+                return _int(v)
+    return None
+
+
 def _engine_is_local(client: docker.DockerClient) -> bool:
     """A unix-socket engine shares this kernel, so /proc/vmstat speaks for the container's host."""
     return str(getattr(client.api, "base_url", "")).startswith("http+docker://localhost")
@@ -222,6 +237,10 @@ class Evidence:
     memory_max_usage_mb: float | None = None
     memory_failcnt: int | None = None
     host_oom_kills_delta: int | None = None
+    #: OOM kills under the container's own memory cgroup during the agent phase, read on the host (v1
+    #: memory.oom_control, v2 memory.events): the kernel's word, whether or not the engine's ``oom`` event
+    #: arrived in time (under load it can lag the attribution)
+    cgroup_oom_kills: int | None = None
     verdict: dict[str, str] = field(default_factory=dict)
 
     def actions(self, name: str) -> list[dict[str, Any]]:
@@ -270,6 +289,8 @@ class ContainerWatch:
         self._upper: Path | None = None  # the overlay2 upper dir, when readable here
         self._pids_dir: Path | None = None  # the pid cgroup on the host, when the engine is local
         self._pids_hits0 = 0
+        self._mem_dir: Path | None = None  # the memory cgroup on the host, when the engine is local
+        self._mem_ooms0 = 0
         self._disk_stop = threading.Event()
         self._disk_thread: threading.Thread | None = None
 
@@ -304,6 +325,9 @@ class ContainerWatch:
             self._pids_dir = host_cgroup_dir(str(init), "pids")
             if self._pids_dir is not None:
                 self._pids_hits0 = read_pids_cgroup(self._pids_dir)[2] or 0
+            self._mem_dir = host_cgroup_dir(str(init), "memory")
+            if self._mem_dir is not None:
+                self._mem_ooms0 = read_memory_oom_kills(self._mem_dir) or 0
 
     def _host_processes(self) -> list[dict[str, str]] | None:
         """The container's processes as the engine's host sees them (``docker top``): not forgeable from
@@ -516,6 +540,9 @@ class ContainerWatch:
         elif status == "running" and not terminal_alive:
             ev.pids_limit_hits = self._pids_limit_hits()
             ev.pids_read_by = "container"
+        if self._mem_dir is not None:  # gone with a stopped container: then the engine's word stands
+            n = read_memory_oom_kills(self._mem_dir)
+            ev.cgroup_oom_kills = None if n is None else n - self._mem_ooms0
         if self._host_ooms0 is not None:
             now = host_oom_kills()
             ev.host_oom_kills_delta = None if now is None else now - self._host_ooms0
@@ -658,13 +685,19 @@ def attribute(ev: Evidence) -> Verdict:
             "outside",
             f"the container was killed from outside (engine kill event, signal {sig}), not by the policy",
         )
-    if ev.actions("oom") or ev.oom_killed:
+    cgroup_ooms = ev.cgroup_oom_kills or 0
+    if ev.actions("oom") or ev.oom_killed or cgroup_ooms > 0:
         target = "the container" if ev.status != "running" else "the agent's shell"
+        said = [
+            *(["engine oom event"] if ev.actions("oom") else []),
+            *(["OOMKilled"] if ev.oom_killed else []),
+            *([f"{cgroup_ooms} OOM kill(s) in the container's memory cgroup"] if cgroup_ooms else []),
+        ]
         return Verdict(
             outcomes.agent_error("oom"),
             "policy",
             f"{target} was killed for memory under the task's own limit of {ev.memory_limit_mb} MB "
-            f"(engine oom event{', OOMKilled' if ev.oom_killed else ''})",
+            f"({', '.join(said)})",
         )
     sigkilled = ev.exit_code == 137 or ev.shell_exit_code == 137
     if sigkilled and (ev.host_oom_kills_delta or 0) > 0:
