@@ -187,3 +187,29 @@ def test_shipped_samples_hold_no_key() -> None:
     assert len(files) > 100
     leaks = [str(p) for p in files if key_shaped.search(p.read_bytes())]
     assert leaks == []
+
+
+def test_demo_names_a_broken_sample_file_instead_of_a_traceback(tmp_path: Path) -> None:
+    """A damaged sample (a bad checkout, a hand edit) is one line naming the file, exit 1."""
+    import tui.commands.demo as demo
+
+    broken = tmp_path / "samples"
+    shutil.copytree(SAMPLES / "policy-pass", broken / "policy-pass")
+    (broken / "policy-pass" / "episode.json").write_text('{"format": "bandpass-sample/9"}')
+    code = (
+        "import sys, pathlib, tui.commands.demo as d; from tui.cli import app\n"
+        f"d.SAMPLES_DIR = pathlib.Path({str(broken)!r})\n"
+        "sys.argv = ['bandpass', 'demo', '--no-tui', '--workspace', sys.argv[1]]\n"
+        "app()\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "ws")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 1, res.stderr
+    assert "policy-pass/episode.json: format 'bandpass-sample/9'" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert demo.SAMPLES_DIR.name == "samples"  # the real module was not touched

@@ -80,11 +80,13 @@ def demo_cmd(
 ) -> None:
     """Open the demo: example tasks, two policy checkpoints' real recorded episodes, audits, tags and
     reviews; the TUI opens on the Overview (``--no-tui`` prints the same summary)."""
+    from engine.audit.samples import SampleError
     from engine.calibration.overview import build_overview, overview_lines
+    from engine.generator.generation_samples import GenerationSampleError
 
     try:
         ws, added, warnings = prepare_demo(Path(workspace or state.workspace or DEMO_DIR), reset=reset)
-    except DemoError as exc:
+    except (DemoError, SampleError, GenerationSampleError) as exc:  # each names the file and the field
         raise fail(str(exc)) from None
     for w in warnings:
         typer.echo(f"warning: {w}", err=True)
