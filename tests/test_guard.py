@@ -365,3 +365,16 @@ def test_a_verifier_that_never_writes_a_reward_stays_infra_after_the_control(
     res = run_episode(workspace, vid, Keys("echo 42 > /app/answer.txt"))
     assert (res.outcome, res.reward) == ("infra_error:reward_missing", None)
     assert res.evidence["control"]["reward"] is None  # the fresh container fails the same way
+
+
+def test_a_slow_verifier_without_a_guard_finding_stays_infra(workspace: Workspace, tmp_path: Path) -> None:
+    """A verifier timeout after an honest agent is what a loaded machine produces; a control passing on a
+    fresh container would prove nothing, so it is not run and the infra outcome stands (retried)."""
+    slow = (
+        "#!/bin/bash\nmkdir -p /logs/verifier\n[ -f /app/slow ] && sleep 60\n"
+        "echo 1 > /logs/verifier/reward.txt\n"
+    )
+    vid = _task(workspace, tmp_path, "slow-verifier", test=slow, verifier_timeout=3)
+    res = run_episode(workspace, vid, Keys("touch /app/slow"), max_infra_retries=0)
+    assert res.outcome == "infra_error:verifier_timeout", res.detail
+    assert "skipped" in res.evidence["control"] and "control" not in [p["name"] for p in res.phases]

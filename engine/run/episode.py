@@ -46,6 +46,11 @@ CAPTURE_TIMEOUT_S = 60.0  # stopping agent processes and reading the end state
 CONTROL_CODES = frozenset(
     {"reward_missing", "verifier_timeout", "container_died", "oom", "exec_failed", "env_start_timeout"}
 )
+#: Of those, the ones a loaded machine produces on its own (a verifier or an exec slow to start, memory
+#: pressure): a control that passes on a fresh container proves nothing about the agent then, so they
+#: become the agent's only when the tamper guard also names a change (16 oracle episodes on 2 cores once
+#: timed out their verifier, passed the control and would have been blamed).
+LOAD_SENSITIVE_CODES = frozenset({"verifier_timeout", "env_start_timeout", "oom"})
 
 
 # --- fault tolerance: recordings disk full ---------------------------------------------------------------
@@ -542,7 +547,8 @@ class _Trial:
         means the environment and the verifier work, and what broke them is the end state the agent
         left: ``agent_error:verifier_tamper`` (reward 0, never retried), the guard's findings named when it
         caught the change. No reward there either: the original infra outcome stands. Nothing read from
-        the agent's container decides it."""
+        the agent's container decides it. A load-sensitive failure (a timeout, memory) without a guard
+        finding gets no control: load alone explains it."""
         if not (
             self.agent_done
             and err.kind == "infra_error"
@@ -556,6 +562,16 @@ class _Trial:
         if self.res.endstate is None:
             self._capture_stopped()  # the capture never ran (the kill's restart failed): read the layer
         findings = guard.tripped(self.res.guard_findings)
+        if err.code in LOAD_SENSITIVE_CODES and not findings:
+            self.res.evidence = {
+                **self.res.evidence,
+                "control": {
+                    "skipped": f"{err.outcome} can come from the machine's load and the tamper guard found "
+                    "no change: the infra outcome stands",
+                    "failed_with": err.outcome,
+                },
+            }
+            return err
         try:
             with self.clock.phase(phases.CONTROL, self.spec.verifier_timeout_sec + CAPTURE_TIMEOUT_S):
                 fresh = sandbox_pool.acquire(self.client, self.sandbox_spec)
