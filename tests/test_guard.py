@@ -15,6 +15,7 @@ import pytest
 
 from engine.core.workspace import Workspace
 from engine.review import outcomes
+from engine.run import guard
 from engine.run.agents.base import AgentContext, AgentResult
 from engine.run.agents.builtin import _python_keys, _type
 from engine.run.endstate import capture, episode_changes
@@ -378,3 +379,19 @@ def test_a_slow_verifier_without_a_guard_finding_stays_infra(workspace: Workspac
     res = run_episode(workspace, vid, Keys("touch /app/slow"), max_infra_retries=0)
     assert res.outcome == "infra_error:verifier_timeout", res.detail
     assert "skipped" in res.evidence["control"] and "control" not in [p["name"] for p in res.phases]
+
+
+def test_a_control_without_end_state_evidence_leaves_the_infra_outcome(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """The verifier fails on the agent's container and works on a fresh one, but the agent changed nothing
+    the verifier relies on (no guard finding, nothing under /logs or /tests): that is what a loaded
+    machine looks like after an honest agent, so nobody is blamed. The control is kept as evidence."""
+    picky = "#!/bin/bash\nmkdir -p /logs/verifier\n[ -f /app/skip ] || echo 1 > /logs/verifier/reward.txt\n"
+    vid = _task(workspace, tmp_path, "picky-verifier", test=picky)
+    res = run_episode(workspace, vid, Keys("touch /app/skip"), max_infra_retries=0)
+    assert (res.outcome, res.reward) == ("infra_error:reward_missing", None), res.detail
+    control = res.evidence["control"]
+    assert control["reward"] == 1.0 and "no change to what it relies on" in control["verdict"]
+    assert "verdict" not in res.evidence  # no one's verdict: the outcome is not the policy's
+    assert not guard.tripped(res.guard_findings)

@@ -10,10 +10,12 @@ call whose input is not valid JSON becomes a :class:`ToolCall` with ``parse_erro
 ``is_error`` tool_result the model can act on) instead of an exception that loses the whole turn.
 
 Transport failures are classified whatever HTTP layer the SDK uses: before the response the SDK wraps
-them (``APIConnectionError``, ``APITimeoutError``), but once a stream is being read its HTTP library's own
-errors come through unwrapped — in anthropic 2.x that is ``httpx2`` (``RemoteProtocolError`` when the
-server closes mid-body, ``ReadTimeout`` when it stalls, ``ReadError`` on a reset), not ``httpx``. All of
-them are ``infra.generator_unavailable`` and retried. A stream that ends without a stop reason is an
+them (``APIConnectionError``, ``APITimeoutError``); once a stream is being read, anthropic up to 2.16 lets
+its HTTP library's own errors through unwrapped (in 2.x that is ``httpx2``: ``RemoteProtocolError`` when
+the server closes mid-body, ``ReadTimeout`` when it stalls, ``ReadError`` on a reset), and 2.17 wraps them
+in the same ``APIConnectionError`` / ``APITimeoutError``. Both are taken, and a failure while the stream
+is being read is a :class:`BrokenStream` (the tokens and message id seen so far kept) whichever way it
+arrives. All of them are ``infra.generator_unavailable`` and retried. A stream that ends without a stop reason is an
 :class:`IncompleteStream`: retried, never taken as a turn, its tokens reported apart as lost. Every failure
 carries one line for the curator (:func:`describe`): what happened, the URL, the server's own message.
 """
@@ -385,7 +387,7 @@ class MetaClient:
         except anthropic.APIStatusError as exc:  # an error event mid-stream (overloaded...): tokens lost
             exc.lost_usage = usage  # type: ignore[attr-defined]
             raise
-        except _TRANSPORT_ERRORS as exc:
+        except (anthropic.APIConnectionError, *_TRANSPORT_ERRORS) as exc:  # 2.17+ wraps them mid-stream too
             raise BrokenStream(exc, usage=usage, message_id=message_id, request_id=request_id) from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             why = f"garbled event after {events} events: {exc}"

@@ -47,10 +47,11 @@ CONTROL_CODES = frozenset(
     {"reward_missing", "verifier_timeout", "container_died", "oom", "exec_failed", "env_start_timeout"}
 )
 #: Of those, the ones a loaded machine produces on its own (a verifier or an exec slow to start, memory
-#: pressure): a control that passes on a fresh container proves nothing about the agent then, so they
-#: become the agent's only when the tamper guard also names a change (16 oracle episodes on 2 cores once
-#: timed out their verifier, passed the control and would have been blamed).
+#: pressure): without a guard finding they get no control at all.
 LOAD_SENSITIVE_CODES = frozenset({"verifier_timeout", "env_start_timeout", "oom"})
+#: Where the harness itself works in the agent's container (the verifier's logs and tests): a change here
+#: is evidence the agent broke the harness even when no guard rule names it (``/logs`` made a file).
+HARNESS_DIRS = ("/logs", "/tests")
 
 
 # --- fault tolerance: recordings disk full ---------------------------------------------------------------
@@ -544,11 +545,17 @@ class _Trial:
         that container: ``rm -rf /usr/bin`` or a file where ``/logs`` belongs makes the harness's own
         work fail, and an infra outcome would take the episode out of pass@k. So the verifier runs once
         more, on a fresh container from the same image (nothing of the agent's in it). A reward there
-        means the environment and the verifier work, and what broke them is the end state the agent
-        left: ``agent_error:verifier_tamper`` (reward 0, never retried), the guard's findings named when it
-        caught the change. No reward there either: the original infra outcome stands. Nothing read from
-        the agent's container decides it. A load-sensitive failure (a timeout, memory) without a guard
-        finding gets no control: load alone explains it."""
+        (any reward: the fresh container has none of the agent's work) means the environment and the
+        verifier work, and if the end state the agent left touches what the verifier relies on (a guard
+        finding, a change under :data:`HARNESS_DIRS`) that change is what broke them:
+        ``agent_error:verifier_tamper`` (reward 0, never retried), the evidence named.
+
+        The end-state evidence is required, not the control alone: on a loaded machine the verifier's
+        terminal can fail to start or its exec can fail after an honest agent (16 oracle episodes on 2
+        cores once had two ``bash did not start`` failures whose controls passed), and a passing control
+        then proves nothing about the agent. Without evidence the control is still recorded, and the
+        infra outcome stands (retried). A load-sensitive failure (a timeout, memory) without evidence gets
+        no control at all."""
         if not (
             self.agent_done
             and err.kind == "infra_error"
@@ -562,12 +569,13 @@ class _Trial:
         if self.res.endstate is None:
             self._capture_stopped()  # the capture never ran (the kill's restart failed): read the layer
         findings = guard.tripped(self.res.guard_findings)
-        if err.code in LOAD_SENSITIVE_CODES and not findings:
+        touched = self._harness_changes()
+        if err.code in LOAD_SENSITIVE_CODES and not (findings or touched):
             self.res.evidence = {
                 **self.res.evidence,
                 "control": {
-                    "skipped": f"{err.outcome} can come from the machine's load and the tamper guard found "
-                    "no change: the infra outcome stands",
+                    "skipped": f"{err.outcome} can come from the machine's load and the end state shows no "
+                    "change to what the verifier relies on: the infra outcome stands",
                     "failed_with": err.outcome,
                 },
             }
@@ -594,6 +602,14 @@ class _Trial:
         if ctl.reward is None:
             self.res.evidence = {**self.res.evidence, "control": record}
             return err
+        if not (findings or touched):
+            record["verdict"] = (
+                f"the verifier works on a fresh container, but the agent's end state shows no change to what "
+                f"it relies on (no guard finding, nothing under {', '.join(HARNESS_DIRS)}): the infra "
+                "outcome stands"
+            )
+            self.res.evidence = {**self.res.evidence, "control": record}
+            return err
         why = (
             f"the harness's work failed on the agent's end state ({err.outcome}: {err.detail[:160]}), but "
             f"the verifier gave reward {ctl.reward:g} on a fresh container from the same image: the agent's "
@@ -601,6 +617,8 @@ class _Trial:
         )
         if findings:
             why += f" ({guard.summary(findings)})"
+        elif touched:
+            why += f" (changed: {', '.join(touched[:3])}{' ...' if len(touched) > 3 else ''})"
         tamper = phases.VerifierTamper(why)
         self.res.evidence = {
             **self.res.evidence,
@@ -609,6 +627,16 @@ class _Trial:
         }
         self.res.reward = 0.0
         return tamper
+
+    def _harness_changes(self) -> list[str]:
+        """The end state's changes where the harness works (the verifier's logs and tests)."""
+        if self.res.endstate is None:
+            return []
+        return [
+            c.path
+            for c in self.res.endstate.changes
+            if any(c.path == d or c.path.startswith(d + "/") for d in HARNESS_DIRS)
+        ]
 
     def _killed_from_outside(self) -> bool:
         """The engine reported a ``kill`` for the container that none of Bandpass's own restarts sent:

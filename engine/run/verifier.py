@@ -26,12 +26,15 @@ from engine.tasks.taskdir import TaskSpec
 
 TESTS_DIR = "/tests"
 LOGS_DIR = "/logs/verifier"
+#: How long the verifier's bash may take to print its first prompt. The verifier runs once per episode and
+#: a loaded machine (16 episodes on 2 cores) was seen to need more than the terminal's default 10 s.
+START_TIMEOUT_S = 30.0
 
 
 @dataclass
 class VerifierResult:
     reward: float | None
-    infra_code: str | None  # verifier_timeout | reward_missing | container_died | oom
+    infra_code: str | None  # verifier_timeout | reward_missing | container_died | oom | env_start_timeout
     output: str  # the verifier terminal's text (the test log), capped
     detail: str = ""
 
@@ -126,9 +129,12 @@ def run_verifier(
     )
     try:
         try:
-            term.start()
+            term.start(timeout=START_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - any start failure is the container's
-            return _died(sandbox, "", f"verifier terminal did not start: {exc}")
+            detail = f"verifier terminal did not start: {exc}"
+            if sandbox.is_running() and not sandbox.oom_killed():  # alive, only slow to answer
+                return VerifierResult(None, "env_start_timeout", "", detail)
+            return _died(sandbox, "", detail)
         res = term.send_and_wait(
             f"{term.shell} {TESTS_DIR}/test.sh\n", timeout=task.verifier_timeout_sec, quiescence=1e9
         )
