@@ -15,9 +15,10 @@ its HTTP library's own errors through unwrapped (in 2.x that is ``httpx2``: ``Re
 the server closes mid-body, ``ReadTimeout`` when it stalls, ``ReadError`` on a reset), and 2.17 wraps them
 in the same ``APIConnectionError`` / ``APITimeoutError``. Both are taken, and a failure while the stream
 is being read is a :class:`BrokenStream` (the tokens and message id seen so far kept) whichever way it
-arrives. All of them are ``infra.generator_unavailable`` and retried. A stream that ends without a stop reason is an
-:class:`IncompleteStream`: retried, never taken as a turn, its tokens reported apart as lost. Every failure
-carries one line for the curator (:func:`describe`): what happened, the URL, the server's own message.
+arrives. All of them are ``infra.generator_unavailable`` and retried. A stream that ends without a stop
+reason is an :class:`IncompleteStream`: retried, never taken as a turn, its tokens reported apart as lost.
+Every failure carries one line for the curator (:func:`describe`): what happened, the URL, the server's
+own message.
 """
 
 from __future__ import annotations
