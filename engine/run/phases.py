@@ -132,15 +132,20 @@ def container_stopped(sandbox: _Stoppable, detail: str) -> ContainerStopped:
     return ContainerStopped(detail, "oom" if sandbox.oom_killed() else "container_died")
 
 
-def terminal_start_failed(sandbox: _Stoppable, exc: BaseException) -> AgentInfra:
-    """The agent's terminal did not start: the container is gone (oom / died) or slow to answer."""
+def start_failure_code(sandbox: _Stoppable) -> str:
+    """Why a terminal (the agent's or the verifier's) did not start: the container is gone (``oom`` /
+    ``container_died``) or it runs and was only slow to answer (``env_start_timeout``, which a loaded
+    machine produces on its own)."""
     if sandbox.oom_killed():
-        code = "oom"
-    elif not sandbox.is_running():
-        code = "container_died"
-    else:
-        code = "env_start_timeout"
-    return AgentInfra(f"agent terminal did not start: {exc}", code)
+        return "oom"
+    if not sandbox.is_running():
+        return "container_died"
+    return "env_start_timeout"
+
+
+def terminal_start_failed(sandbox: _Stoppable, exc: BaseException) -> AgentInfra:
+    """The agent's terminal did not start (see :func:`start_failure_code`)."""
+    return AgentInfra(f"agent terminal did not start: {exc}", start_failure_code(sandbox))
 
 
 def agent_outcome(error_code: str) -> str:

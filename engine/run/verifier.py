@@ -19,6 +19,7 @@ import docker
 from engine.core.events import EventBus
 from engine.review.checks import pick_reports, save_reports
 from engine.run.guard import VERIFIER_PATH
+from engine.run.phases import start_failure_code
 from engine.sandbox.asciicast import CastWriter
 from engine.sandbox.container import Sandbox, SandboxError
 from engine.sandbox.terminal import TerminalSession
@@ -131,10 +132,9 @@ def run_verifier(
         try:
             term.start(timeout=START_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - any start failure is the container's
-            detail = f"verifier terminal did not start: {exc}"
-            if sandbox.is_running() and not sandbox.oom_killed():  # alive, only slow to answer
-                return VerifierResult(None, "env_start_timeout", "", detail)
-            return _died(sandbox, "", detail)
+            return VerifierResult(
+                None, start_failure_code(sandbox), "", f"verifier terminal did not start: {exc}"
+            )
         res = term.send_and_wait(
             f"{term.shell} {TESTS_DIR}/test.sh\n", timeout=task.verifier_timeout_sec, quiescence=1e9
         )
