@@ -46,7 +46,7 @@ class EpisodePane(Vertical, can_focus=False):
         self.live = live
         self.agent_view = TerminalView(live.screen("agent"), max_fps=max_fps, classes="pane-agent")
         self.verifier_view = TerminalView(live.screen("verifier"), max_fps=max_fps, classes="pane-verifier")
-        self.title_bar = Static(self._title(), classes="pane-title", markup=True)
+        self.title_bar = Static(self._title(live.outcome, live.reward), classes="pane-title", markup=True)
 
     def compose(self) -> ComposeResult:
         yield self.title_bar
@@ -64,21 +64,26 @@ class EpisodePane(Vertical, can_focus=False):
             if self.live.views.get(stream) is view:
                 del self.live.views[stream]
 
-    def _title(self) -> str:
+    def _title(self, outcome: str, reward_value: float | None) -> str:
         ep = self.live
-        state = ep.outcome or (f"step {ep.step_index}" if ep.step_index is not None else "starting")
-        reward = "" if ep.reward is None else f" · reward {ep.reward:.2f}"
+        state = outcome or (f"step {ep.step_index}" if ep.step_index is not None else "starting")
+        reward = "" if reward_value is None else f" · reward {reward_value:.2f}"
         return (
             f"[b]#{ep.episode_id}[/b] {escape(ep.task_name or '?')} · {escape(ep.agent)} "
             f"· try {ep.attempt} · [b]{escape(state)}[/b]{reward}"
         )
 
     def update_status(self) -> None:
-        """Refreshes title, outcome colour and the verifier's visibility from the live record."""
-        self.title_bar.update(self._title())
+        """Refreshes title, outcome colour and the verifier's visibility from the live record.
+
+        The record is written on the publishing thread while this runs on the UI thread, so the outcome
+        is read once: a title saying ``step 0`` under a ``-passed`` colour was seen when it changed
+        between two reads."""
+        outcome, reward = self.live.outcome, self.live.reward
+        self.title_bar.update(self._title(outcome, reward))
         for cls in ("-running", "-passed", "-failed", "-infra"):
             self.remove_class(cls)
-        self.add_class(outcome_class(self.live.outcome))
+        self.add_class(outcome_class(outcome))
         if self.live.verifier_seen and not self.verifier_view.display:
             self.verifier_view.display = True
 
