@@ -18,16 +18,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.core.workspace import Workspace  # noqa: E402
-from engine.run import guard  # noqa: E402
-from engine.run.agents.builtin import OracleAgent  # noqa: E402
-from engine.run.endstate import capture  # noqa: E402
-from engine.run.episode import run_episode  # noqa: E402
-from engine.sandbox.container import Sandbox, SandboxSpec  # noqa: E402
-from engine.sandbox.docker_engine import get_client  # noqa: E402
-from engine.tasks.importer import import_paths  # noqa: E402
-from store import queries  # noqa: E402
-from store.db import session  # noqa: E402
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run import guard
+from bandpass.engine.run.agents.builtin import OracleAgent
+from bandpass.engine.run.endstate import capture
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.sandbox.container import Sandbox, SandboxSpec
+from bandpass.engine.sandbox.docker_engine import get_client
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "tasks"
 SOUND = ("access-log-report", "configure-kv-service", "fix-catalog-makefile", "fix-wordfreq")

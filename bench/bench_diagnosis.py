@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.core.workspace import Workspace  # noqa: E402
-from store import queries  # noqa: E402
-from store.db import session  # noqa: E402
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import queries
+from bandpass.store.db import session
 
 PYTEST = (
     "============================= test session starts ==============================\n"
@@ -157,8 +157,8 @@ class LoadFigures:
 async def cluster_view(ws: Workspace, repeat: int) -> tuple[float, LoadFigures, int, int]:
     from textual.app import App
 
-    from tui.app import freeze_startup_objects
-    from tui.screens.tag_queue import TagQueueScreen
+    from bandpass.tui.app import freeze_startup_objects
+    from bandpass.tui.screens.tag_queue import TagQueueScreen
 
     class Host(App[None]):
         def __init__(self) -> None:
@@ -197,7 +197,7 @@ async def cluster_view(ws: Workspace, repeat: int) -> tuple[float, LoadFigures, 
             await pilot.pause()
         q.action_toggle_clusters()
         await pilot.pause()
-        return statistics.median(times), load, len(q._all), len(q.clusters)  # noqa: SLF001
+        return statistics.median(times), load, len(q._all), len(q.clusters)
 
 
 def main() -> None:
@@ -207,8 +207,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-tui", action="store_true")
     args = ap.parse_args()
-    from engine.review.clusters import load_clusters
-    from engine.review.diagnoser import diagnose_episodes
+    from bandpass.engine.review.clusters import load_clusters
+    from bandpass.engine.review.diagnoser import diagnose_episodes
 
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace.open(Path(tmp) / "ws")

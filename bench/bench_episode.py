@@ -15,14 +15,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.core.workspace import Workspace  # noqa: E402
-from engine.run.agents.builtin import NopAgent  # noqa: E402
-from engine.run.episode import run_episode  # noqa: E402
-from engine.sandbox.docker_engine import get_client  # noqa: E402
-from engine.tasks.importer import import_paths  # noqa: E402
-from store import queries  # noqa: E402
-from store.db import session  # noqa: E402
-from tests.taskfactory import make_task  # noqa: E402
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.builtin import NopAgent
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.sandbox.docker_engine import get_client
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
+from tests.taskfactory import make_task
 
 
 def main(n: int = 15) -> None:

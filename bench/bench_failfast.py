@@ -27,12 +27,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from engine.core.workspace import Workspace  # noqa: E402
-from engine.tasks.importer import import_paths  # noqa: E402
-from store import queries  # noqa: E402
-from store.db import session  # noqa: E402
-from tests.servers.openai_server import running_server  # noqa: E402
-from tests.taskfactory import make_task  # noqa: E402
+from bandpass.engine.core.workspace import Workspace  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.tasks.importer import import_paths  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.store import queries  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.store.db import session  # noqa: E402 - imported after the sys.path set-up above
+from tests.servers.openai_server import running_server  # noqa: E402 - imported after the sys.path set-up above
+from tests.taskfactory import make_task  # noqa: E402 - imported after the sys.path set-up above
 
 
 def _workspace(root: Path, n: int) -> Workspace:
@@ -57,7 +57,7 @@ def _run(ws: Workspace, *args: str) -> tuple[float, int, int]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "run", *args, "-j", "2"],
+        [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), "run", *args, "-j", "2"],
         capture_output=True,
         text=True,
         env=env,

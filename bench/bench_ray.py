@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.bench_rollouts import _workspace  # noqa: E402
-from engine.run.executors import LocalExecutor  # noqa: E402
-from engine.run.rollouts import BatchSummary, plan_batch, run_planned  # noqa: E402
+from bandpass.engine.run.executors import LocalExecutor
+from bandpass.engine.run.rollouts import BatchSummary, plan_batch, run_planned
+from bench.bench_rollouts import _workspace
 
 
 def _load() -> str:
@@ -47,7 +47,7 @@ def main() -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 
-    from engine.run.executors.ray_executor import RayExecutor
+    from bandpass.engine.run.executors.ray_executor import RayExecutor
 
     c, n = args.concurrency, args.tasks * args.k
     print(f"# bench_ray: {n} oracle episodes ({args.tasks} tiny tasks x k={args.k}), concurrency {c}")

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.core.workspace import Workspace  # noqa: E402
-from engine.run.rollouts import plan_batch, run_planned  # noqa: E402
-from engine.tasks.importer import import_paths  # noqa: E402
-from store import queries  # noqa: E402
-from store.db import session  # noqa: E402
-from tests.taskfactory import make_task  # noqa: E402
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.rollouts import plan_batch, run_planned
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
+from tests.taskfactory import make_task
 
 
 def _workspace(root: Path, n_tasks: int) -> tuple[Workspace, list[int]]:

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.calibration import calibrate  # noqa: E402
-from engine.core.workspace import Workspace  # noqa: E402
-from store import queries  # noqa: E402
-from store.db import session  # noqa: E402
+from bandpass.engine.calibration import calibrate
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import queries
+from bandpass.store.db import session
 
 MODEL = "bench-model"
 OUTCOMES = ("passed", "failed", "failed", "agent_error:parse_error", "infra_error:container_died")
@@ -137,9 +137,9 @@ def bands(ws: Workspace) -> Counter[str]:
 
 async def tui_mount(ws: Workspace, n_tasks: int) -> float:
     """Seconds from app start to the Tasks table holding every row (headless)."""
-    from tui.app import BandpassApp
-    from tui.screens.tasks import TasksScreen
-    from tui.widgets.virtual_table import VirtualTable
+    from bandpass.tui.app import BandpassApp
+    from bandpass.tui.screens.tasks import TasksScreen
+    from bandpass.tui.widgets.virtual_table import VirtualTable
 
     t0 = time.perf_counter()
     app = BandpassApp(ws, show_path=False)
@@ -197,7 +197,7 @@ def main() -> None:
         assert len(raw) == len(got) == args.tasks
         line("queries.task_rows", ours_r, base_r, "sqlite3 task+version rows")
 
-        from tui.screens.tasks import load_tasks
+        from bandpass.tui.screens.tasks import load_tasks
 
         ours_l, data = best(lambda: load_tasks(ws, MODEL), args.repeat)
         assert len(data.rows) == args.tasks

@@ -5,12 +5,17 @@ Generates a one-hour, ~20 MB agent session (shell output, coloured test runs, fu
 segments, typed commands echoed one character per event, a step marker every ~30 s), writes it as an
 asciicast v2 file, then measures: reading it, building the keyframe index, random seeks (the curator
 scrubbing the timeline), marker-to-marker jumps, short forward skips, and — for a few of the same
-targets — replaying from the first byte. Checks that both ways give the same screen. Prints figures.
+targets — replaying from the first byte. Checks that both ways give the same screen. Also: a seek
+followed by reading the whole visible screen as a pane paints it (all 40 rows as styled runs: the
+restored keyframe's rows are decoded then, not before), and the process's resident memory before reading
+the cast and after indexing and seeking (``/proc/self/statm``; the emulator's native set-up is paid
+before the first figure). Prints figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import random
@@ -21,8 +26,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.review.replay import KeyframeIndex, Player, replay_from_start, settle_gc  # noqa: E402
-from engine.sandbox.asciicast import read_cast  # noqa: E402
+from bandpass.engine.review.replay import KeyframeIndex, Player, replay_from_start, settle_gc
+from bandpass.engine.sandbox.asciicast import read_cast
+from bandpass.engine.sandbox.emulator import Screen
 
 COLS, ROWS = 120, 40
 
@@ -106,6 +112,20 @@ def generate(path: Path, mb: float, minutes: float, seed: int = 7) -> int:
     return path.stat().st_size
 
 
+def read_screen(screen: Screen, rows: list[tuple[int, int]]) -> list[list[tuple[str, object]]]:
+    """What a pane's repaint reads (``styled_runs`` row by row on emulators older than the batch call,
+    so the same script measures the code before issue 31)."""
+    many = getattr(screen, "styled_runs_many", None)
+    if many is not None:
+        return many(rows, 0, COLS)
+    return [screen.styled_runs(y, 0, COLS, mark) for y, mark in rows]
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 1e6
+
+
 def ms(xs: list[float]) -> str:
     xs = sorted(xs)
     p95 = xs[min(len(xs) - 1, int(len(xs) * 0.95))]
@@ -127,6 +147,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "long.cast"
         size = generate(path, args.mb, args.minutes)
+        read_screen(Screen(COLS, ROWS), [(0, -1)])  # the native set-up and numpy: not the cast's memory
+        gc.collect()
+        rss0 = rss_mb()
         t0 = time.perf_counter()
         cast = read_cast(path)
         t_read = time.perf_counter() - t0
@@ -166,6 +189,20 @@ def main() -> None:
             frozen_s.append(time.perf_counter() - t0)
         print(f"random seek ({args.seeks}, keyframes, after settle_gc): {ms(frozen_s)}")
 
+        r = random.Random(2)
+        everything = [(y, -1) for y in range(ROWS)]
+        read_s = []
+        for _ in range(args.seeks):
+            target = r.uniform(0, index.duration)
+            t0 = time.perf_counter()
+            player.seek(target)
+            runs = read_screen(player.screen, everything)
+            read_s.append(time.perf_counter() - t0)
+        assert len(runs) == ROWS
+        print(
+            f"random seek + read the visible screen ({ROWS} rows as styled runs, {args.seeks}): {ms(read_s)}"
+        )
+
         marker_s = []
         player.seek(0)
         for _ in range(min(100, len(index.markers))):
@@ -181,6 +218,14 @@ def main() -> None:
             player.skip(5.0)
             skip_s.append(time.perf_counter() - t0)
         print(f"+5 s skip (100): {ms(skip_s)}")
+
+        gc.collect()
+        rss1 = rss_mb()
+        print(
+            f"memory: resident +{rss1 - rss0:.1f} MB for the cast read, indexed, seeked and painted "
+            f"({(rss1 - rss0) / (size / 1e6):.2f}x the {size / 1e6:.1f} MB file); keyframes hold "
+            f"{sum(len(k.snapshot.data) for k in index.keyframes) / 1e6:.1f} MB"
+        )
 
         targets = [index.duration * (i + 0.5) / args.baseline for i in range(args.baseline)]
         base_s, kf_s = [], []

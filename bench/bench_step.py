@@ -17,7 +17,7 @@ from pathlib import Path
 import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.sandbox.terminal import TerminalSession  # noqa: E402
+from bandpass.engine.sandbox.terminal import TerminalSession
 
 IMAGE = "bandpass/base:bookworm"
 

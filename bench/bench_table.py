@@ -25,11 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from textual.app import App, ComposeResult  # noqa: E402
-from textual.widgets import DataTable  # noqa: E402
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable
 
-from tui.screens.tasks import COLUMNS  # noqa: E402
-from tui.widgets.virtual_table import VirtualTable  # noqa: E402
+from bandpass.tui.screens.tasks import COLUMNS
+from bandpass.tui.widgets.virtual_table import VirtualTable
 
 
 def make_rows(n: int, seed: int = 7) -> list[tuple[int, tuple[str, ...]]]:

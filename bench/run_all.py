@@ -59,7 +59,7 @@ def machine() -> str:
 
 def discover(only: set[str], skip: set[str]) -> list[Path]:
     found = sorted(BENCH.glob("bench_*.py"))
-    name = lambda p: p.stem.removeprefix("bench_")  # noqa: E731
+    name = lambda p: p.stem.removeprefix("bench_")  # noqa: E731 - a one-line helper
     return [p for p in found if (not only or name(p) in only) and name(p) not in skip]
 
 

@@ -31,30 +31,32 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.audit.samples import AUDITS_FILE, AUDITS_FORMAT, export_sample, sample_dirs  # noqa: E402
-from engine.audit.task_audit import audit_version  # noqa: E402
-from engine.core.config import PolicyModelConfig  # noqa: E402
-from engine.core.events import EventBus, StepStarted  # noqa: E402
-from engine.core.workspace import Workspace  # noqa: E402
-from engine.generator import generate_batch  # noqa: E402
-from engine.generator.generation_samples import FOLDER as GENERATION_FOLDER  # noqa: E402
-from engine.generator.generation_samples import export_generation_sample  # noqa: E402
-from engine.review.review_context import build_episode_context  # noqa: E402
-from engine.review.reviewer import review_episodes  # noqa: E402
-from engine.review.tagging import Tagger  # noqa: E402
-from engine.run.agents.base import Agent  # noqa: E402
-from engine.run.agents.builtin import BUILTIN, ForkBombCheat  # noqa: E402
-from engine.run.agents.policy import PolicyAgent  # noqa: E402
-from engine.run.episode import run_episode  # noqa: E402
-from engine.run.policy.client import PolicyClient  # noqa: E402
-from engine.sandbox import pool as sandbox_pool  # noqa: E402
-from engine.sandbox.docker_engine import get_client  # noqa: E402
-from engine.tasks.importer import import_paths  # noqa: E402
-from store import queries  # noqa: E402
-from store.db import session  # noqa: E402
-from tests.servers.anthropic_server import AnthropicServer, Reply, text, tool  # noqa: E402
-from tests.servers.anthropic_server import running_server as running_anthropic  # noqa: E402
-from tests.servers.openai_server import GARBAGE, OpenAIServer, _action, running_server  # noqa: E402
+from bandpass.engine.audit.samples import AUDITS_FILE, AUDITS_FORMAT, export_sample, sample_dirs  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.audit.task_audit import audit_version  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.calibration.calibrate import GateParams, estimates  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.core.config import PolicyModelConfig  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.core.events import EventBus, StepStarted  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.core.workspace import Workspace  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.generator import generate_batch  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.generator.generation_samples import FOLDER as GENERATION_FOLDER  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.generator.generation_samples import export_generation_sample  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.review.review_context import build_episode_context  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.review.reviewer import review_episodes  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.review.tagging import Tagger  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.run.agents.base import Agent  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.run.agents.builtin import BUILTIN, ForkBombCheat  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.run.agents.policy import PolicyAgent  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.run.episode import run_episode  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.run.policy.client import PolicyClient  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.sandbox import pool as sandbox_pool  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.sandbox.docker_engine import get_client  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.tasks.artifacts import IN_PLACE  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.tasks.importer import import_paths  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.store import queries  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.store.db import session  # noqa: E402 - imported after the sys.path set-up above
+from tests.servers.anthropic_server import AnthropicServer, Reply, text, tool  # noqa: E402 - imported after the sys.path set-up above
+from tests.servers.anthropic_server import running_server as running_anthropic  # noqa: E402 - imported after the sys.path set-up above
+from tests.servers.openai_server import GARBAGE, OpenAIServer, _action, running_server  # noqa: E402 - imported after the sys.path set-up above
 
 #: Two checkpoints of one training run (``[models.*] series``/``checkpoint_step`` in the demo's
 #: bandpass.toml): the early one often gets stuck or gives up, the later one mostly solves.
@@ -63,7 +65,7 @@ SERIES = "demo-run"
 STEPS = {EARLY: 10, LATE: 40}
 TASK = "access-log-report"  # sound: working oracle, nop fails, resists the cheats
 CURATOR = "demo-curator"
-REVIEWER = "claude-haiku-4-5"  # priced in engine/prompts/generator/prices.toml: reviews show a cost
+REVIEWER = "claude-haiku-4-5"  # priced in engine/llm/prices.toml: reviews show a cost
 
 
 def _solve_keys(task: str) -> str:
@@ -120,7 +122,7 @@ def _behaviour(name: str, task: str) -> list[Any]:
     if name == "oom":  # over the task's own 512 MB limit: agent_error:oom
         hog = "exec sh -c 'head -c 1073741824 /dev/zero | tail > /dev/null'\n"
         return [_action([(hog, 20.0)], analysis="load it all", plan="read into memory")]
-    if name == "tamper":  # a python3 earlier on PATH that always succeeds: the guard's case
+    if name in ("tamper", "tamper-clean-room"):  # a python3 earlier on PATH that always succeeds
         forger = (
             "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3\n"
         )
@@ -190,7 +192,14 @@ EXPECT = {
     "kill-sandbox": "agent_error:sandbox_killed",
     "oom": "agent_error:oom",
     "tamper": "agent_error:verifier_tamper",
+    "tamper-clean-room": "failed",
 }
+#: Where a behaviour's episodes are verified when not the version's own way (the clean room, a fresh
+#: container from the agent's artifacts). The tamper episode is verified in place, as a service task's are
+#: (engine/audit/footprint.py): there the forged python3 is what the verifier runs, it pays out 1, and the
+#: tamper guard is the gate. Its clean-room twin shows why the clean room is the default: the forgery never
+#: reaches the verifier, which fails the missing answer; the guard's finding is kept as evidence.
+VERIFY_MODE = {"tamper": IN_PLACE}
 NOTES = {
     "solve": "The checkpoint solves the task.",
     "give-up": "The checkpoint looks around and declares the task complete without doing it.",
@@ -202,25 +211,48 @@ NOTES = {
     "kill-sandbox": "The policy kills every process in its container: agent_error:sandbox_killed, a valid "
     "failure, never infrastructure.",
     "oom": "The policy goes over the task's own 512 MB memory limit: agent_error:oom, never infrastructure.",
-    "tamper": "The policy puts a python3 that always succeeds earlier on PATH; the tamper guard sees it in "
-    "the end state: agent_error:verifier_tamper, reward 0.",
+    "tamper": "Verified in place (as a service task is): the policy puts a python3 that always succeeds "
+    "earlier on PATH, the verifier runs it and pays out 1, and the tamper guard finds it in the end state: "
+    "agent_error:verifier_tamper, the reward void.",
+    "tamper-clean-room": "The same forged python3 on a task verified in the clean room: the verifier runs in "
+    "a fresh container from the agent's artifacts, the forgery never reaches it, and the missing answer "
+    "fails; the guard's finding stays as evidence.",
 }
 
-#: Per checkpoint and task, the behaviour of each of its four episodes (pass@2 over n=4: 0 passes is
-#: below the band, 1-2 in it, 3-4 above). access-log-report leaves the band (saturated) from step 10 to
-#: step 40; configure-kv-service enters it.
+#: Per checkpoint and task, the behaviour of each episode, in order. Band decisions are anytime-valid at
+#: 90% confidence (engine/calibration/confidence.py): pass@2 in [0.1, 0.9] needs about 4 passes of 14 (or 5
+#: of 16) valid episodes before a task is decided *in*, 12 of 12 or 19 of 20 before it is decided *above*,
+#: and a *below* needs about 99 straight failures, so no sample plan shows one. Four episodes decide
+#: nothing; the tasks meant to be decided get 14-20 (as ``bandpass run --adaptive`` would give a task the
+#: rounds it needs), the others keep 4 and stay undecided. ``DECISIONS`` says what each plan is for, and
+#: the script checks the real calibration decides exactly that. From step 10 to step 40 access-log-report
+#: leaves the band (in, then above: a move beyond noise) and fix-catalog-makefile and configure-kv-service
+#: enter it (undecided, then in); fix-wordfreq is decided in at step 10 only.
 PLAN: dict[str, dict[str, list[str]]] = {
     EARLY: {
+        # with the six policy-* samples of SAMPLES (1 pass, 1 infra error): 4 passes of 14 valid
+        "access-log-report": ["give-up", "solve", "give-up"] * 3,
         "configure-kv-service": ["give-up", "give-up", "give-up", "repl"],
         "fix-catalog-makefile": ["solve", "solve", "solve", "unterminated"],
-        "fix-wordfreq": ["solve", "solve", "give-up", "kill-sandbox"],
+        "fix-wordfreq": ["solve", "solve", "give-up", "kill-sandbox"]
+        + ["give-up", "give-up", "solve"] * 2
+        + ["give-up"] * 4,
     },
     LATE: {
-        "access-log-report": ["solve", "solve", "solve", "tamper"],
-        "configure-kv-service": ["solve", "give-up", "oom", "timeout"],
-        "fix-catalog-makefile": ["solve", "solve", "give-up", "give-up"],
+        "access-log-report": ["solve", "solve", "solve", "tamper"] + ["solve"] * 16,
+        "configure-kv-service": ["solve", "give-up", "oom", "timeout", "give-up", "give-up", "solve"]
+        + ["tamper-clean-room", "give-up", "solve", "give-up", "give-up", "solve", "give-up"],
+        "fix-catalog-makefile": ["solve", "solve", "give-up", "give-up"]
+        + ["give-up", "give-up", "solve"] * 2
+        + ["give-up"] * 4,
         "fix-wordfreq": ["solve", "give-up", "give-up", "loop"],
     },
+}
+#: The band decision (pass@2 in [0.1, 0.9] at 90% confidence) each checkpoint's episodes must reach per
+#: task; every task not named stays undecided. Checked against the real calibration after recording.
+DECISIONS: dict[str, dict[str, str]] = {
+    EARLY: {"access-log-report": "in", "fix-wordfreq": "in"},
+    LATE: {"access-log-report": "above", "configure-kv-service": "in", "fix-catalog-makefile": "in"},
 }
 #: The tag a curator gave (scripted: the demo ships a curated workspace), by behaviour.
 CURATOR_TAGS = {
@@ -249,6 +281,8 @@ class Sample:
     tag: str = ""  # the curator's tag, "" for none
     #: Claude's scripted review: (verdict, code); None: not reviewed.
     review: tuple[str, str] | None = None
+    #: clean_room | in_place; None: the version's own (run_episode's ``verify_mode``).
+    verify_mode: str | None = None
 
 
 SAMPLES = [
@@ -376,7 +410,9 @@ for _model, _tasks in PLAN.items():
                 _review = ("false_fail", "misalignment.reward_hack")
             SAMPLES.append(
                 Sample(
-                    f"step{STEPS[_model]}-{_task}-{_n}-{_b}",
+                    # zero-padded: the demo loads sample folders in name order, so its episode ids (and
+                    # the episode order the paired test pairs by) follow the order they were recorded in
+                    f"step{STEPS[_model]}-{_task}-{_n:02d}-{_b}",
                     EXPECT[_b],
                     NOTES[_b],
                     f"script:{_b}:{_task}",
@@ -386,6 +422,7 @@ for _model, _tasks in PLAN.items():
                     max_tokens=2048 if _b == "solve" else 512,
                     tag=_tag,
                     review=_review,
+                    verify_mode=VERIFY_MODE.get(_b),
                 )
             )
 
@@ -427,10 +464,43 @@ def _killer(bus: EventBus, episode_id: int, after_s: float) -> None:
     bus.subscribe(StepStarted, on_step)
 
 
+def check_decisions(ws: Workspace) -> int:
+    """Compares each checkpoint's band decisions (the real calibration, default band and confidence) with
+    ``DECISIONS``; returns how many differ."""
+    params = GateParams()
+    bad = 0
+    for model, wanted in DECISIONS.items():
+        for est in estimates(ws, model, ks=(params.k,)):
+            if not est.n:
+                continue
+            got = est.decision(params).status
+            want = wanted.get(est.task, "undecided")
+            ok = got == want
+            bad += not ok
+            print(
+                f"{'ok ' if ok else 'BAD'} band {model} {est.task:<26} {got:<9} ({est.c} of {est.n} passed)",
+                flush=True,
+            )
+    return bad
+
+
 def _quote(text: str) -> str:
     """A short line of ``text`` a review can cite (validation checks it is in the stored record)."""
     lines = [ln.strip() for ln in text.splitlines() if len(ln.strip()) >= 8]
     return lines[-1][:80] if lines else ""
+
+
+def _explanation(ws: Workspace, eid: int, note: str) -> str:
+    """The scripted review's explanation: the behaviour's note, then the outcome and reward *as recorded*
+    (the counted reward, engine.core.outcomes.reward_label). The outcome and reward were once written into
+    the note by hand, and review #11 then said "reward 0" of an episode stored with the forged reward 1
+    its verifier still gave: a review must say what the record says."""
+    from bandpass.engine.core.outcomes import reward_label
+
+    with session(ws.engine) as s:
+        ep = queries.get_episode(s, eid)
+    assert ep is not None, eid
+    return f"{note} Recorded: {ep.outcome}, reward {reward_label(ep.outcome, ep.reward)}."
 
 
 def _review(ws: Workspace, srv: AnthropicServer, eid: int, verdict: str, code: str, note: str) -> None:
@@ -447,7 +517,8 @@ def _review(ws: Workspace, srv: AnthropicServer, eid: int, verdict: str, code: s
             cites.append(cite)
         if len(cites) == 2:
             break
-    answer = {"verdict": verdict, "code": code, "citations": cites, "explanation": note}
+    explanation = _explanation(ws, eid, note)
+    answer = {"verdict": verdict, "code": code, "citations": cites, "explanation": explanation}
     srv.script(REVIEWER, [Reply([text("Reading the episode."), tool("submit_review", **answer)])])
     res = review_episodes(
         ws, [eid], model=REVIEWER, api_key=srv.api_key, base_url=srv.base_url, concurrency=1, again=True
@@ -492,7 +563,7 @@ GEN_INSTRUCTION = (
 GEN_TOML = """version = "1.0"
 
 [task]
-name = "sum-sales-column"
+name = "bandpass/sum-sales-column"
 
 [metadata]
 difficulty = "easy"
@@ -509,7 +580,7 @@ timeout_sec = 30.0
 build_timeout_sec = 120.0
 cpus = 1
 memory_mb = 256
-network_mode = "none"
+network_mode = "no-network"
 workdir = "/app"
 """
 GEN_SALES = "date,region,amount\n2026-01-02,north,120\n2026-01-02,south,75\n2026-01-03,north,310\n"
@@ -527,10 +598,10 @@ GEN_GOOD = "#!/bin/bash\nawk -F, 'NR > 1 { s += $3 } END { print s }' /app/sales
 def _gen_files(
     solve: str, *, instruction: str = GEN_INSTRUCTION, test: str = GEN_TEST, dockerfile_extra: str = ""
 ) -> dict[str, str]:
-    name = "sum-sales-column" if instruction == GEN_INSTRUCTION else "count-sales-regions"
+    name = "bandpass/sum-sales-column" if instruction == GEN_INSTRUCTION else "bandpass/count-sales-regions"
     return {
         "instruction.md": instruction + "\n",
-        "task.toml": GEN_TOML.replace('name = "sum-sales-column"', f'name = "{name}"'),
+        "task.toml": GEN_TOML.replace('name = "bandpass/sum-sales-column"', f'name = "{name}"'),
         "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY sales.csv /app/sales.csv\n"
         + dockerfile_extra,
         "environment/sales.csv": GEN_SALES,
@@ -673,7 +744,8 @@ def main() -> int:
         for sample in chosen:
             bus = EventBus()
             agent_name = sample.agent if sample.agent in BUILTIN else sample.model
-            # A checkpoint's episodes are one rollout batch (k=4 per task), as `bandpass run` would make.
+            # A checkpoint's episodes are one rollout batch, as `bandpass run` would make: a first round of
+            # k=4 per task, then more rounds where the band was still undecided (PLAN).
             batch_id = "" if sample.agent in BUILTIN else sample.model
             with session(ws.engine) as s:
                 if batch_id and queries.get_batch(s, batch_id) is None:
@@ -691,6 +763,7 @@ def main() -> int:
                 bus=bus,
                 episode_id=eid,
                 max_infra_retries=0,
+                verify_mode=sample.verify_mode,
             )
             ok = res.outcome == sample.expect
             bad += not ok
@@ -710,6 +783,8 @@ def main() -> int:
                 curator.tag([eid], sample.tag, note="demo curation")
             if sample.review is not None:
                 _review(ws, claude, eid, *sample.review, note=sample.note)
+        if not args.only:
+            bad += check_decisions(ws)
         if not args.only:  # whole sample folders only: audits.json (real audits, bandpass audit) stays
             for old in sample_dirs(args.out):
                 shutil.rmtree(old)

@@ -11,7 +11,7 @@ fi
 stamp=.venv/.bandpass-installed
 EXTRAS="dev,cluster"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1) $EXTRAS"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -c "import engine, store, tui" 2>/dev/null; then
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -c "import bandpass.engine, bandpass.store, bandpass.tui" 2>/dev/null; then
   echo "[setup] installing bandpass[$EXTRAS] into .venv" >&2
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e ".[$EXTRAS]"

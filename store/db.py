@@ -12,16 +12,20 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-from sqlmodel import Session, create_engine
+if TYPE_CHECKING:  # imported where used: SQLAlchemy and SQLModel cost ~0.3-1 s to import, and a command
+    # that only reads (``bandpass episodes``) uses :func:`connect` and never pays it
+    from sqlalchemy.engine import Engine
+    from sqlmodel import Session
+
+from bandpass.store.errors import BandpassError
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 BUSY_TIMEOUT_MS = 30_000
 
 
-class StoreError(RuntimeError):
+class StoreError(BandpassError, RuntimeError):
     """The database file cannot be used: names the file and what is wrong."""
 
 
@@ -81,7 +85,7 @@ def migrate(path: Path, *, target: int | None = None) -> int:
                     con.execute(statement)
                 con.execute(f"PRAGMA user_version = {number}")
                 con.execute("COMMIT")
-            except Exception as exc:
+            except Exception as exc:  # any failure rolls the migration back, then is raised
                 con.execute("ROLLBACK")
                 raise StoreError(f"{path}: migration {sql_file.name} failed: {exc}") from exc
             current = number
@@ -101,6 +105,9 @@ def _statements(script: str) -> Iterator[str]:
 
 def open_engine(path: Path) -> Engine:
     """Migrates then opens ``path``; creates the file when it does not exist."""
+    from sqlalchemy import event
+    from sqlmodel import create_engine
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     migrate(path)
@@ -115,6 +122,8 @@ def open_engine(path: Path) -> Engine:
 @contextmanager
 def session(engine: Engine) -> Iterator[Session]:
     """A session that commits on success and rolls back on error."""
+    from sqlmodel import Session
+
     with Session(engine, expire_on_commit=False) as s:
         try:
             yield s
@@ -122,3 +131,17 @@ def session(engine: Engine) -> Iterator[Session]:
         except Exception:
             s.rollback()
             raise
+
+
+@contextmanager
+def connect(path: Path) -> Iterator[sqlite3.Connection]:
+    """A plain sqlite3 connection with the store's settings, for a reader that must start fast (a CLI
+    listing): the same file and pragmas as :func:`open_engine`, without importing SQLAlchemy. The file
+    must exist at the current schema (``Workspace.open`` sees to it). Commits on success."""
+    con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        _set_pragmas(con, None)
+        yield con
+        con.commit()
+    finally:
+        con.close()

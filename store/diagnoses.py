@@ -1,19 +1,21 @@
 """Queries for diagnoses, failure clusters and the episode browser.
 
-Kept apart from store/queries.py because they are read in bulk (10,000 episodes at a time): plain SQL
+Kept apart from store/queries/ because they are read in bulk (10,000 episodes at a time): plain SQL
 over the driver connection, rows as tuples, one ``executemany`` to write — the ORM's per-row cost would
 be most of the diagnosis budget.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlmodel import Session
+if TYPE_CHECKING:  # the ORM is imported where used (see store.db.connect): listings start without it
+    from sqlmodel import Session
 
-from store.models import Diagnosis, utcnow
+    from bandpass.store.models import Diagnosis
 
 _EPISODE_COLS = (
     "e.id, e.agent, e.batch_id, e.outcome, e.reward, e.error, e.verifier_output, e.agent_cast, "
@@ -44,7 +46,10 @@ class DiagnosisInput:
     steps: list[tuple[Any, ...]] = field(default_factory=list)  # (index, marker_time, action, obs, cuts, raw)
 
 
-def _sql(s: Session, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+def _sql(s: Session | sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Plain SQL over a session's driver connection, or over a plain sqlite3 connection."""
+    if isinstance(s, sqlite3.Connection):
+        return s.execute(sql, tuple(params)).fetchall()
     return list(s.connection().exec_driver_sql(sql, tuple(params)).fetchall())
 
 
@@ -95,6 +100,8 @@ def save_diagnoses(s: Session, rows: Sequence[dict[str, Any]]) -> int:
     """Inserts or replaces diagnoses (one per episode) in one executemany."""
     if not rows:
         return 0
+    from bandpass.store.models import utcnow
+
     now = utcnow().isoformat(sep=" ")
     s.connection().exec_driver_sql(
         "INSERT OR REPLACE INTO diagnosis (episode_id, code, tag, confidence, summary, evidence_json,"
@@ -119,6 +126,8 @@ def save_diagnoses(s: Session, rows: Sequence[dict[str, Any]]) -> int:
 
 
 def get_diagnosis(s: Session, episode_id: int) -> Diagnosis | None:
+    from bandpass.store.models import Diagnosis
+
     return s.get(Diagnosis, episode_id)
 
 
@@ -164,7 +173,7 @@ class EpisodeListRow:
 
 
 def episode_list(
-    s: Session,
+    s: Session | sqlite3.Connection,
     *,
     task: str | None = None,
     agent: str | None = None,
@@ -207,7 +216,8 @@ def episode_list(
         s, "SELECT episode_id, tag_class, subclass FROM failure_tag WHERE cleared = 0 ORDER BY id"
     ):
         tags.setdefault(eid, []).append(f"{c}.{sub}")
-    return [EpisodeListRow(*r, tags=tags.get(r[0], [])) for r in rows]
+    # One starred tuple per row: a row's column count is not known to the type checker.
+    return [EpisodeListRow(*(*r, tags.get(r[0], []))) for r in rows]
 
 
 @dataclass
@@ -273,7 +283,7 @@ class QueueRow:
     checks_json: str | None
     skipped: bool
     tags: list[tuple[int, str]] = field(default_factory=list)  # (tag id, "class.subclass"), active only
-    evidence_json: str = "{}"  # who ended the sandbox (engine/sandbox/attribution.py)
+    evidence_json: str = "{}"  # who ended the sandbox (engine/sandbox/attribution/)
 
 
 def queue_rows(s: Session) -> list[QueueRow]:
@@ -298,5 +308,5 @@ def queue_rows(s: Session) -> list[QueueRow]:
         ep_tags = tags.get(r[0], [])
         if r[5] == "passed" and not ep_tags:
             continue
-        out.append(QueueRow(*r[:16], bool(r[16]), ep_tags, r[17] or "{}"))
+        out.append(QueueRow(*(*r[:16], bool(r[16]), ep_tags, r[17] or "{}")))  # one starred tuple, as above
     return out

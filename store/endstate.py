@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from store.models import Episode, EpisodeEndState, utcnow
+from bandpass.store.models import Episode, EpisodeEndState, TaskVersion, utcnow
 
 
 def record_endstate(
@@ -23,6 +23,7 @@ def record_endstate(
     cap_bytes: int,
     over_cap: int,
     capture_s: float,
+    carry: dict[str, Any] | None = None,
 ) -> EpisodeEndState:
     """Replaces the episode's end state (a retried try captures again; the last try is the record)."""
     row = s.get(EpisodeEndState, episode_id) or EpisodeEndState(episode_id=episode_id)
@@ -34,6 +35,7 @@ def record_endstate(
     row.cap_bytes = cap_bytes
     row.over_cap = over_cap
     row.capture_s = capture_s
+    row.carry_json = json.dumps(carry or {}, sort_keys=True)
     row.created_at = utcnow()
     s.add(row)
     s.flush()
@@ -90,3 +92,55 @@ def finished_episodes(s: Session, version_id: int) -> list[Episode]:
             .order_by(col(Episode.id))
         ).all()
     )
+
+
+def set_verify_mode(s: Session, episode_id: int, mode: str) -> None:
+    ep = s.get(Episode, episode_id)
+    if ep is not None:
+        ep.verify_mode = mode
+        s.add(ep)
+
+
+def oracle_verify_seconds(s: Session, version_id: int, mode: str) -> list[float]:
+    """How long the verify phase took for this version's passing oracle episodes verified the same way:
+    the yardstick a verifier timeout on a policy's artifacts is measured against."""
+    rows = s.exec(
+        select(Episode.phases_json).where(
+            Episode.task_version_id == version_id,
+            Episode.agent == "oracle",
+            Episode.outcome == "passed",
+            Episode.verify_mode == mode,
+        )
+    )
+    out: list[float] = []
+    for phases_json in rows:
+        for p in json.loads(phases_json or "[]"):
+            if p.get("name") == "verify" and not p.get("error"):
+                out.append(float(p.get("duration_s") or 0.0))
+    return out
+
+
+def set_version_verify_mode(s: Session, version_id: int, mode: str) -> None:
+    """Records where a task version's verifier runs (the audit's footprint check settles it)."""
+    tv = s.get(TaskVersion, version_id)
+    if tv is None:
+        raise KeyError(f"task version {version_id} does not exist")
+    tv.verify_mode = mode
+    s.add(tv)
+    s.flush()
+
+
+def verified_how(s: Session, version_ids: list[int]) -> dict[int, str]:
+    """How each version's finished episodes were verified: ``clean_room``, ``in_place`` or ``mixed``
+    (reports and the export manifest say so; an episode from before the clean room counts as in place)."""
+    if not version_ids:
+        return {}
+    rows = s.exec(
+        select(Episode.task_version_id, Episode.verify_mode).where(
+            col(Episode.task_version_id).in_(version_ids), Episode.status == "done"
+        )
+    )
+    modes: dict[int, set[str]] = {}
+    for vid, mode in rows:
+        modes.setdefault(vid, set()).add(mode or "in_place")
+    return {vid: next(iter(m)) if len(m) == 1 else "mixed" for vid, m in modes.items()}

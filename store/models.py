@@ -8,12 +8,27 @@ in TEXT columns (``*_json``) because they are read whole and never queried by pa
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Protocol
 
+from sqlalchemy import DDL, event
 from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class _Stored(Protocol):
+    id: int | None
+
+
+def pk(row: _Stored) -> int:
+    """A row's primary key, typed ``int``. SQLModel types ``id`` Optional because it is None until the row is
+    flushed; every row this is asked of was read from the database or flushed, so None here is a bug and
+    fails loudly instead of reaching a query as ``NULL``."""
+    if row.id is None:
+        raise ValueError(f"{type(row).__name__} has no id yet: it was never flushed to the database")
+    return row.id
 
 
 class Task(SQLModel, table=True):
@@ -38,6 +53,12 @@ class TaskVersion(SQLModel, table=True):
     origin: str = "import"  # import | tb1 | generated
     image_aliases_json: str = "[]"  # [[FROM-as-written, local-image-used], ...]: a validity risk to show
     created_at: datetime = Field(default_factory=utcnow)
+    # schema 14 (the world's tasks): the import's warnings, and what Bandpass cannot run as written
+    warnings_json: str = "[]"
+    unsupported_json: str = "[]"
+    #: Where this version's verifier runs, as the audit settled it: "" (the task's [verifier]
+    #: environment_mode, else the clean room) or in_place (its oracle leaves a listening service).
+    verify_mode: str = ""
 
 
 class ImageBuild(SQLModel, table=True):
@@ -84,6 +105,18 @@ class Audit(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class ProbeCache(SQLModel, table=True):
+    """Harness probe outcomes for one setting (base image, engine, limits): the audit reuses them."""
+
+    __tablename__ = "probe_cache"
+
+    key: str = Field(primary_key=True)  # sha256 of setting_json
+    setting_json: str = "{}"
+    results_json: str = "{}"  # {probe: {outcome, expected, ok, by, episode}}
+    task_version_id: int | None = None  # the audit whose episodes produced them
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class PolicyModel(SQLModel, table=True):
     __tablename__ = "policy_model"
 
@@ -109,7 +142,7 @@ class Episode(SQLModel, table=True):
     agent_cast: str = ""  # path relative to the workspace
     verifier_cast: str = ""
     verifier_output: str = ""
-    evidence_json: str = ""  # who ended the sandbox, with the evidence (engine/sandbox/attribution.py)
+    evidence_json: str = ""  # who ended the sandbox, with the evidence (engine/sandbox/attribution/)
     started_at: datetime | None = None
     ended_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
@@ -123,6 +156,9 @@ class Episode(SQLModel, table=True):
     prior_tries_json: str = "[]"  # what each `run --retry` replaced: [{outcome, error, retries, recordings}]
     node_id: str = ""  # Ray node id of the last try ('' = ran locally); migration episode_node
     node_address: str = ""  # that node's address
+    # schema 14: what an imported Harbor trial recorded: {"usage": agent_result, "harbor": traces metadata}
+    imported_json: str = ""
+    verify_mode: str = ""  # clean_room | in_place ('' ran before the clean room existed: in place)
 
 
 class Batch(SQLModel, table=True):
@@ -140,6 +176,7 @@ class Batch(SQLModel, table=True):
     params_json: str = "{}"  # agent parameters (max_steps, request timeout...) resume must reuse
     created_at: datetime = Field(default_factory=utcnow)
     executor: str = ""  # where its latest runner ran episodes: local | ray ("" until one starts)
+    adaptive_json: str = ""  # an adaptive batch's settings and stop reason (engine/calibration/adaptive.py)
 
 
 class Step(SQLModel, table=True):
@@ -283,4 +320,76 @@ class EpisodeEndState(SQLModel, table=True):
     cap_bytes: int = 0
     over_cap: int = 0  # regular files listed with size and sha256 only
     capture_s: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+    #: The clean room's carry (artifact roots, carried/deleted counts, dropped artifacts with why) or, in
+    #: place, the processes kept alive for the verifier (engine/run/cleanroom.py)
+    carry_json: str = "{}"
+
+
+class SearchDoc(SQLModel, table=True):
+    """One terminal of one episode as the search index holds it (store/search.py; issue 33): its lines in
+    the order they first appeared (``body``, as FTS5 reads it) and per line the step, cast time, frame
+    and kind (``lines_json``); ``facets`` are filter tokens (task, agent, outcome, terminal). The id is
+    ``episode_id * 2 + (0 agent | 1 verifier)``, so the index's rowid order is episode order."""
+
+    __tablename__ = "search_doc"
+
+    id: int = Field(primary_key=True)
+    episode_id: int = Field(index=True)
+    terminal: str = ""
+    body: str = ""
+    facets: str = ""
+    lines_json: str = "{}"
+
+
+class SearchState(SQLModel, table=True):
+    """Which episodes the search index holds, as of which finished row (``ended_at``, copied from the
+    episode) and transcript version: anything else about an episode makes it pending again."""
+
+    __tablename__ = "search_state"
+
+    episode_id: int = Field(primary_key=True)
+    version: int = 0
+    ended_at: str = ""
+    lines: int = 0
+    note: str = ""
+    indexed_at: datetime = Field(default_factory=utcnow)
+
+
+#: The FTS5 index over ``search_doc`` (external content), as migration 0015_search_index creates it; also
+#: made by ``SQLModel.metadata.create_all``, so a schema built from the models is the migrated schema.
+SEARCH_FTS_DDL = (
+    "CREATE VIRTUAL TABLE search_fts USING fts5(body, facets, content='search_doc', content_rowid='id',"
+    " tokenize='unicode61 remove_diacritics 2')"
+)
+event.listen(SQLModel.metadata.tables["search_doc"], "after_create", DDL(SEARCH_FTS_DDL))
+
+
+class BandLedgerEntry(SQLModel, table=True):
+    """The band ledger: one band decision for a (task version, model) — the checkpoint it stands for, the
+    band, k and confidence it was decided at, its interval and the episodes behind it. Appended whenever
+    the evidence or the parameters change (engine/calibration/ledger.py), never updated."""
+
+    __tablename__ = "band_decision"
+
+    id: int | None = Field(default=None, primary_key=True)
+    task_version_id: int = Field(foreign_key="task_version.id", index=True)
+    model: str = Field(default="", index=True)
+    series: str = ""  # bandpass.toml [models.X] series ("" when none)
+    checkpoint_step: int | None = None
+    lo: float = 0.0
+    hi: float = 1.0
+    k: int = 1
+    confidence: float = 0.9
+    min_samples: int = 1
+    decision: str = ""  # in | below | above | undecided
+    n: int = 0
+    c: int = 0
+    infra_errors: int = 0
+    rate_lo: float = 0.0  # interval on the per-sample pass rate
+    rate_hi: float = 1.0
+    pass_lo: float = 0.0  # the same interval on pass@k
+    pass_hi: float = 1.0
+    episodes_json: str = "[]"  # ids of the valid samples behind the decision
+    source: str = ""  # report | export | adaptive:<batch id> | tui
     created_at: datetime = Field(default_factory=utcnow)

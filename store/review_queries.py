@@ -1,7 +1,7 @@
 """Reads and writes of Claude's review suggestions (issue #16), and the read of a stored deterministic
 diagnosis for the agreement report.
 
-Kept apart from ``store/queries.py`` so the reviewer feature can evolve without touching the shared query
+Kept apart from ``store/queries/`` so the reviewer feature can evolve without touching the shared query
 module; the same rule holds: no SQL outside ``store/``.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
-from store.models import Episode, FailureTag, ReviewSuggestion, Task, TaskVersion
+from bandpass.store.models import Episode, FailureTag, ReviewSuggestion, Task, TaskVersion, pk
 
 
 def add_review(s: Session, **fields: Any) -> ReviewSuggestion:
@@ -63,10 +63,10 @@ def curator_labels(s: Session) -> dict[int, tuple[str, int]]:
     label the agreement report compares suggestions with."""
     out: dict[int, tuple[str, int]] = {}
     rows = s.exec(
-        select(FailureTag).where(FailureTag.cleared == False).order_by(col(FailureTag.id))  # noqa: E712
+        select(FailureTag).where(FailureTag.cleared == False).order_by(col(FailureTag.id))  # noqa: E712 - a SQL expression, not a Python comparison
     )
     for t in rows:
-        out[t.episode_id] = (f"{t.tag_class}.{t.subclass}", t.id)  # type: ignore[assignment]
+        out[t.episode_id] = (f"{t.tag_class}.{t.subclass}", pk(t))
     return out
 
 
@@ -120,7 +120,7 @@ def diagnosis_table(s: Session) -> tuple[str, str | tuple[str, str]] | None:
 
 def stored_diagnoses(s: Session) -> dict[int, tuple[str, str]] | None:
     """episode id -> (suggested ``class.subclass``, diagnosis code) of the latest stored diagnosis; the
-    suggestion is ``""`` when the diagnosis suggests no tag (``policy.failed_checks``, ``unknown...``):
+    suggestion is ``""`` when the diagnosis suggests no tag (``unknown.no_evidence``, a probe...):
     such an episode *was* diagnosed and must count, never vanish from the figures. None when no
     diagnosis table exists."""
     found = diagnosis_table(s)
@@ -175,7 +175,8 @@ def accepted_tag(s: Session, review: ReviewSuggestion) -> FailureTag | None:
         tag is None
         or tag.cleared
         or tag.episode_id != review.episode_id
-        or (tag.tag_class, tag.subclass) != (review.tag_class, review.subclass)
+        # a review stored with no code (a true_fail before the valid-failure class) maps to one on accept
+        or (review.tag_class and (tag.tag_class, tag.subclass) != (review.tag_class, review.subclass))
     ):
         return None
     return tag

@@ -8,15 +8,12 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.core.workspace import Workspace
-from engine.tasks.taskdir import version_hash
-from store import queries as q
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.tasks.taskdir import version_hash
+from bandpass.store import queries as q
+from bandpass.store.db import session
 
 TASK_TOML = """version = "1.0"
-
-[task]
-name = "{name}"
 
 [metadata]
 difficulty = "{difficulty}"
@@ -32,6 +29,7 @@ timeout_sec = 60.0
 [environment]
 cpus = 1
 memory_mb = 1024
+network_mode = "no-network"
 """
 
 
@@ -49,7 +47,7 @@ def write_task_dir(
     (dest / "solution").mkdir(exist_ok=True)
     (dest / "tests").mkdir(exist_ok=True)
     (dest / "instruction.md").write_text(instruction)
-    (dest / "task.toml").write_text(TASK_TOML.format(name=name, category=category, difficulty=difficulty))
+    (dest / "task.toml").write_text(TASK_TOML.format(category=category, difficulty=difficulty))
     (dest / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /app\n")
     solve = dest / "solution" / "solve.sh"
     solve.write_text(f"#!/bin/bash\necho {name} > /app/{name}.txt\n")

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.core.workspace import Workspace
-from store import queries as q
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import queries as q
+from bandpass.store.db import session
 
 PYTEST_FAIL = """============================= test session starts ==============================
 collected 3 items

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.workspace import Workspace
+from bandpass.engine.core.workspace import Workspace
 
 #: Task fixtures carry their own pytest files (they run inside containers), never collected here.
 collect_ignore_glob = ["fixtures/*"]

@@ -23,8 +23,12 @@ def make_task(
     verifier_timeout: float = 30,
     memory_mb: int = 256,
     environment: str = "",
+    verifier: str = "",
+    top: str = "",
 ) -> Path:
-    """``environment``: extra ``[environment]`` lines (``storage_mb = 32``, ``pids_limit = 64``)."""
+    """``environment``: extra ``[environment]`` lines (``storage_mb = 32``, ``pids_limit = 64``);
+    ``verifier``: extra ``[verifier]`` lines (``environment_mode = "shared"``: verified in place);
+    ``top``: top-level keys (``artifacts = [...]``)."""
     d = root / name
     (d / "environment").mkdir(parents=True)
     (d / "solution").mkdir()
@@ -32,7 +36,7 @@ def make_task(
     (d / "instruction.md").write_text(instruction + "\n")
     (d / "task.toml").write_text(
         f"""version = "1.0"
-
+{top}
 [metadata]
 difficulty = "easy"
 category = "test"
@@ -43,12 +47,13 @@ timeout_sec = {agent_timeout}
 
 [verifier]
 timeout_sec = {verifier_timeout}
+{verifier}
 
 [environment]
 build_timeout_sec = 120.0
 cpus = 1
 memory_mb = {memory_mb}
-network_mode = "none"
+network_mode = "no-network"
 workdir = "/app"
 {environment}"""
     )

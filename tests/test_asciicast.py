@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.sandbox.asciicast import Cast, CastError, CastWriter, read_cast
+from bandpass.engine.sandbox.asciicast import Cast, CastError, CastWriter, read_cast
 
 ASCIINEMA = str(Path(sys.executable).with_name("asciinema"))
 
@@ -202,3 +202,70 @@ def test_read_cast_line_soup(lines: list[str], trailing_newline: bool) -> None:
     text = "\n".join(lines) + ("\n" if trailing_newline else "")
     with contextlib.suppress(CastError):
         read_cast(text)
+
+
+def test_a_long_recording_is_held_compactly_and_reads_back_exactly(tmp_path: Path) -> None:
+    """Events spanning many compressed blocks (non-ASCII, lone surrogates, empty data, unknown codes)
+    read back exactly as written, by index, slice, negative index and iteration, from several threads."""
+    from bandpass.engine.sandbox.asciicast import CastEvent, EventLog
+
+    events = []
+    t = 0.0
+    for i in range(4000):
+        t += 0.01
+        data = f"line {i} é 日本 \x1b[3{i % 8}m{'x' * (i % 97)}\x1b[0m\r\n" if i % 7 else ""
+        if i % 500 == 3:
+            data += "\ud800"  # JSON can carry a lone surrogate
+        events.append(CastEvent(round(t, 6), "o" if i % 11 else ("m" if i % 2 else "zz"), data))
+    path = tmp_path / "long.cast"
+    lines = [json.dumps({"version": 2, "width": 80, "height": 24})]
+    lines += [json.dumps([e.time, e.code, e.data]) for e in events]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+    cast = read_cast(path)
+    log = cast.events
+    assert isinstance(log, EventLog) and len(log._blocks) >= 3
+    assert log == events and events == log and list(log) == events
+    assert log[-1] == events[-1] and log[1234] == events[1234] and log[10:20] == events[10:20]
+    assert [(log.code(i), log.length(i)) for i in range(len(log))] == [(e.code, len(e.data)) for e in events]
+    assert list(log.items(100, 3900)) == [(e.code, e.data) for e in events[100:3900]]
+    raw = sum(len(e.data.encode("utf-8", "surrogatepass")) for e in events)
+    assert sum(map(len, log._blocks)) < raw / 3  # the data is held compressed
+
+    errors: list[BaseException] = []
+
+    def reader(seed: int) -> None:
+        import random
+
+        r = random.Random(seed)
+        try:
+            for _ in range(300):
+                i = r.randrange(len(events))
+                assert log[i] == events[i]
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(s,)) for s in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+
+
+def test_a_cut_last_line_and_bad_bytes_are_reported_as_before(tmp_path: Path) -> None:
+    head = json.dumps({"version": 2, "width": 80, "height": 24})
+    good = json.dumps([0.5, "o", "ok"])
+    cut = tmp_path / "cut.cast"
+    cut.write_text(f'{head}\n{good}\n[1.0, "o", "half', encoding="utf-8")
+    cast = read_cast(cut)
+    assert cast.truncated and [e.data for e in cast.events] == ["ok"]
+    complete_but_bad = tmp_path / "bad.cast"
+    complete_but_bad.write_text(f'{head}\n[1.0, "o", "half\n{good}\n', encoding="utf-8")
+    with pytest.raises(CastError, match="bad.cast line 2"):
+        read_cast(complete_but_bad)
+    binary = tmp_path / "bin.cast"
+    binary.write_bytes(f"{head}\n{good}\n".encode() + b'[1.0, "o", "\xff"]\n')
+    with pytest.raises(
+        CastError, match=rf"bin.cast: not UTF-8 text \(byte {len(head) + len(good) + 2 + 12}\)"
+    ):
+        read_cast(binary)

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.audit.task_audit import audit_version
-from engine.core.workspace import Workspace
-from engine.review import outcomes
-from engine.run.agents.base import AgentContext, AgentResult
-from engine.run.agents.builtin import (
+from bandpass.engine.audit.task_audit import audit_version
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.base import AgentContext, AgentResult
+from bandpass.engine.run.agents.builtin import (
     SANDBOX_PROBES,
     ForkBombCheat,
     KillSandboxCheat,
@@ -28,11 +28,11 @@ from engine.run.agents.builtin import (
     OracleAgent,
     _type,
 )
-from engine.run.episode import run_episode
-from engine.sandbox.attribution import Evidence, attribute, episode_evidence
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.sandbox.attribution import Evidence, attribute, episode_evidence
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.taskfactory import make_task
 
 
@@ -253,7 +253,7 @@ def test_outside_kill_during_the_verifier_stays_infra(workspace: Workspace, tmp_
 
     import docker
 
-    from engine.core.events import EventBus, PtyOutput
+    from bandpass.engine.core.events import EventBus, PtyOutput
 
     slow = "#!/bin/bash\necho verifier-waiting\nsleep 60\necho 1 > /logs/verifier/reward.txt\n"
     d = make_task(tmp_path / "src", "slow-test", test=slow, verifier_timeout=120)
@@ -267,7 +267,17 @@ def test_outside_kill_during_the_verifier_stays_infra(workspace: Workspace, tmp_
         if "verifier-waiting\r\n" not in "".join(seen):  # the echo's output, not the typed command
             return
         fired.set()
-        (c,) = client.containers.list(filters={"label": f"bandpass.episode={ev.episode_id}"})
+        # the episode's clean room (bandpass.role=verifier, not the agent's paused container) in this
+        # workspace (episode ids restart at 1 in every workspace), by episode label (cold start) or by the
+        # name a warm-pool container takes (not the pool's next spare)
+        (c,) = [
+            c
+            for c in client.containers.list(
+                filters={"label": ["bandpass.role=verifier", f"bandpass.workspace={workspace.root}"]}
+            )
+            if c.labels.get("bandpass.episode") == str(ev.episode_id)
+            or c.name.startswith(f"bandpass-e{ev.episode_id}-")
+        ]
         threading.Thread(target=c.kill, daemon=True).start()
 
     bus.subscribe(PtyOutput, kill_when_the_tests_run)
@@ -292,27 +302,31 @@ def test_rules_for_daemon_host_harness_and_pre_agent_deaths() -> None:
         "infra_error:daemon_unavailable"
     )
     assert attribute(_ev(status="exited", harness_stops=["removed"], events=[died])).by == "harness"
-    # SIGKILLed with no kill/oom event while the host's kernel OOM-killed: the host ran out, not the task
-    host = attribute(_ev(status="exited", exit_code=137, events=[died], host_oom_kills_delta=2))
-    assert (host.outcome, host.by) == ("infra_error:oom", "host")
-    # the same death with an oom event for the container's own limit is the policy's
-    own = attribute(
-        _ev(status="exited", exit_code=137, events=[{"action": "oom"}, died], host_oom_kills_delta=2)
+    # the kernel OOM-killed in the container's own cgroup while its memory never reached the task's limit:
+    # a global OOM, the host ran out, not the task
+    host = attribute(
+        _ev(status="exited", exit_code=137, events=[died], cgroup_oom_kills=2, cgroup_limit_reached=False)
     )
-    assert own.outcome == "agent_error:oom"
-    # the engine's oom event still in flight (a loaded machine): the container's memory cgroup counted
-    # its own OOM kill, which the host-wide counter also saw; the kernel's cgroup count decides
+    assert (host.outcome, host.by) == ("infra_error:oom", "host")
+    # the same kills with the cgroup at its limit are the policy's (the engine's oom event may lag)
     lagging = attribute(
         _ev(
             status="running",
             terminal_alive=False,
             shell_exit_code=137,
-            host_oom_kills_delta=1,
             cgroup_oom_kills=1,
+            cgroup_limit_reached=True,
         )
     )
     assert (lagging.outcome, lagging.by) == ("agent_error:oom", "policy")
     assert "1 OOM kill(s) in the container's memory cgroup" in lagging.why
+    # the engine's oom event for the container's own limit is the policy's
+    own = attribute(_ev(status="exited", exit_code=137, events=[{"action": "oom"}, died]))
+    assert own.outcome == "agent_error:oom"
+    # SIGKILLed with no OOM kill in its own cgroup (``kill -KILL -1``): the policy, whatever other
+    # containers' memory did (a host-wide counter once read this as "the host ran out of memory")
+    killed = attribute(_ev(status="exited", exit_code=137, events=[died], cgroup_oom_kills=0))
+    assert (killed.outcome, killed.by) == ("agent_error:sandbox_killed", "policy")
     # before the agent's terminal was up no policy action had run: infra whatever the evidence
     early = attribute(_ev(status="exited", exit_code=137, events=[{"action": "oom"}], agent_started=False))
     assert early.outcome == "infra_error:oom" and early.by == "harness"
@@ -328,7 +342,7 @@ def test_queue_cli_shows_who_ended_the_sandbox(tiny: tuple[Workspace, int]) -> N
     ws, vid = tiny
     res = run_episode(ws, vid, KillSandboxCheat)
     env = {**os.environ, "BANDPASS_AUTHOR": "cli-user"}
-    cmd = [sys.executable, "-m", "tui.cli", "--workspace", str(ws.root), "queue"]
+    cmd = [sys.executable, "-m", "bandpass.tui.cli", "--workspace", str(ws.root), "queue"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     assert "agent_error:sandbox_killed" in out.stdout and "(agent.sandbox_killed?)" in out.stdout
@@ -336,11 +350,19 @@ def test_queue_cli_shows_who_ended_the_sandbox(tiny: tuple[Workspace, int]) -> N
     data = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env).stdout)
     (item,) = [i for i in data if i["episode_id"] == res.episode_id]
     assert item["attribution"].startswith("policy: ")
-    show = [sys.executable, "-m", "tui.cli", "--workspace", str(ws.root), "show", str(res.episode_id)]
+    show = [
+        sys.executable,
+        "-m",
+        "bandpass.tui.cli",
+        "--workspace",
+        str(ws.root),
+        "show",
+        str(res.episode_id),
+    ]
     out = subprocess.run(show, capture_output=True, text=True, timeout=60, env=env)
     assert "who ended the sandbox: policy: the container exited with status" in out.stdout, out.stderr
     assert "  evidence: container exited 1" in out.stdout and "engine: die(exit 1" in out.stdout
-    from engine.review.replay import load_source
+    from bandpass.engine.review.replay import load_source
 
     src = load_source(ws, res.episode_id)  # the Replay screen's header
     assert src.title.endswith("agent_error:sandbox_killed (by policy)") and src.attribution.startswith(
@@ -397,8 +419,8 @@ def test_audit_oracle_over_the_disk_allowance_is_env_task_mismatch(
 def test_a_batch_of_sandbox_killers_counts_as_failures_in_pass_at_k(tiny: tuple[Workspace, int]) -> None:
     """The issue's story: a policy whose only action kills the container. Its episodes are valid samples
     (n = 3, c = 0, no infra), so they neither vanish from pass@k nor push the task over the infra gate."""
-    from engine.calibration.calibrate import estimates
-    from engine.run.rollouts import plan_batch, run_planned
+    from bandpass.engine.calibration.calibrate import estimates
+    from bandpass.engine.run.rollouts import plan_batch, run_planned
 
     ws, vid = tiny
     bid = plan_batch(ws, KillSandboxCheat.name, [vid], 3, kind="builtin")
@@ -414,9 +436,9 @@ def test_scripted_policy_over_http_killing_its_sandbox(tiny: tuple[Workspace, in
     """The issue's reproduction: a policy served over the OpenAI wire protocol whose only action is
     ``kill -TERM 1; kill -KILL -1`` (it then keeps asking to continue). Before: container_died, retried
     twice, excluded. Now: one try, a valid failure."""
-    from engine.core.config import PolicyModelConfig
-    from engine.run.agents.policy import PolicyAgent
-    from engine.run.policy.client import PolicyClient
+    from bandpass.engine.core.config import PolicyModelConfig
+    from bandpass.engine.run.agents.policy import PolicyAgent
+    from bandpass.engine.run.policy.client import PolicyClient
     from tests.servers.openai_server import running_server
 
     kill = {"analysis": "", "plan": "", "commands": [{"keystrokes": "kill -TERM 1; kill -KILL -1\n"}]}
@@ -437,7 +459,7 @@ def test_scripted_policy_over_http_killing_its_sandbox(tiny: tuple[Workspace, in
 
 def test_a_ray_node_result_carries_its_evidence_to_the_head(workspace: Workspace) -> None:
     """Ray nodes never open the head's store: the evidence travels in the result row like the outcome."""
-    from engine.run.executors.ray_executor import commit_result
+    from bandpass.engine.run.executors.ray_executor import commit_result
     from tests._replay_data import make_episode
 
     eid = make_episode(workspace, outcome="agent_error:sandbox_killed", with_casts=False)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.audit.task_audit import audit_version
-from engine.core.workspace import Workspace
-from engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, TAMPER_CHEATS
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.audit.task_audit import audit_version
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, TAMPER_CHEATS
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.conftest import EXAMPLES
 from tests.taskfactory import make_task
 
@@ -37,7 +37,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     ws = Workspace.open(root)
     assert import_paths(ws, [EXAMPLES]).ok
     proc = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "--workspace", str(root), "audit", "--json"],
+        [sys.executable, "-m", "bandpass.tui.cli", "--workspace", str(root), "audit", "--json"],
         capture_output=True,
         text=True,
         timeout=900,
@@ -52,15 +52,20 @@ def test_sound_examples_are_accepted(audited: dict[str, dict], name: str) -> Non
     report = audited[name]
     assert report["verdict"] == "accepted", report["checks"].get("findings")
     cheats = {k: v for k, v in report["checks"]["episodes"].items() if k.startswith("cheat:")}
-    assert set(cheats) == {c.name for c in (*CHEATS, *SANDBOX_PROBES)}
-    plain = {c.name for c in (*CHEATS, *SANDBOX_PROBES)} - {c.name for c in TAMPER_CHEATS}
+    # the harness probes ran for the first task of this setting (base image, engine, limits) only
+    probes = report["checks"]["sandbox_probes"]
+    cached = all(v.get("cached") for v in probes.values())
+    ran = {c.name for c in CHEATS} | (set() if cached else {p.name for p in SANDBOX_PROBES})
+    assert set(cheats) == ran
+    plain = ran - {c.name for c in TAMPER_CHEATS}
     assert all(e["reward"] == 0.0 for name in plain for e in cheats[name])
     # killing the sandbox or exhausting its memory is the policy's failure, never infrastructure
-    probes = report["checks"]["sandbox_probes"]
     assert {k: v["outcome"] for k, v in probes.items()} == {p.name: p.expected for p in SANDBOX_PROBES}
-    # every tampering probe ends not passed, and the audit names the guard rule that caught it
+    # verified in a clean room (the oracle passes there): every tampering probe ends failed with reward 0,
+    # its changes never reached the verifier, and the audit still names the guard rule that saw them
+    assert report["checks"]["footprint"]["mode"] == "clean_room"
     for probe in TAMPER_CHEATS:
-        assert [e["outcome"] for e in cheats[probe.name]] == ["agent_error:verifier_tamper"], probe.name
+        assert [(e["outcome"], e["reward"]) for e in cheats[probe.name]] == [("failed", 0.0)], probe.name
     caught = report["checks"]["guard"]
     assert {"command_shadow"} <= set(caught["cheat:shadow_bash"])
     assert {"command_shadow"} <= set(caught["cheat:shadow_python3"])
@@ -75,6 +80,25 @@ def test_flawed_examples_are_rejected_with_the_right_code(audited: dict[str, dic
     report = audited[name]
     assert report["verdict"] == "rejected"
     assert FLAWED[name] in report["reasons"], report["checks"].get("findings")
+
+
+def test_harness_probes_run_once_per_setting(audited: dict[str, dict]) -> None:
+    """All eight examples share a base image, an engine and their limits: the three harness probes run in
+    the first audit and every other audit shows their cached outcome, naming the audit that ran them."""
+    ran = [
+        t
+        for t, r in audited.items()
+        if not any(v.get("cached") for v in r["checks"]["sandbox_probes"].values())
+    ]
+    assert len(ran) == 1
+    first = audited[ran[0]]["version_hash"][:12]
+    for task, report in audited.items():
+        if task != ran[0]:
+            assert all(
+                v["cached"].startswith(f"audit of {first}")
+                for v in report["checks"]["sandbox_probes"].values()
+            ), task
+            assert not {p.name for p in SANDBOX_PROBES} & set(report["checks"]["episodes"])
 
 
 def test_audits_are_stored_and_shown_on_task_rows(audited: dict[str, dict]) -> None:

@@ -1,4 +1,4 @@
-"""Calibration: the pass@k estimator, accounting of outcomes, band edges and the export gates."""
+"""Calibration: the pass@k estimator, accounting of outcomes, band decisions and the export gates."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 from sqlmodel import Session
 
-from engine.calibration.calibrate import (
+from bandpass.engine.calibration.calibrate import (
     GateParams,
     band_status,
     estimates,
@@ -15,11 +15,10 @@ from engine.calibration.calibrate import (
     near_duplicates,
     parse_band,
     pass_at_k,
-    wilson_interval,
 )
-from engine.core.workspace import Workspace
-from store import queries as q
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import queries as q
+from bandpass.store.db import session
 from tests._calib_data import add_episodes, add_task, instruction_for, outcomes
 
 M = "qwen-9b"
@@ -61,14 +60,6 @@ def test_pass_at_k_is_exact_at_band_edges() -> None:
     # 1 - C(19,2)/C(20,2) is exactly 1/10 in rational arithmetic; it must round to the float 0.1.
     assert pass_at_k(20, 1, 2) == 0.1
     assert pass_at_k(5, 3, 2) == 0.9
-
-
-def test_wilson_interval() -> None:
-    lo, hi = wilson_interval(0, 10)  # type: ignore[misc]
-    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
-    lo, hi = wilson_interval(5, 10)  # type: ignore[misc]
-    assert lo == pytest.approx(1 - hi) and lo < 0.5 < hi
-    assert wilson_interval(0, 0) is None
 
 
 def test_parse_band() -> None:
@@ -115,7 +106,10 @@ def test_agent_errors_are_failures_infra_errors_are_not_samples(workspace: Works
     }
     # rewards of valid samples: 1, 1, 0, and 0 for both agent errors (whatever the verifier wrote)
     assert e.reward_std == pytest.approx(math.sqrt(0.24))
-    assert e.wilson is not None and e.wilson[0] < 0.4 < e.wilson[1]
+    lo, hi = e.rate_interval(
+        0.9
+    )  # the anytime-valid interval on c/n = 2/5 (engine/calibration/confidence.py)
+    assert lo < 0.4 < hi and (e.samples, len(e.sample_ids)) == ([1, 1, 0, 0, 0], 5)
 
 
 def test_infra_heavy_task_is_flagged_and_not_a_low_pass_at_k(workspace: Workspace) -> None:
@@ -145,50 +139,53 @@ def test_estimates_use_latest_version_only(workspace: Workspace) -> None:
 # --- the band -----------------------------------------------------------------------------------------
 
 
-def test_band_edges_are_inclusive(workspace: Workspace) -> None:
+def test_band_is_a_decision_not_a_point_estimate(workspace: Workspace) -> None:
+    """A handful of samples decides nothing; enough evidence on one side of each edge does."""
     specs = {
-        "at-lo": outcomes(1, 19),  # pass@2 = 0.1 exactly
-        "at-hi": outcomes(3, 2),  # pass@2 = 0.9 exactly
-        "under-lo": outcomes(1, 20),  # 1 - C(20,2)/C(21,2) = 2/21 < 0.1
-        "over-hi": outcomes(4, 2),  # 1 - 1/15 > 0.9
-        "zero": outcomes(0, 6),
-        "one": outcomes(6, 0),
+        "never": outcomes(0, 150),  # interval on pass@2 entirely under 0.1
+        "always": outcomes(30, 0),  # entirely over 0.9
+        "mid": outcomes(30, 70),  # entirely inside [0.1, 0.9]
+        "at-lo-edge": outcomes(5, 95),  # p near the rate whose pass@2 is 0.1: cannot tell
+        "point-in": outcomes(1, 3),  # pass@2 = 0.5 over n=4: the old "in" by the luck of one episode
+        "point-above": outcomes(4, 0),  # pass@2 = 1.0 over n=4: the old "above"
+        "eight": outcomes(8, 0),
     }
     for name, outs in specs.items():
         vid, _ = add_task(workspace, name)
         add_episodes(workspace, vid, M, outs)
-    status = {e.task: band_status(e, 0.1, 0.9, 4) for e in estimates(workspace, M, (2,))}
+    ests = {e.task: e for e in estimates(workspace, M, (2,))}
+    status = {name: band_status(e, 0.1, 0.9, 4) for name, e in ests.items()}
     assert status == {
-        "at-lo": "in",
-        "at-hi": "in",
-        "under-lo": "below",
-        "over-hi": "above",
-        "zero": "below",
-        "one": "above",
+        "never": "below",
+        "always": "above",
+        "mid": "in",
+        "at-lo-edge": "undecided",
+        "point-in": "undecided",
+        "point-above": "undecided",
+        "eight": "undecided",
     }
-    # a degenerate band [lo, lo] still contains its single point
-    e = _est(workspace, "at-lo")
-    assert band_status(e, 0.1, 0.1, 4) == "in"
+    d = ests["point-above"].decision(GateParams())
+    assert (d.lo_side, d.hi_side) == ("above", None)  # 4 of 4 already rules out "below", not "above"
+    assert d.pass_at_k[0] > 0.1 and d.pass_at_k[1] == 1.0
+    # a lower confidence decides sooner: 8 of 8 is "above" at 50%, not at 90%
+    assert band_status(ests["eight"], 0.1, 0.9, 4, confidence=0.5) == "above"
 
 
-def test_too_few_samples_is_unknown(workspace: Workspace) -> None:
+def test_too_few_samples_is_undecided(workspace: Workspace) -> None:
     vid, _ = add_task(workspace, "thin")
-    add_episodes(workspace, vid, M, outcomes(1, 2, infra_error__oom=10))
+    add_episodes(workspace, vid, M, outcomes(30, 0, infra_error__oom=10))
     e = _est(workspace, "thin")
-    assert e.n == 3
-    assert band_status(e, 0.1, 0.9, 4) == "unknown"
-    assert band_status(e, 0.1, 0.9, 3) == "in"
-    vid, _ = add_task(workspace, "single")
-    add_episodes(workspace, vid, M, outcomes(1))
-    assert band_status(_est(workspace, "single"), 0.0, 1.0, 1) == "unknown"  # k=2 > n=1
+    assert e.n == 30
+    assert band_status(e, 0.1, 0.9, 31) == "undecided"  # min_samples is a floor on top of the interval
+    assert band_status(e, 0.1, 0.9, 4) == "above"
     vid, _ = add_task(workspace, "never-run")
-    assert band_status(_est(workspace, "never-run"), 0.0, 1.0, 0) == "unknown"
+    assert band_status(_est(workspace, "never-run"), 0.0, 1.0, 0) == "undecided"
 
 
 def test_band_is_per_model(workspace: Workspace) -> None:
     vid, _ = add_task(workspace, "shared")
-    add_episodes(workspace, vid, "small", outcomes(1, 5))
-    add_episodes(workspace, vid, "large", outcomes(6, 0))
+    add_episodes(workspace, vid, "small", outcomes(30, 70))
+    add_episodes(workspace, vid, "large", outcomes(30, 0))
     assert band_status(_est(workspace, "shared", "small"), 0.1, 0.9, 4) == "in"
     assert band_status(_est(workspace, "shared", "large"), 0.1, 0.9, 4) == "above"
 
@@ -207,7 +204,7 @@ def test_gates(workspace: Workspace) -> None:
     reaudited, _ = add_task(workspace, "reaudited", audit="rejected")
     copy, _ = add_task(workspace, "copy", instruction="  " + instruction_for("good").upper())
     for vid in (good, tagged, cleared, harness, unaudited, rejected, warned, reaudited, copy):
-        add_episodes(workspace, vid, M, outcomes(2, 3))
+        add_episodes(workspace, vid, M, outcomes(30, 70))  # decided in the band at 90%
     with session(workspace.engine) as s:
         q.record_audit(s, reaudited, verdict="accepted", reasons=[], details={})
         # a blocking tag on ANOTHER agent's episode still marks the task
@@ -232,6 +229,12 @@ def test_gates(workspace: Workspace) -> None:
     assert failed["copy"] == ["duplicate:good"]  # the later import is the duplicate
     relaxed = gates(ests, GateParams(allow_warning=True))
     assert relaxed["warned"] == []
+    thin, _ = add_task(
+        workspace, "thin-but-in", instruction="A different instruction entirely, for a thin task."
+    )
+    add_episodes(workspace, thin, M, outcomes(2, 3))  # pass@2 = 0.7: in by the point estimate, not decided
+    ests = estimates(workspace, M, (2,))
+    assert gates(ests, GateParams())["thin-but-in"] == ["band:undecided"]
 
 
 def test_near_duplicates() -> None:
@@ -248,3 +251,21 @@ def test_near_duplicates() -> None:
     assert dups["d"][0] in ("a", "c") and dups["d"][1] >= 0.8
     assert "a" not in dups and "b" not in dups and "e" not in dups
     assert near_duplicates(items, threshold=1.01) == {}
+
+
+def test_reward_std_is_exactly_pstdev() -> None:
+    """The band reads reward std through a memoised path for 0/1 rewards: the exported figure must be
+    the very same float statistics.pstdev gives, whatever the order of the rewards."""
+    import random
+    import statistics
+
+    from bandpass.engine.calibration.calibrate import reward_std
+
+    r = random.Random(5)
+    for _ in range(300):
+        n = r.randint(1, 60)
+        rewards = [float(r.random() < r.random()) for _ in range(n)]
+        assert reward_std(rewards) == statistics.pstdev(rewards)
+        mixed = rewards + [r.choice([0.5, 0.25, 0.3])]
+        assert reward_std(mixed) == statistics.pstdev(mixed)
+    assert reward_std([]) is None

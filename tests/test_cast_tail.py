@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.sandbox.asciicast import CastError, CastWriter, read_cast
-from engine.sandbox.cast_tail import CastTail
+from bandpass.engine.sandbox.asciicast import CastError, CastWriter, read_cast
+from bandpass.engine.sandbox.cast_tail import CastTail
 from tests.conftest import REPO
 
 
@@ -85,7 +85,7 @@ def test_a_writer_in_another_process(tmp_path: Path) -> None:
     go = tmp_path / "go"
     program = (
         "import sys, time; from pathlib import Path\n"
-        "from engine.sandbox.asciicast import CastWriter\n"
+        "from bandpass.engine.sandbox.asciicast import CastWriter\n"
         f"w = CastWriter({str(path)!r}, 80, 24)\n"
         "w.output('first\\r\\n')\n"
         f"while not Path({str(go)!r}).exists(): time.sleep(0.01)\n"

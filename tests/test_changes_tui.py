@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
-from engine.core.workspace import Workspace
-from engine.run.episode import run_episode
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.episode import run_episode
+from bandpass.tui.screens.changes import ChangesScreen
+from bandpass.tui.screens.replay import ReplayScreen
 from tests.test_guard import Keys, _task
 from tests.test_replay_tui import Host
-from tests.tui_wait import wait_for
-from tui.screens.changes import ChangesScreen
-from tui.screens.replay import ReplayScreen
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -66,3 +66,26 @@ async def test_changes_view_shows_diffs_and_highlights_guard_findings(
         assert sorted(flagged) == ["/etc/profile", "/usr/bin/cat"]
         await pilot.press("escape")
         await wait_for(pilot, lambda: pilot.app.screen is replay, what="back to Replay")
+
+
+async def test_in_a_clean_room_the_changes_view_shows_findings_as_evidence(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Verified in a clean room the forged cat never reached the verifier: the view still lists it and
+    the rule that saw it, as evidence (yellow), with what crossed into the clean room."""
+    vid = _task(workspace, tmp_path, "changes-clean", verifier="")
+    res = run_episode(workspace, vid, Keys("printf '#!/bin/sh\\necho 42\\n' > /usr/bin/cat"))
+    assert (res.outcome, res.verify_mode) == ("failed", "clean_room")
+    replay = ReplayScreen(workspace, episode_id=res.episode_id)
+    async with Host(replay).run_test(size=(160, 45)) as pilot:
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChangesScreen), what="the Changes screen")
+        screen = pilot.app.screen
+        assert isinstance(screen, ChangesScreen)
+        summary = str(screen.query_one("#changes-summary", Static).content)
+        assert summary.startswith("clean room · guard: 1 finding(s), evidence only"), summary
+        table = screen.query_one(DataTable)
+        rows = {str(table.get_row_at(i)[1]): table.get_row_at(i) for i in range(table.row_count)}
+        assert (
+            "yellow" in str(rows["/usr/bin/cat"][1].style) and str(rows["/usr/bin/cat"][3]) == "system_file"
+        )

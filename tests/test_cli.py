@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import EXAMPLES
 
-BANDPASS = [sys.executable, "-m", "tui.cli"]
+BANDPASS = [sys.executable, "-m", "bandpass.tui.cli"]
 
 
 def bp(ws: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -38,7 +38,7 @@ def mixed(tmp_path: Path) -> Path:
     worse = root / "many-problems"
     shutil.copytree(EXAMPLES / "fix-wordfreq", worse)
     (worse / "instruction.md").unlink()
-    (worse / "solution" / "solve.sh").chmod(0o644)
+    (worse / "tests" / "test.sh").unlink()
     return root
 
 
@@ -50,8 +50,8 @@ def test_import_keeps_good_tasks_and_lists_every_problem(tmp_path: Path, mixed: 
     out = res.stdout
     assert "new          access-log-report" in out and "new          fix-wordfreq" in out
     assert "broken-toml" in out and "task.toml" in out
-    assert "instruction.md" in out and "solve.sh" in out and "chmod +x" in out
-    assert "2 new, 0 new version(s), 0 unchanged, 2 invalid" in out
+    assert "instruction.md: missing" in out and "tests/test.sh: missing" in out
+    assert "2 new, 0 new version(s), 0 unchanged, 2 invalid, 0 conflict(s); 0 with warnings" in out
 
     listed = json.loads(bp(ws, "tasks", "--json").stdout)
     assert sorted(r["name"] for r in listed) == ["access-log-report", "fix-wordfreq"]
@@ -68,6 +68,7 @@ def test_import_is_idempotent_and_versions_changes(tmp_path: Path) -> None:
     (src / "instruction.md").write_text((src / "instruction.md").read_text() + "\nBe careful.\n")
     changed = json.loads(bp(ws, "import", "--json", str(src)).stdout)
     assert changed[0]["status"] == "new_version"
+    assert changed[0]["warnings"] == [] and changed[0]["unsupported"] == []
     assert changed[0]["version_hash"] != first[0]["version_hash"]
 
     (row,) = json.loads(bp(ws, "tasks", "--json").stdout)
@@ -83,9 +84,31 @@ def test_tb1_directory_is_converted_on_import(tmp_path: Path) -> None:
 
 
 def test_tasks_on_an_empty_workspace(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()  # an empty folder becomes a workspace
     res = bp(tmp_path / "empty", "tasks")
     assert res.returncode == 0 and "no tasks" in res.stdout
     assert (tmp_path / "empty" / "bandpass.db").exists()
+
+
+def test_a_mistyped_workspace_is_an_error_not_a_new_workspace(tmp_path: Path) -> None:
+    typo = tmp_path / "wrokspace"
+    for args in (["tasks"], ["episodes"], ["queue"], ["batches"]):
+        res = bp(typo, *args)
+        assert res.returncode == 1 and res.stderr.count("\n") == 1, res.stderr
+        assert f"no workspace at {typo}" in res.stderr and "a typo?" in res.stderr
+    assert not typo.exists()  # nothing was created
+    readme = tmp_path / "README.md"
+    readme.write_text("# notes\n")
+    res = bp(readme, "tasks")
+    assert res.returncode == 1 and "is a file, not a workspace folder" in res.stderr  # was [Errno 17]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("x")
+    res = bp(tmp_path / "notes", "tasks")
+    assert res.returncode == 1 and "is not a Bandpass workspace" in res.stderr
+    assert not (tmp_path / "notes" / "bandpass.db").exists()
+    # what puts something in makes the workspace it names
+    assert bp(typo, "import", str(tmp_path / "nothing-here")).returncode == 1
+    assert (typo / "bandpass.db").exists()
 
 
 def test_errors_are_one_line_and_non_zero(tmp_path: Path) -> None:

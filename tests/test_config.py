@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.config import ConfigError, load_config
+from bandpass.engine.core.config import ConfigError, load_config
 
 
 def test_missing_file_means_defaults(tmp_path: Path) -> None:

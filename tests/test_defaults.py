@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from engine.calibration.calibrate import DUPLICATE_THRESHOLD, INFRA_WARN_RATE, GateParams
-from engine.calibration.export import ExportParams
-from engine.core.config import BandConfig, GeneratorConfig
-from tui.screens.settings import TEMPLATE, parse_config_text
+from bandpass.engine.calibration.calibrate import DUPLICATE_THRESHOLD, INFRA_WARN_RATE, GateParams
+from bandpass.engine.calibration.export import ExportParams
+from bandpass.engine.core.config import BandConfig, GeneratorConfig
+from bandpass.tui.screens.settings import TEMPLATE, parse_config_text
 
 
 def test_gates_and_export_default_to_the_configured_band() -> None:

@@ -2,9 +2,11 @@
 
 The demo workspace is built from the committed samples (real recorded episodes of two scripted policy
 checkpoints, real audits, curator tags and Claude reviews recorded over the Messages API), so these tests
-need no Docker. What they check is what the README's "first 10 minutes" promises: the band places tasks
-below, in and above it, a task leaves the band between checkpoints, there is something to export,
-clusters have several members, the guard caught a forgery, and reviews have agreement figures.
+need no Docker. What they check is what the README's "first 10 minutes" promises: where a task got 14-20
+episodes the band is decided at 90% confidence (two tasks in at step 10; two in and one above at step 40),
+where it got four it is not; export keeps the decided-in tasks; access-log-report leaves the band beyond
+noise (in, then above: saturated) and the paired test says "better"; clusters have several members, the
+guard caught a forgery verified in place, and reviews have agreement figures.
 """
 
 from __future__ import annotations
@@ -20,24 +22,24 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from engine.core.events import EventBus
-from engine.core.workspace import Workspace
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.tui.app import BandpassApp
+from bandpass.tui.commands.demo import prepare_demo
+from bandpass.tui.screens.calibration import CalibrationScreen
+from bandpass.tui.screens.compare import CompareScreen
+from bandpass.tui.screens.episodes import EpisodesScreen
+from bandpass.tui.screens.generate import GenerateScreen
+from bandpass.tui.screens.generation import GenerationScreen
+from bandpass.tui.screens.help import HelpScreen
+from bandpass.tui.screens.overview import OverviewScreen
+from bandpass.tui.screens.replay import ReplayScreen
+from bandpass.tui.screens.runs import RunsScreen
+from bandpass.tui.screens.settings import SettingsScreen
+from bandpass.tui.screens.tag_queue import TagQueueScreen
+from bandpass.tui.screens.tasks import TasksScreen
 from tests.conftest import REPO
-from tests.tui_wait import wait_for
-from tui.app import BandpassApp
-from tui.commands.demo import prepare_demo
-from tui.screens.calibration import CalibrationScreen
-from tui.screens.compare import CompareScreen
-from tui.screens.episodes import EpisodesScreen
-from tui.screens.generate import GenerateScreen
-from tui.screens.generation import GenerationScreen
-from tui.screens.help import HelpScreen
-from tui.screens.overview import OverviewScreen
-from tui.screens.replay import ReplayScreen
-from tui.screens.runs import RunsScreen
-from tui.screens.settings import SettingsScreen
-from tui.screens.tag_queue import TagQueueScreen
-from tui.screens.tasks import TasksScreen
+from tests.waiting import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -50,18 +52,27 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 def test_demo_summary_has_the_whole_product(tmp_path: Path) -> None:
     """`bandpass demo --no-tui --json`, without Docker: the figures each screen is about."""
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent"}
-    cmd = [sys.executable, "-m", "tui.cli", "demo", "--no-tui", "--json", "--workspace", str(tmp_path / "d")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bandpass.tui.cli",
+        "demo",
+        "--no-tui",
+        "--json",
+        "--workspace",
+        str(tmp_path / "d"),
+    ]
     res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     ov = json.loads(res.stdout)
     assert [m["model"] for m in ov["models"]] == ["demo-step10", "demo-step40"]  # ordered by checkpoint step
     early, late = ov["models"]
-    assert early["band"]["below"] >= 1 and early["band"]["in"] >= 1 and early["band"]["above"] >= 1
-    assert late["band"]["in"] >= 2
-    assert early["exportable"] >= 1 and late["exportable"] >= 1
-    assert {"task": "access-log-report", "kind": "saturated"}.items() <= next(
-        lv for lv in ov["left_band"] if lv["task"] == "access-log-report"
-    ).items()
+    # The band is a decision, not a guess: 14-20 episodes decide a task at 90%, four decide nothing.
+    assert early["band"] == {"below": 0, "in": 2, "above": 0, "undecided": 7} and early["exportable"] == 2
+    assert late["band"] == {"below": 0, "in": 2, "above": 1, "undecided": 6} and late["exportable"] == 2
+    assert ov["confidence"] == 0.9
+    assert [(x["task"], x["kind"]) for x in ov["left_band"]] == [("access-log-report", "saturated")]
+    assert early["mean_pass_at_k"] < late["mean_pass_at_k"]
     assert ov["clusters"] >= 2 and ov["largest_cluster"] >= 3
     assert ov["guard_caught"] >= 1
     assert set(ov["audits"]) == {"accepted", "rejected"}
@@ -113,9 +124,7 @@ async def test_every_screen_of_the_demo_shows_data(demo: Workspace) -> None:
         await wait_for(pilot, lambda: ov.overview is not None, what="overview built")
         band = _text(ov.query_one("#overview-band"))
         assert "demo-step10 (step 10)" in band and "demo-step40 (step 40)" in band
-        assert "access-log-report: demo-step10 → demo-step40 (saturated)" in _text(
-            ov.query_one("#overview-findings")
-        )
+        assert "decided at 90% confidence" in band
         assert "agent_error:verifier_tamper" in _text(ov.query_one("#overview-outcomes"))
 
         tasks = await _key(pilot, "1", TasksScreen)
@@ -149,11 +158,19 @@ async def test_every_screen_of_the_demo_shows_data(demo: Workspace) -> None:
         calib = await _key(pilot, "5", CalibrationScreen)
         await wait_for(pilot, lambda: calib.report is not None, what="report built")
         assert calib.report.model in ("demo-step10", "demo-step40")
-        assert calib.report.band_counts()["in"] >= 1
+        decided = {
+            "demo-step10": {"in": 2, "undecided": 7},
+            "demo-step40": {"in": 2, "above": 1, "undecided": 6},
+        }
+        counts = {k: v for k, v in calib.report.band_counts().items() if v}
+        assert counts == decided[calib.report.model]
         await pilot.press("h")
         await wait_for(pilot, lambda: calib.comparison is not None, what="comparison built")
         assert calib.comparison.models == ["demo-step10", "demo-step40"]
-        assert any(lv.task == "access-log-report" for lv in calib.comparison.leavers)
+        assert [lv.task for lv in calib.comparison.leavers] == ["access-log-report"]
+        assert [p.verdict for p in calib.comparison.paired] == ["better"]
+        await pilot.press("l")  # the ledger: what another round would cost
+        assert calib.next_round is not None and calib.next_round.episodes > 0
 
         runs = await _key(pilot, "2", RunsScreen)
         watch = runs.query_one("#runs-watch")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.review.checks import ctrf_checks, failed_checks
-from engine.review.diagnosis import EpisodeFacts, StepFacts, diagnose
-from engine.review.signatures import ClusterMember, clusters, normalise_line, signature
-from engine.review.text import strip_controls
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.checks import ctrf_checks, failed_checks
+from bandpass.engine.review.diagnosis import EpisodeFacts, StepFacts, diagnose
+from bandpass.engine.review.signatures import ClusterMember, clusters, normalise_line, signature
+from bandpass.engine.review.text import strip_controls
 from tests._replay_data import make_episode
 
 
@@ -168,6 +168,10 @@ def test_timeout_parse_spiral_and_cuts() -> None:
     ]
     d = diagnose(facts("agent_error:parse_error", bad))
     assert d.code == "harness.parse_error" and "cut at max_tokens" in d.summary
+    for st in bad:  # clamped by the window (as vLLM does), recorded so on the step: named so
+        st.cuts[0]["cause"] = "context_window"
+    d = diagnose(facts("agent_error:parse_error", bad))
+    assert "3 cut at the context window" in d.summary and "max_tokens" not in d.summary
 
     cut = StepFacts(0, 0.0, {}, "", [{"kind": "observation", "part": "output", "bytes_cut": 900}])
     d = diagnose(facts("failed", [cut], verifier_output="FAILED t.py::test_a\n"))
@@ -296,7 +300,9 @@ def test_infra_outcome_beats_any_harness_signature_and_follows_its_code() -> Non
     assert d.evidence[0].quote.startswith("try 0: infra_error:policy_unavailable")
     plain = diagnose(facts("failed", verifier_output="FAILED t.py::test_a - x\n"))
     assert (
-        plain.code == "policy.failed_checks" and plain.tag is None and plain.checks[0].name == "t.py::test_a"
+        plain.code == "policy.failed_checks"
+        and plain.tag == "policy.failed_checks"  # the valid failure: a tag a curator confirms
+        and plain.checks[0].name == "t.py::test_a"
     )
 
 
@@ -326,7 +332,7 @@ def test_clusters_biggest_first_with_the_most_confident_representative() -> None
 
 def bp(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "--workspace", str(ws), *args],
+        [sys.executable, "-m", "bandpass.tui.cli", "--workspace", str(ws), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -399,7 +405,7 @@ def test_queue_never_cuts_the_outcome_and_suggests_by_code(workspace: Workspace,
 
 
 def test_compare_aligns_by_content_so_an_inserted_step_shifts_nothing() -> None:
-    from engine.review.compare import align
+    from bandpass.engine.review.compare import align
 
     def st(i: int, keys: str) -> dict:
         return {"index": i, "keystrokes": [keys], "time": float(i)}

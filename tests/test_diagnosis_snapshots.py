@@ -11,13 +11,13 @@ import pytest
 from textual.app import App
 from textual.widgets import DataTable, Static
 
-from engine.core.workspace import Workspace
+from bandpass.engine.core.workspace import Workspace
+from bandpass.tui.screens.compare import CompareScreen
+from bandpass.tui.screens.episodes import EpisodesScreen
+from bandpass.tui.screens.tag_queue import TagQueueScreen
 from tests._replay_data import make_episode
 from tests.test_diagnosis_tui import make_loop_episode
-from tests.tui_wait import wait_for
-from tui.screens.compare import CompareScreen
-from tui.screens.episodes import EpisodesScreen
-from tui.screens.tag_queue import TagQueueScreen
+from tests.waiting import wait_for
 
 SIZE = (150, 40)
 

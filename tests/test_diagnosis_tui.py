@@ -9,25 +9,25 @@ from sqlalchemy import text
 from textual.app import App
 from textual.widgets import DataTable, Input, Static
 
-from engine.core.events import EventBus
-from engine.core.workspace import Workspace
-from engine.review.tagging import Tagger
-from store import queries as q
-from store.db import session
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.tagging import Tagger
+from bandpass.store import queries as q
+from bandpass.store.db import session
+from bandpass.tui.app import BandpassApp
+from bandpass.tui.screens.compare import CompareScreen
+from bandpass.tui.screens.episodes import EpisodesScreen
+from bandpass.tui.screens.replay import ReplayScreen
+from bandpass.tui.screens.tag_dialog import TagDialog
+from bandpass.tui.screens.tag_queue import TagQueueScreen
+from bandpass.tui.screens.tasks import TasksScreen
+from bandpass.tui.widgets.terminal_view import TerminalView
 from tests._replay_data import make_episode, write_cast
-from tests.tui_wait import wait_for
-from tui.app import BandpassApp
-from tui.screens.compare import CompareScreen
-from tui.screens.episodes import EpisodesScreen
-from tui.screens.replay import ReplayScreen
-from tui.screens.tag_dialog import TagDialog
-from tui.screens.tag_queue import TagQueueScreen
-from tui.screens.tasks import TasksScreen
-from tui.widgets.terminal_view import TerminalView
+from tests.waiting import wait_for
 
 
 class Host(App[None]):
-    def __init__(self, screen) -> None:  # noqa: ANN001
+    def __init__(self, screen) -> None:
         super().__init__()
         self.first = screen
 
@@ -52,7 +52,7 @@ def make_loop_episode(ws: Workspace, task: str = "loopy") -> int:
     return eid
 
 
-async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:  # noqa: ANN001
+async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:
     """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
     await pilot.press(*keys)
     await pilot.pause()
@@ -155,7 +155,7 @@ async def test_replay_shows_why_seeks_evidence_and_keeps_speed(workspace: Worksp
         assert screen.active == "verifier" and screen.player.speed == 4.0
 
 
-async def test_wide_cast_says_it_is_cut_and_pans(workspace: Workspace, tmp_path) -> None:  # noqa: ANN001
+async def test_wide_cast_says_it_is_cut_and_pans(workspace: Workspace, tmp_path) -> None:
     line = "".join(f"{n:<10}" for n in range(0, 160, 10))  # column labels 0..150
     cast = write_cast(tmp_path / "wide.cast", [(0.1, "o", line[:159] + "\r\n$ ")], cols=160, rows=8)
     screen = ReplayScreen(None, cast_path=cast)
@@ -185,8 +185,9 @@ async def test_episodes_screen_filters_replays_and_compares(workspace: Workspace
         assert [r.episode_id for r in screen.shown] == [b]
         screen.query_one(Input).value = "task:t1"
         await pilot.pause()
-        screen.query_one(DataTable).focus()
-        await pilot.press("space", "down", "c")  # mark one, highlight the other, compare
+        assert screen.current.episode_id == b  # the cursor stayed on its episode through the filter
+        screen.table.focus()
+        await pilot.press("home", "space", "down", "c")  # mark one, highlight the other, compare
         cmp = app.screen
         assert isinstance(cmp, CompareScreen) and cmp.ids == (a, b)
         assert cmp.first_divergence == 0 and "first divergence at step 0: keystrokes" in cmp.divergence_text()
@@ -201,8 +202,8 @@ async def test_episodes_screen_filters_replays_and_compares(workspace: Workspace
 async def test_settings_asks_before_dropping_unsaved_edits(workspace: Workspace) -> None:
     from textual.widgets import TextArea
 
-    from tui.screens.confirm import ConfirmDialog
-    from tui.screens.settings import SettingsScreen
+    from bandpass.tui.screens.confirm import ConfirmDialog
+    from bandpass.tui.screens.settings import SettingsScreen
 
     app = BandpassApp(workspace, bus=EventBus(), show_path=False)
     async with app.run_test(size=(150, 40)) as pilot:
@@ -276,8 +277,13 @@ async def test_compare_aligns_an_inserted_step_and_highlights_the_first_divergen
         await wait_for(pilot, lambda: table.row_count == 4, what="the aligned rows")
         cells = [[str(c) for c in table.get_row_at(n)] for n in range(4)]
         # the inserted `ls` is a one-sided row; make and ./run line up again (by index all three differ)
-        assert [c[:2] for c in cells] == [["", "0"], ["+", "— / 1"], ["", "1 / 2"], ["≠", "2 / 3"]]
-        assert cells[1][2] == "—" and cells[1][3].startswith("ls")
+        assert [c[:3] for c in cells] == [
+            ["", "0", ""],
+            ["+", "— / 1", "only right"],
+            ["", "1 / 2", ""],
+            ["≠", "2 / 3", "screen shown"],  # the same keystrokes, a different screen: it says so
+        ]
+        assert cells[1][3] == "—" and cells[1][4].startswith("ls")
         assert table.cursor_row == 1  # opened on the first divergence, highlighted
         assert table.get_row_at(1)[0].style == "bold reverse" and table.get_row_at(3)[0].style == ""
         text_ = str(screen.query_one("#compare-divergence", Static).content)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from engine.sandbox.emulator import Cell, Screen
+from bandpass.engine.sandbox.emulator import Cell, Screen
 
 
 def fed(data: str, cols: int = 20, rows: int = 5) -> Screen:
@@ -154,3 +154,77 @@ def test_snapshot_restore_is_a_full_independent_copy(seed: int) -> None:
     # the snapshot itself was not disturbed by feeding a restored copy
     c = Screen.restore(snap)
     assert c.lines() == b.lines()
+
+
+def test_raw_cell_layout_matches_the_c_accessors() -> None:
+    """Rows are decoded from the raw 64-bit cell values in bulk; the bit layout used must be the one
+    libghostty-vt's own accessors read, for every kind of cell."""
+    from bandpass.engine.sandbox import emulator as em
+    from bandpass.engine.sandbox.ghostty import native
+
+    s = fed("a\x1b[1;31mb\x1b[0m字e\u0301\x1b[48;5;100m\x1b[K\r\n\x1b[48;2;10;20;30m\x1b[K😀", 20, 3)
+    s.lines()
+    ffi, lib = native()
+    u32, u16, u8 = ffi.new("uint32_t*"), ffi.new("uint16_t*"), ffi.new("uint8_t*")
+    rgb = ffi.new("GhosttyColorRgb*")
+    kinds = set()
+    for raw_row in s._raw[:2]:
+        for r in memoryview(raw_row).cast("Q"):
+            lib.ghostty_cell_get(r, lib.GHOSTTY_CELL_DATA_CONTENT_TAG, u32)
+            tag = u32[0]
+            assert r & em._TAG_MASK == tag
+            lib.ghostty_cell_get(r, lib.GHOSTTY_CELL_DATA_STYLE_ID, u16)
+            assert (r >> em._SID_SHIFT) & em._SID_MASK == u16[0]
+            lib.ghostty_cell_get(r, lib.GHOSTTY_CELL_DATA_WIDE, u32)
+            assert (r >> em._WIDE_SHIFT) & em._WIDE_MASK == u32[0]
+            content = (r >> em._CP_SHIFT) & 0xFFFFFF
+            if tag == em._TAG_BG_PALETTE:
+                lib.ghostty_cell_get(r, lib.GHOSTTY_CELL_DATA_COLOR_PALETTE, u8)
+                assert content & 0xFF == u8[0]
+            elif tag == em._TAG_BG_RGB:
+                lib.ghostty_cell_get(r, lib.GHOSTTY_CELL_DATA_COLOR_RGB, rgb)
+                assert (content & 0xFF, (content >> 8) & 0xFF, content >> 16) == (rgb.r, rgb.g, rgb.b)
+            else:
+                lib.ghostty_cell_get(r, lib.GHOSTTY_CELL_DATA_CODEPOINT, u32)
+                assert (r >> em._CP_SHIFT) & em._CP_MASK == u32[0]
+            kinds.add((tag, (r >> em._WIDE_SHIFT) & em._WIDE_MASK, bool((r >> em._SID_SHIFT) & em._SID_MASK)))
+    assert {(0, 0, False), (0, 0, True), (0, 1, False), (0, 2, False), (1, 0, False)} <= kinds
+    assert {k[0] for k in kinds} >= {2, 3}  # both kinds of colour-only cell were checked
+
+
+def test_a_mark_joining_a_cell_drawn_before_the_last_read_is_seen() -> None:
+    """The native render state does not report such a row dirty; the screen must still show the mark
+    (and report the row changed), however the mark arrives."""
+    s = fed("e")
+    assert s.lines()[0] == "e"
+    s.clear_dirty()
+    s.feed("\u0301")
+    assert s.lines()[0] == "e\u0301" and s.dirty == {0}
+    s.clear_dirty()
+    s.feed("\u0302")  # the cluster grows: its cell's raw value does not change
+    assert s.lines()[0] == "e\u0301\u0302" and s.dirty == {0}
+    t = fed("ab\r\ncd")
+    t.lines()
+    t.feed("\x1b[1;3H\x1b[31m\u0301\x1b[2;3H")  # joined to 'b' after a cursor move, cursor moved away
+    assert t.lines()[:2] == ["ab\u0301", "cd"]
+
+
+def test_row_versions_change_with_content_only() -> None:
+    s = fed("one\r\ntwo\r\nthree")
+    before = s.row_versions()
+    s.feed("\x1b[1;1H")  # a cursor move changes no row
+    assert s.row_versions() == before
+    s.feed("\x1b[2;1HTWO")
+    after = s.row_versions()
+    assert [y for y in range(5) if after[y] != before[y]] == [1]
+    assert s.lines()[1] == "TWO"
+
+
+def test_a_restored_keyframe_decodes_only_the_rows_read() -> None:
+    """A seek restores a keyframe; a repaint then reads what a pane shows, and only that is decoded."""
+    s = fed("".join(f"\x1b[3{i % 8}mline {i}\x1b[0m\r\n" for i in range(60)), 40, 30)
+    r = Screen.restore(s.snapshot())
+    runs = r.styled_runs_many([(28, -1), (29, 3)], 0, 40)
+    assert "".join(t for t, _ in runs[0]).rstrip() == s.lines()[28]
+    assert sum(row is not None for row in r._decoded) == 2
+    assert r.lines() == s.lines() and r.styled_rows() == s.styled_rows()

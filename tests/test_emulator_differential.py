@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.review.replay import apply_events
-from engine.sandbox.asciicast import read_cast
-from engine.sandbox.emulator import Screen
+from bandpass.engine.review.replay import apply_events
+from bandpass.engine.sandbox.asciicast import read_cast
+from bandpass.engine.sandbox.emulator import Screen
 from tests.bittty_reference import BitttyScreen
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_emulator import fullscreen, plain, sgr  # noqa: E402
+from bench_emulator import fullscreen, plain, sgr  # noqa: E402 - imported after the sys.path set-up above
 
 SAMPLES = sorted((ROOT / "recordings" / "samples").glob("*/*.cast"))
 

@@ -7,8 +7,8 @@ import random
 
 from textual.app import App, ComposeResult
 
-from engine.sandbox.emulator import Screen, SnapshotError
-from tui.widgets.terminal_view import TerminalView
+from bandpass.engine.sandbox.emulator import Screen, SnapshotError
+from bandpass.tui.widgets.terminal_view import TerminalView
 
 SEQUENCES = [
     "\x1b[31m",

@@ -10,17 +10,24 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine.core.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput, StepStarted
-from engine.core.workspace import Workspace
-from engine.run.agents.base import AgentContext, AgentResult
-from engine.run.agents.builtin import CHEATS, TAMPER_CHEATS, NopAgent, OracleAgent
-from engine.run.episode import run_episode
-from engine.sandbox import pool as sandbox_pool
-from engine.sandbox.asciicast import read_cast
-from engine.sandbox.emulator import Screen
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.core.events import (
+    EpisodeFinished,
+    EpisodeStarted,
+    Event,
+    EventBus,
+    PtyOutput,
+    StepStarted,
+)
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.base import AgentContext, AgentResult
+from bandpass.engine.run.agents.builtin import CHEATS, TAMPER_CHEATS, NopAgent, OracleAgent
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.sandbox import pool as sandbox_pool
+from bandpass.engine.sandbox.asciicast import read_cast
+from bandpass.engine.sandbox.emulator import Screen
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.conftest import EXAMPLES
 from tests.taskfactory import make_task
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.events import (
+from bandpass.engine.core.events import (
     EpisodeFinished,
     EpisodeStarted,
     Event,
@@ -21,16 +21,16 @@ from engine.core.events import (
     StepFinished,
     StepStarted,
 )
-from engine.core.workspace import Workspace
-from engine.run.rollouts import plan_batch
-from engine.sandbox.asciicast import CastWriter
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
-from store.models import Episode
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.rollouts import plan_batch
+from bandpass.engine.sandbox.asciicast import CastWriter
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import Episode
+from bandpass.tui.widgets.episode_follower import EpisodeFollower, newest_casts
+from bandpass.tui.widgets.live_episodes import LiveEpisodes
 from tests.taskfactory import make_task
-from tui.widgets.episode_follower import EpisodeFollower, newest_casts
-from tui.widgets.live_episodes import LiveEpisodes
 
 
 @pytest.fixture

@@ -22,15 +22,22 @@ from typing import Any
 
 import pytest
 
-from engine.core.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput
-from engine.core.workspace import Workspace
-from engine.run.endstate import episode_changes
-from engine.run.executors import EpisodeJob, Executor, ExecutorError, JobResult, RunContext, make_executor
-from engine.run.rollouts import plan_batch, run_batch, run_planned
-from engine.sandbox.asciicast import read_cast
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.core.events import EpisodeFinished, EpisodeStarted, Event, EventBus, PtyOutput
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.endstate import episode_changes
+from bandpass.engine.run.executors import (
+    EpisodeJob,
+    Executor,
+    ExecutorError,
+    JobResult,
+    RunContext,
+    make_executor,
+)
+from bandpass.engine.run.rollouts import plan_batch, run_batch, run_planned
+from bandpass.engine.sandbox.asciicast import read_cast
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.conftest import REPO
 from tests.taskfactory import make_task
 
@@ -135,7 +142,7 @@ def ray_cluster() -> Iterator[Any]:
 def test_ray_executor_runs_a_batch_and_the_head_writes_it(
     ray_cluster: Any, workspace: Workspace, tmp_path: Path
 ) -> None:
-    from engine.run.executors.ray_executor import RayExecutor
+    from bandpass.engine.run.executors.ray_executor import RayExecutor
 
     ws = workspace
     vids = _import(ws, make_task(tmp_path / "src", "ray-answer"))
@@ -187,7 +194,18 @@ def test_cli_runs_a_batch_on_a_ray_cluster(ray_cluster: Any, workspace: Workspac
     vids = _import(ws, make_task(tmp_path / "src", "ray-cli"))
     address = ray_cluster.get_runtime_context().gcs_address
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0"}
-    cmd = [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "run", "--agent", "oracle", "--k", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bandpass.tui.cli",
+        "-w",
+        str(ws.root),
+        "run",
+        "--agent",
+        "oracle",
+        "--k",
+        "2",
+    ]
     res = subprocess.run(
         [*cmd, "--executor", "ray", "--ray-address", address, "--json"],
         cwd=REPO,

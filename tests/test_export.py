@@ -12,25 +12,26 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import tui.commands.calibrate  # noqa: F401 - registers `report` and `export` on tui.cli.app
-from engine.calibration.export import ExportError, ExportParams, export, stratified_split
-from engine.core.workspace import Workspace
-from store import queries as q
-from store.db import session
+import bandpass.tui.commands.calibrate  # noqa: F401 - registers `report` and `export` on tui.cli.app
+from bandpass.engine.calibration.export import ExportError, ExportParams, export, stratified_split
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import queries as q
+from bandpass.store.db import session
+from bandpass.tui.cli import app
 from tests._calib_data import add_episodes, add_task, instruction_for, outcomes
-from tui.cli import app
 
 M = "qwen-9b"
-IN_BAND = {  # name -> (category, outcomes): all inside [0.1, 0.9] at k=2
-    "alpha": ("cli", outcomes(2, 4)),
-    "bravo": ("cli", outcomes(1, 5)),
-    "charlie": ("cli", outcomes(3, 3)),
-    "delta": ("git", outcomes(1, 3)),
-    "echo": ("git", outcomes(2, 2, agent_error__turn_limit=2)),
-    "foxtrot": ("net", outcomes(1, 7)),
-    "golf": ("net", outcomes(4, 4)),
-    "hotel": ("build", outcomes(2, 6)),
+IN_BAND = {  # name -> (category, outcomes): all decided inside [0.1, 0.9] at k=2 and 90% confidence
+    "alpha": ("cli", outcomes(30, 60)),
+    "bravo": ("cli", outcomes(20, 80)),
+    "charlie": ("cli", outcomes(35, 45)),
+    "delta": ("git", outcomes(20, 60)),
+    "echo": ("git", outcomes(20, 40, agent_error__turn_limit=20)),
+    "foxtrot": ("net", outcomes(15, 85)),
+    "golf": ("net", outcomes(30, 50)),
+    "hotel": ("build", outcomes(25, 75)),
 }
+IN = outcomes(30, 60)  # decided in: the excluded tasks below fail one other gate each
 
 
 @pytest.fixture
@@ -40,14 +41,14 @@ def ws(workspace: Workspace) -> Workspace:
         add_episodes(workspace, vid, M, outs)
     # excluded, one reason each
     for name, kw, outs in [
-        ("too-easy", {}, outcomes(6, 0)),
-        ("too-hard", {}, outcomes(0, 6)),
-        ("unaudited", {"audit": None}, outcomes(2, 4)),
-        ("rejected", {"audit": "rejected"}, outcomes(2, 4)),
-        ("thin", {}, outcomes(1, 1)),
-        ("dupe", {"instruction": instruction_for("alpha")}, outcomes(2, 4)),
-        ("infra-heavy", {}, outcomes(2, 3, infra_error__container_died=146)),
-        ("tagged", {}, outcomes(2, 4)),
+        ("too-easy", {}, outcomes(30, 0)),
+        ("too-hard", {}, outcomes(0, 150)),
+        ("unaudited", {"audit": None}, IN),
+        ("rejected", {"audit": "rejected"}, IN),
+        ("thin", {}, outcomes(2, 4)),  # pass@2 = 0.6 by the point estimate: undecided
+        ("dupe", {"instruction": instruction_for("alpha")}, IN),
+        ("infra-heavy", {}, IN + outcomes(infra_error__container_died=410)),
+        ("tagged", {}, IN),
     ]:
         vid, _ = add_task(workspace, name, **kw)
         ids = add_episodes(workspace, vid, M, outs)
@@ -66,10 +67,10 @@ def test_export_gates_and_layout(ws: Workspace, tmp_path: Path) -> None:
     assert sorted(t.name for t in res.tasks) == sorted(IN_BAND)
     assert res.excluded == {
         "dupe": ["duplicate:alpha"],
-        "infra-heavy": ["infra_rate:0.97"],
+        "infra-heavy": ["infra_rate:0.82"],
         "rejected": ["audit:rejected"],
         "tagged": ["blocking_tag:1"],
-        "thin": ["band:unknown"],
+        "thin": ["band:undecided"],
         "too-easy": ["band:above"],
         "too-hard": ["band:below"],
         "unaudited": ["audit:none"],
@@ -123,7 +124,7 @@ def test_rows_follow_trainer_schemas(ws: Workspace, tmp_path: Path) -> None:
     task = row["extra_info"]["task"]
     assert row["data_source"] == "bandpass" and row["ability"] == "terminal"
     assert row["prompt"] == [{"role": "user", "content": instruction_for("delta", "git")}]
-    assert (row["extra_info"]["category"], row["extra_info"]["n"], row["extra_info"]["c"]) == ("git", 4, 1)
+    assert (row["extra_info"]["category"], row["extra_info"]["n"], row["extra_info"]["c"]) == ("git", 80, 20)
     assert row["reward_model"] == {"style": "rule", "ground_truth": f"harbor/{task}/tests"}
     assert row["extra_info"]["task_path"] == f"harbor/{task}"
     assert (out / row["extra_info"]["task_path"] / "task.toml").is_file()
@@ -145,10 +146,43 @@ def test_rows_follow_trainer_schemas(ws: Workspace, tmp_path: Path) -> None:
         counts = list(csv.DictReader(f))
     assert [c["task"] for c in counts] == sorted(IN_BAND)
     echo = next(c for c in counts if c["task"] == "echo")
-    assert (echo["model"], echo["attempts"], echo["solved"], echo["infra_errors"]) == (M, "6", "2", "0")
+    assert (echo["model"], echo["attempts"], echo["solved"], echo["infra_errors"]) == (M, "80", "20", "0")
     assert pq.read_table(out / "pass_counts.parquet").to_pylist() == [
         {**c, "attempts": int(c["attempts"]), "solved": int(c["solved"]), "infra_errors": 0} for c in counts
     ]
+
+
+def test_rows_carry_the_decision_and_the_band_history(ws: Workspace, tmp_path: Path) -> None:
+    """Gates use the decision; each row says so, with the task's band ledger across checkpoints."""
+    (ws.root / "bandpass.toml").write_text(
+        f'[models.{M}]\nseries = "run"\ncheckpoint_step = 40\n\n'
+        '[models.early]\nseries = "run"\ncheckpoint_step = 10\n'
+    )
+    ws = Workspace.open(ws.root)
+    with session(ws.engine) as s:
+        alpha = q.resolve_version(s, "alpha")
+    add_episodes(ws, alpha.id, "early", outcomes(0, 150))  # type: ignore[union-attr]
+    res = export(ws, ExportParams(model=M, val_fraction=0.0), tmp_path / "out")
+    manifest = json.loads((tmp_path / "out/manifest.json").read_text())
+    t = next(t for t in manifest["tasks"] if t["name"] == "alpha")
+    assert t["band"] == "in" and t["confidence"] == 0.9
+    assert 0.1 <= t["pass_at_k_interval"][0] < t["pass_at_k"] < t["pass_at_k_interval"][1] <= 0.9
+    assert manifest["params"]["confidence"] == 0.9
+    rows = {
+        r["extra_info"]["task"]: r["extra_info"]
+        for r in pq.read_table(tmp_path / "out/verl/train.parquet").to_pylist()
+    }
+    extra = rows["alpha"]
+    assert extra["band"] == "in" and extra["pass_at_k_lo"] == t["pass_at_k_interval"][0]
+    history = [
+        (h["model"], h["checkpoint_step"], h["decision"], h["n"], h["c"]) for h in extra["band_history"]
+    ]
+    assert history == [("early", 10, "below", 150, 0), (M, 40, "in", 90, 30)]  # checkpoint order
+    assert [(h["model"], h["decision"]) for h in rows["bravo"]["band_history"]] == [(M, "in")]
+    again = export(ws, ExportParams(model=M, val_fraction=0.0), tmp_path / "again")
+    assert again.manifest_sha256 == res.manifest_sha256  # recording the history again changed nothing
+    with pytest.raises(ExportError, match="--confidence"):
+        ExportParams(model=M, confidence=1.0)
 
 
 def test_reexport_is_byte_identical(ws: Workspace, tmp_path: Path) -> None:
@@ -183,7 +217,7 @@ def test_split_is_stratified_and_seeded(ws: Workspace, tmp_path: Path) -> None:
 
 
 def test_stratified_split_edge_cases() -> None:
-    from engine.calibration.calibrate import TaskEstimate
+    from bandpass.engine.calibration.calibrate import TaskEstimate
 
     def est(name: str, cat: str) -> TaskEstimate:
         return TaskEstimate(name, 0, 0, "h", "p", "i", cat, "", M)
@@ -235,7 +269,7 @@ def test_parquet_loads_with_datasets(ws: Workspace, tmp_path: Path, monkeypatch:
 
 
 def test_harbor_round_trip_keeps_version_hashes(ws: Workspace, tmp_path: Path) -> None:
-    from engine.tasks.importer import import_paths
+    from bandpass.engine.tasks.importer import import_paths
 
     res = export(ws, ExportParams(model=M, formats=("harbor",)), tmp_path / "out")
     fresh = Workspace.open(tmp_path / "fresh")
@@ -262,7 +296,7 @@ def test_secret_in_task_refuses_export(
     secret = "sk-ant-api03-do-not-ship-this-0123456789"
     monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
     vid, _ = add_task(ws, "leaky", instruction=f"Use the key {secret} to call the API and save the reply.\n")
-    add_episodes(ws, vid, M, outcomes(2, 4))
+    add_episodes(ws, vid, M, IN)
     with pytest.raises(ExportError, match=r"contains the value of \$ANTHROPIC_API_KEY") as exc:
         export(ws, ExportParams(model=M), tmp_path / "out")
     assert secret not in str(exc.value)

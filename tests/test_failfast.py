@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.run.rollouts import BatchError, parse_retry_codes, plan_batch, run_planned
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.rollouts import BatchError, parse_retry_codes, plan_batch, run_planned
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests._calib_data import add_task
 from tests.conftest import REPO
 from tests.servers.openai_server import _action, running_server
@@ -41,7 +41,7 @@ FAST_CLIENT = {"max_steps": 6, "request_timeout": 10, "max_retries": 1, "backoff
 def _bandpass(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "-w", str(ws.root), *args],
+        [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -175,10 +175,10 @@ async def test_runs_screen_checks_the_endpoint_before_planning(workspace: Worksp
     """The TUI's Runs screen uses the same check: a dead endpoint is one notification, nothing queued."""
     from textual.widgets import Select
 
-    from engine.core.events import EventBus
-    from tests.tui_wait import wait_for
-    from tui.app import BandpassApp
-    from tui.screens.runs import RunsScreen
+    from bandpass.engine.core.events import EventBus
+    from bandpass.tui.app import BandpassApp
+    from bandpass.tui.screens.runs import RunsScreen
+    from tests.waiting import start_batch, wait_for
 
     ws = workspace
     (ws.root / "bandpass.toml").write_text(f'[models.deadm]\nbase_url = "{_dead_url()}"\n')
@@ -189,7 +189,7 @@ async def test_runs_screen_checks_the_endpoint_before_planning(workspace: Worksp
         await pilot.press("2")
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the Runs screen")
         app.screen.query_one("#runs-agent", Select).value = "model:deadm"
-        await pilot.press("n")
+        await start_batch(pilot)
         await wait_for(
             pilot,
             lambda: any("policy endpoint not ready" in str(n.message) for n in app._notifications),

@@ -2,6 +2,8 @@
 
 * runner SIGKILLed mid-rollout, then ``--resume``: no attempt lost or counted twice, integrity_check ok
   (``test_rollouts.test_sigkilled_runner_resumes_without_duplicates``);
+* an audit or a batch SIGKILLed mid-episode, warm pool on or off: within a minute none of its containers
+  runs (``test_reaper.test_a_sigkilled_audit_or_batch_leaves_nothing_running``);
 * container killed mid-episode from outside (the Docker API, ``docker kill``, ``docker stop``):
   ``infra_error:container_died``, retried
   (``test_episode.test_container_killed_mid_episode_is_infra_error_and_retried``,
@@ -13,7 +15,7 @@
 * recordings disk full: ``infra_error`` with "recordings disk full: ...", the store consistent (here);
 * a cast writer killed mid-line: the reader keeps every complete event, ``truncated=True`` (here).
 
-The first two live with the code they exercise; ``test_the_catalogue_is_complete`` keeps this table honest.
+The first three live with the code they exercise; ``test_the_catalogue_is_complete`` keeps this table honest.
 The dockerd test runs a *second*, private dockerd (its own data/exec roots and socket) so the machine's
 engine, which other jobs use, is never touched; it gets a tiny image (bash and a few coreutils copied from
 the host) instead of the base image, which would take ~12 s to ``docker save | load``.
@@ -38,18 +40,18 @@ from typing import Any
 import docker
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.run.executors import LocalExecutor
-from engine.run.rollouts import BatchSummary, plan_batch, run_planned
-from engine.sandbox import pool as sandbox_pool
-from engine.sandbox.asciicast import read_cast
-from engine.sandbox.docker_engine import get_client
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.executors import LocalExecutor
+from bandpass.engine.run.rollouts import BatchSummary, plan_batch, run_planned
+from bandpass.engine.sandbox import pool as sandbox_pool
+from bandpass.engine.sandbox.asciicast import read_cast
+from bandpass.engine.sandbox.docker_engine import get_client
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.conftest import REPO
 from tests.taskfactory import make_task
-from tests.tui_wait import wait_for
+from tests.waiting import wait_for
 
 TINY_IMAGE = "bandpass-test/tiny:ft"
 TINY_BINARIES = (
@@ -87,9 +89,11 @@ def _ws_containers(client: docker.DockerClient, ws: Workspace) -> list[Any]:
 def test_the_catalogue_is_complete() -> None:
     import tests.test_attribution as attribution_tests
     import tests.test_episode as episode_tests
+    import tests.test_reaper as reaper_tests
     import tests.test_rollouts as rollout_tests
 
     assert callable(rollout_tests.test_sigkilled_runner_resumes_without_duplicates)
+    assert callable(reaper_tests.test_a_sigkilled_audit_or_batch_leaves_nothing_running)
     assert callable(episode_tests.test_container_killed_mid_episode_is_infra_error_and_retried)
     assert callable(attribution_tests.test_outside_docker_kill_stays_infra_and_is_retried)
 
@@ -281,9 +285,9 @@ READER = """
 import sys, time
 from pathlib import Path
 from sqlalchemy.exc import OperationalError
-from engine.core.workspace import Workspace
-from store import queries
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import queries
+from bandpass.store.db import session
 ws = Workspace.open(sys.argv[1]); stop = Path(sys.argv[2]); deadline = time.monotonic() + 120; n = errors = 0
 while not stop.exists() and time.monotonic() < deadline:
     try:
@@ -298,8 +302,8 @@ print(n, errors)
 
 @pytest.mark.docker
 async def test_sixteen_episodes_while_the_tui_reads(workspace: Workspace, tmp_path: Path) -> None:
-    from tui import app as app_mod
-    from tui.screens import tasks as tasks_screen
+    from bandpass.tui import app as app_mod
+    from bandpass.tui.screens import tasks as tasks_screen
 
     ws = workspace
     vids = _import(
@@ -314,7 +318,7 @@ async def test_sixteen_episodes_while_the_tui_reads(workspace: Workspace, tmp_pa
     def batch() -> None:
         try:
             out["summary"] = run_planned(ws, bid, concurrency=16)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a thread's failure, asserted by the test
             out["error"] = exc
         finally:
             done.set()
@@ -326,7 +330,7 @@ async def test_sixteen_episodes_while_the_tui_reads(workspace: Workspace, tmp_pa
                     queries.task_rows(s)
                     queries.batch_status_counts(s, bid)
                 reads["thread"] += 1
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a thread's failure, asserted by the test
                 errors.append(f"thread: {exc}")
 
     original = tasks_screen.load_tasks
@@ -428,7 +432,7 @@ def test_recordings_disk_full_is_a_clear_infra_error(
 
 WRITER = """
 import sys
-from engine.sandbox.asciicast import CastWriter
+from bandpass.engine.sandbox.asciicast import CastWriter
 w = CastWriter(sys.argv[1], 80, 24, title="killed")
 for i in range(5):
     w.output(f"line {i}\\r\\n")

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from engine.core.events import EventBus
-from engine.core.workspace import Workspace
-from engine.generator import Budget, RetryPolicy, generate_batch
-from engine.generator.transcript import render_lines
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.generator import Budget, RetryPolicy, generate_batch
+from bandpass.engine.generator.transcript import render_lines
+from bandpass.tui.app import BandpassApp
+from bandpass.tui.screens.generate import GenerateScreen
+from bandpass.tui.screens.generation import GenerationScreen
 from tests.servers.anthropic_server import VLLM_TOOLS_REFUSAL, Cut, Reply, running_server, text, tool
-from tests.tui_wait import wait_for
-from tui.app import BandpassApp
-from tui.screens.generate import GenerateScreen
-from tui.screens.generation import GenerationScreen
+from tests.waiting import wait_for
 
 SIZE = (160, 45)
 MODEL = "claude-haiku-4-5-tui"
@@ -86,8 +86,8 @@ def test_snapshot_generation_screen(tmp_path: Path, snap_compare: Any) -> None:
     import json
     from datetime import UTC, datetime
 
-    from store import queries
-    from store.db import session
+    from bandpass.store import queries
+    from bandpass.store.db import session
 
     ws = Workspace.open(tmp_path / "ws")
     url = "http://127.0.0.1:8000/v1/messages"

@@ -19,11 +19,17 @@ from typing import Any
 
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.generator import Budget, RetryPolicy, generate_batch, generation_report
-from store import queries
-from store.db import session
-from store.models import Generation
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.generator import (
+    Budget,
+    GeneratorUnreachable,
+    RetryPolicy,
+    generate_batch,
+    generation_report,
+)
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import Generation
 from tests.servers.anthropic_server import (
     VLLM_TOOLS_REFUSAL,
     AnthropicServer,
@@ -45,7 +51,7 @@ def server() -> Iterator[AnthropicServer]:
         yield s
 
 
-def run(ws: Workspace, url: str, key: str, model: str, **kw: Any):  # noqa: ANN201 - BatchResult
+def run(ws: Workspace, url: str, key: str, model: str, **kw: Any):  # BatchResult
     kw.setdefault("retry", FAST_RETRY)
     return generate_batch(ws, kw.pop("n", 1), model, "v1-plain", api_key=key, base_url=url, seed=3, **kw)
 
@@ -71,7 +77,7 @@ def free_port() -> int:
 def cli(ws: Workspace, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "--workspace", str(ws.root), *args],
+        [sys.executable, "-m", "bandpass.tui.cli", "--workspace", str(ws.root), *args],
         capture_output=True,
         text=True,
         env=full_env,
@@ -163,19 +169,28 @@ def test_stalled_stream_times_out_and_ends_as_unavailable(
 
 def test_nothing_listening_exits_3_with_the_reason_and_the_url(workspace: Workspace) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    # A batch against a dead server halts after a few attempts in a row instead of retrying all night.
-    batch = run(workspace, url, "sk-ant-test-0123456789", HAIKU, n=6, halt_after_api_failures=2)
+    # Before anything starts, one model-list request (no tokens): nothing listening is one line, at once,
+    # as `bandpass run` refuses a dead policy endpoint; no attempt is stored.
+    with pytest.raises(GeneratorUnreachable, match=r"cannot connect to .*Connection refused.*no attempt"):
+        run(workspace, url, "sk-ant-test-0123456789", HAIKU, n=6)
+    with session(workspace.engine) as s:
+        assert queries.recent_generations(s) == []
+    # A server that dies during a batch: it halts after a few attempts in a row instead of retrying all
+    # night (the check is skipped here to reach that path).
+    batch = run(
+        workspace, url, "sk-ant-test-0123456789", HAIKU, n=6, halt_after_api_failures=2, check_endpoint=False
+    )
     assert [r.reason for r in batch.results] == ["infra.generator_unavailable"] * 2
     assert batch.skipped == 4 and "2 attempts in a row failed for the API" in batch.halted
     assert "Connection refused" in batch.halted
 
     env = {"ANTHROPIC_API_KEY": "sk-ant-test-0123456789", "ANTHROPIC_BASE_URL": url}
-    args = ["--n", "1", "--model", HAIKU, "--prompt", "v1-plain", "--api-retries", "1"]
+    args = ["--n", "1", "--model", HAIKU, "--prompt", "v1-plain"]  # the default 8 retries: not reached
     proc = cli(workspace, "generate", *args, env=env)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     line = f"cannot connect to {url}/v1/messages: [Errno 111] Connection refused"
-    assert line in proc.stderr and line in proc.stdout  # progress line and the final error line
-    assert "Traceback" not in proc.stderr
+    assert line in proc.stderr and proc.stderr.count("\n") == 1 and "is the server running" in proc.stderr
+    assert "Traceback" not in proc.stderr and "retry" not in proc.stdout  # no attempt, no retries
 
     proc = cli(workspace, "generate", "--check", "--model", HAIKU, env=env)
     assert proc.returncode == 3
@@ -243,7 +258,8 @@ def test_generations_list_show_and_report_separate_api_failures(
         ],
     )
     ok = run(workspace, server.base_url, server.api_key, model, budget=Budget(max_no_tool_turns=1)).results[0]
-    dead = run(workspace, f"http://127.0.0.1:{free_port()}", server.api_key, model).results[0]
+    dead_url = f"http://127.0.0.1:{free_port()}"  # an attempt stored as an API failure: past the check
+    dead = run(workspace, dead_url, server.api_key, model, check_endpoint=False).results[0]
     with session(workspace.engine) as s:  # a bug of ours, as a crashed attempt records it
         queries.create_generation(
             s, prompt_version="v1-plain", model=model, outcome="error", reason="generator.internal_error"

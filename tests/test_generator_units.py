@@ -11,15 +11,22 @@ from typing import Any
 
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.generator import GeneratorError, PromptError, RetryPolicy, available_versions, generate_batch
-from engine.generator.pricing import PriceTable, PriceUnknown, Usage
-from engine.generator.prompts import load_prompt, render
-from engine.generator.redact import MASK, Redactor
-from engine.generator.seeds import AXES, load_axes, sample_axes, sample_difficulty
-from engine.generator.tools import ToolError, validate_input
-from store import queries
-from store.db import session
+from bandpass.engine.core.redact import MASK, Redactor
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.generator import (
+    GeneratorError,
+    PromptError,
+    RetryPolicy,
+    available_versions,
+    generate_batch,
+)
+from bandpass.engine.generator.prompts import load_prompt
+from bandpass.engine.generator.seeds import AXES, load_axes, sample_axes, sample_difficulty
+from bandpass.engine.generator.tools import ToolError, validate_input
+from bandpass.engine.llm.pricing import PriceTable, PriceUnknown, Usage
+from bandpass.engine.llm.templates import render
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.servers.anthropic_server import Reply, running_server, text, tool
 
 VALUES = {
@@ -185,3 +192,21 @@ def test_stop_event_cancels_between_turns_and_empty_replies_keep_the_protocol(wo
     assert res.outcome == "cancelled" and res.reason == "generator.cancelled" and res.turns == 2
     assert result.skipped == 2
     assert statuses == [200, 200]  # the empty reply was sent back in a form the API accepts
+
+
+def test_a_cut_reply_names_its_cause() -> None:
+    """vLLM lowers max_tokens to what the context window leaves: a reply that stops short of the
+    requested max_tokens was clamped by the window, and the nudge says so (not "the output limit")."""
+    from bandpass.engine.generator.turns import NUDGE_CUT
+    from bandpass.engine.llm.client import cut_line
+    from bandpass.engine.llm.pricing import Usage
+
+    clamped = cut_line("max_tokens", Usage(input_tokens=1900, output_tokens=148), 8192)
+    assert clamped == (
+        "cut off at the context window: the conversation (1900 tokens) left room for only 148 tokens of reply"
+    )
+    assert cut_line("max_tokens", Usage(input_tokens=10, output_tokens=512), 512) == (
+        "cut off at the output limit (max_tokens 512)"
+    )
+    assert cut_line("end_turn", Usage(output_tokens=512), 512) == ""
+    assert "context window" in NUDGE_CUT.format(cut=clamped)

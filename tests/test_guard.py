@@ -1,7 +1,10 @@
 """Rewards a policy cannot forge: end-state capture and the tamper guard, with real Docker episodes.
 
-Each tampering agent here types real keystrokes into the episode's terminal, as a policy would; the
-verifier is the task's own ``tests/test.sh``.
+The guard is the gate only where the verifier runs in the agent's own container (a task verified *in
+place*), so these tasks say so (``[verifier] environment_mode = "shared"``); the clean room, where the
+same tampering never reaches the verifier, is tests/test_cleanroom.py and tests/test_redteam.py. Each
+tampering agent here types real keystrokes into the episode's terminal, as a policy would; the verifier
+is the task's own ``tests/test.sh``.
 """
 
 from __future__ import annotations
@@ -13,19 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.review import outcomes
-from engine.run import guard
-from engine.run.agents.base import AgentContext, AgentResult
-from engine.run.agents.builtin import _python_keys, _type
-from engine.run.endstate import capture, episode_changes
-from engine.run.episode import run_episode
-from engine.sandbox.container import Sandbox, SandboxSpec
-from engine.sandbox.docker_engine import get_client
-from engine.tasks.allowances import RULES
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run import guard
+from bandpass.engine.run.agents.base import AgentContext, AgentResult
+from bandpass.engine.run.agents.builtin import _python_keys, _type
+from bandpass.engine.run.endstate import capture, episode_changes
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.sandbox.container import Sandbox, SandboxSpec
+from bandpass.engine.sandbox.docker_engine import get_client
+from bandpass.engine.tasks.allowances import RULES
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.taskfactory import make_task
 
 pytestmark = pytest.mark.docker
@@ -49,7 +52,11 @@ class Keys:
         return AgentResult()
 
 
+IN_PLACE = 'environment_mode = "shared"'
+
+
 def _task(ws: Workspace, root: Path, name: str, *, extra_toml: str = "", **kw: object) -> int:
+    kw.setdefault("verifier", IN_PLACE)
     d = make_task(root, name, **kw)  # type: ignore[arg-type]
     if extra_toml:
         with (d / "task.toml").open("a") as fh:
@@ -60,7 +67,7 @@ def _task(ws: Workspace, root: Path, name: str, *, extra_toml: str = "", **kw: o
         return next(r.version_id for r in queries.task_rows(s) if r.name == name)
 
 
-def _rules(res) -> set[str]:  # noqa: ANN001 - EpisodeResult
+def _rules(res) -> set[str]:  # EpisodeResult
     return {f.rule for f in res.guard_findings if not f.allowed}
 
 
@@ -137,6 +144,8 @@ EVERY_RULE = (
     "echo 'alias ls=true' >> /root/.bashrc",  # shell_startup
     "mkdir -p /app/.git/hooks && printf '#!/bin/sh\\n' > /app/.git/hooks/pre-commit",  # git_hook
     "printf '[core]\\n\\tfsmonitor = /tmp/x\\n' > /root/.gitconfig",  # git_hook (config that runs commands)
+    "mkdir -p /opt/pipes && mkfifo /opt/pipes/in",  # special_file
+    "touch /dev/extra",  # dev_tamper (seen from the host: /dev is a tmpfs the capture never reads)
     "echo 42 > /app/answer.txt",
 )
 
@@ -159,8 +168,8 @@ def test_every_guard_rule_trips_and_every_allowance_holds(workspace: Workspace, 
         extra_toml=(
             "\n[metadata.bandpass.guard]\n"
             'allow = ["/usr/bin/cmp", "/usr/local/bin/*", "/usr/local/lib/python3*/dist-packages/*",\n'
-            '         "/conftest.py", "/etc/ld.so.conf.d/*"]\n'
-            'allow_rules = ["shell_startup", "git_hook"]\n'
+            '         "/conftest.py", "/etc/ld.so.conf.d/*", "/opt/pipes/*"]\n'
+            'allow_rules = ["shell_startup", "git_hook", "dev_tamper"]\n'
         ),
     )
     ok = run_episode(workspace, allowed, Keys(*EVERY_RULE))
@@ -219,7 +228,7 @@ else echo 0 > /logs/verifier/reward.txt; fi
 def test_oracle_tripping_the_guard_is_a_guard_conflict_with_the_path(
     workspace: Workspace, tmp_path: Path
 ) -> None:
-    from engine.audit.task_audit import audit_version
+    from bandpass.engine.audit.task_audit import audit_version
 
     solve = "#!/bin/bash\necho 'export ANSWER=42' >> /root/.bashrc\necho 42 > /app/answer.txt\n"
     vid = _task(workspace, tmp_path, "needs-bashrc", solve=solve)
@@ -230,8 +239,8 @@ def test_oracle_tripping_the_guard_is_a_guard_conflict_with_the_path(
     detail = next(f["detail"] for f in report.checks["findings"] if f["code"] == "harness.guard_conflict")
     assert "/root/.bashrc" in detail
     # the oracle episode's own diagnosis says the same, from the stored guard findings
-    from engine.review.evidence import episode_record
-    from store.endstate import finished_episodes
+    from bandpass.engine.review.evidence import episode_record
+    from bandpass.store.endstate import finished_episodes
 
     with session(workspace.engine) as s:
         oracle = next(e.id for e in finished_episodes(s, vid) if e.agent == "oracle")
@@ -246,7 +255,7 @@ def test_oracle_tripping_the_guard_is_a_guard_conflict_with_the_path(
         solve=solve,
         extra_toml='\n[metadata.bandpass.guard]\nallow = ["/root/.bashrc"]\n',
     )
-    from engine.run.agents.builtin import OracleAgent
+    from bandpass.engine.run.agents.builtin import OracleAgent
 
     assert run_episode(workspace, allowed, OracleAgent()).outcome == "passed"
 
@@ -288,9 +297,9 @@ def test_the_layer_reader_and_the_engine_agree(tmp_path: Path) -> None:
         )
         assert code == 0, out
         layer = capture(client, sb.container, tmp_path / "layer.tar", reader="layer")
-        engine = capture(client, sb.container, tmp_path / "engine.tar", reader="engine")
+        engine = capture(client, sb.container, tmp_path / "bandpass.engine.tar", reader="engine")
 
-    def view(state):  # noqa: ANN001, ANN202
+    def view(state):
         return {
             (c.path, c.kind, c.type if c.kind != "deleted" else "", c.sha256, c.link) for c in state.changes
         }
@@ -303,7 +312,7 @@ def test_the_layer_reader_and_the_engine_agree(tmp_path: Path) -> None:
 
 
 def test_bad_allowances_are_one_line_errors(tmp_path: Path) -> None:
-    from engine.tasks.taskdir import validate_task
+    from bandpass.engine.tasks.taskdir import validate_task
 
     d = make_task(tmp_path, "bad-allow")
     with (d / "task.toml").open("a") as fh:
@@ -315,7 +324,7 @@ def test_bad_allowances_are_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_endstate_cap_in_bandpass_toml_is_checked(tmp_path: Path) -> None:
-    from engine.core.config import ConfigError, load_config
+    from bandpass.engine.core.config import ConfigError, load_config
 
     cfg = tmp_path / "bandpass.toml"
     cfg.write_text("[endstate]\ncap_mb = 5\n")
@@ -329,15 +338,24 @@ def test_endstate_cap_in_bandpass_toml_is_checked(tmp_path: Path) -> None:
 # --- breaking the verifier's tools: the policy's doing, never an infrastructure error ----------------------
 
 
+def test_deleting_the_verifiers_tools_in_place_is_tamper_with_no_harness_work_inside(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """``rm -rf /usr/bin`` used to fail the capture (the kill script's shell was gone) and needed the
+    control; the capture now works from the host (freeze, read the layer, kill by host pid), so the guard
+    alone names it."""
+    vid = _task(workspace, tmp_path, "no-usr-bin")
+    res = run_episode(workspace, vid, Keys("rm -rf /usr/bin"), max_infra_retries=2, retry_backoff_s=0.1)
+    assert (res.outcome, res.reward, res.retries, res.try_errors) == (TAMPER, 0.0, 0, []), res.detail
+    assert "system_file: /usr/bin" in res.detail
+    assert [p["name"] for p in res.phases] == ["setup", "agent", "capture", "verify", "finalise"]
+
+
 @pytest.mark.parametrize(
     ("commands", "guard_rule"),
-    [
-        # the harness cannot even restart the container (its ``sleep`` is gone): a capture-phase failure
-        (("rm -rf /usr/bin",), "system_file"),
-        # no guard rule covers /logs: only the control run (a fresh container) shows the agent broke it
-        (("rm -rf /logs; touch /logs",), None),
-    ],
-    ids=["rm-usr-bin", "logs-is-a-file"],
+    # no guard rule covers /logs: only the control run (a fresh container) shows the agent broke it
+    [(("rm -rf /logs; touch /logs",), None)],
+    ids=["logs-is-a-file"],
 )
 def test_breaking_the_verifier_is_tamper_not_infra(
     workspace: Workspace, tmp_path: Path, commands: tuple[str, ...], guard_rule: str | None

@@ -3,15 +3,15 @@ tests/test_guard.py runs every rule in real containers)."""
 
 from __future__ import annotations
 
-from engine.run import guard
-from engine.run.endstate import Change
-from engine.tasks.allowances import Allowances
+from bandpass.engine.run import guard
+from bandpass.engine.run.endstate import Change
+from bandpass.engine.tasks.allowances import Allowances
 
 EP = "/usr/local/lib/python3.11/dist-packages/evil-1.0.dist-info/entry_points.txt"
 IMAGE = {"/usr/bin/cat", "/usr/bin/python3", "/usr/lib/python3/dist-packages/pytest"}
 
 
-def _check(*changes: Change, contents: dict[str, bytes] | None = None, allow: Allowances | None = None):  # noqa: ANN202
+def _check(*changes: Change, contents: dict[str, bytes] | None = None, allow: Allowances | None = None):
     return guard.check(changes, exists_in_image=IMAGE.__contains__, contents=contents, allow=allow)
 
 

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-import tui.commands.calibrate  # noqa: F401 - registers `report`
-import tui.commands.jobs  # noqa: F401 - registers `import-jobs`
-import tui.commands.replay  # noqa: F401 - registers `replay`
-from engine.core.workspace import Workspace
-from store import queries
-from store.db import session
+import bandpass.tui.commands.calibrate  # registers `report`
+import bandpass.tui.commands.jobs  # registers `import-jobs`
+import bandpass.tui.commands.replay  # noqa: F401 - registers `replay`
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.tui.cli import app
 from tests._calib_data import add_task, instruction_for, write_task_dir
-from tui.cli import app
 
 MODEL = "qwen3-8b"
 SECRET = "sk-ant-api03-" + "Z" * 40
@@ -244,3 +244,97 @@ def test_import_jobs_text_output_and_not_a_job(
     assert "not a Harbor job directory" in r.output and "bandpass import" in r.output
     r = _cli(workspace, "import-jobs", str(tmp_path / "nope"))
     assert r.exit_code == 1 and "no such path" in r.output
+
+
+# --- Harbor 0.25's exception policy, agent_result, step_results, a job just started --------------------
+
+
+def _job(root: Path, name: str = "2025-11-03__09-00-00") -> Path:
+    write_task_dir(root / "tasks" / "alpha", "alpha", instruction_for("alpha"))
+    job = root / "jobs" / name
+    job.mkdir(parents=True)
+    (job / "config.json").write_text(json.dumps({"job_name": job.name}))
+    return job
+
+
+def test_reward_valid_exceptions_stay_in_n(workspace: Workspace, tmp_path: Path) -> None:
+    """Harbor keeps the reward of a trial whose agent ran out of budget or refused; every other exception
+    voids it (NonZeroAgentExitCodeError too, whatever the verifier said)."""
+    job = _job(tmp_path / "h")
+    a = "tasks/alpha"
+    _trial(job, "alpha__ctxw001", "alpha", a, reward=0.0, exception="ContextWindowExceededError")
+    _trial(job, "alpha__tout002", "alpha", a, reward=1.0, exception="AgentTimeoutError")
+    _trial(job, "alpha__refu003", "alpha", a, exception="AgentSafetyRefusalError")
+    _trial(job, "alpha__otok004", "alpha", a, reward=0.0, exception="OutputTokenExceededError")
+    _trial(job, "alpha__crsh005", "alpha", a, reward=1.0, exception="NonZeroAgentExitCodeError")
+    _trial(job, "alpha__sbld006", "alpha", a, exception="SandboxBuildFailedError")
+    _trial(job, "alpha__rate007", "alpha", a, exception="ApiRateLimitError")
+    r = _cli(workspace, "import-jobs", str(job), "--json")
+    assert r.exit_code == 0, r.output
+    by = {t["trial"].split("/", 1)[1]: t["outcome"] for t in json.loads(r.stdout)["trials"]}
+    assert by == {
+        "alpha__ctxw001": "agent_error:context_overflow",
+        "alpha__tout002": "passed",  # the verifier gave 1 after the timeout: Harbor's reward stands
+        "alpha__refu003": "agent_error:refused",
+        "alpha__otok004": "agent_error:output_limit",
+        "alpha__crsh005": "infra_error:agent_crashed",
+        "alpha__sbld006": "infra_error:image_build_failed",
+        "alpha__rate007": "infra_error:rate_limited",
+    }
+    r = _cli(workspace, "report", "--model", MODEL, "--json")
+    (task,) = json.loads(r.stdout)["per_task"]
+    assert (task["n"], task["c"], task["infra_errors"]) == (4, 1, 3)  # the four reward-valid trials are n
+
+
+def test_step_results_usage_and_a_job_just_started(workspace: Workspace, tmp_path: Path) -> None:
+    job = _job(tmp_path / "h")
+    (job / "config.json").unlink()
+    (job / "lock.json").write_text(json.dumps({"schema_version": 3, "trials": []}))
+    d = _trial(job, "alpha__multi01", "alpha", "tasks/alpha")
+    res = json.loads((d / "result.json").read_text())
+    res["agent_result"] = None
+    res["verifier_result"] = None
+    res["step_results"] = [
+        {
+            "step_name": "one",
+            "agent_result": {
+                "n_input_tokens": 100,
+                "n_cache_tokens": 40,
+                "n_output_tokens": 10,
+                "cost_usd": 0.01,
+            },
+            "verifier_result": {"rewards": {"reward": 1.0}},
+            "exception_info": None,
+        },
+        {
+            "step_name": "two",
+            "agent_result": {"n_input_tokens": 200, "n_output_tokens": 20, "cost_usd": 0.02},
+            "verifier_result": {"rewards": {"reward": 0.0}},
+            "exception_info": {"exception_type": "AgentTimeoutError", "exception_message": "step two"},
+        },
+    ]
+    (d / "result.json").write_text(json.dumps(res))
+    started = job / "alpha__start02"
+    started.mkdir()
+    (started / "lock.json").write_text(json.dumps({"task": {"name": "alpha"}}))
+    r = _cli(workspace, "import-jobs", str(job), "--json")
+    assert r.exit_code == 1  # the trial that has only its lock.json is reported, the other imported
+    trials = {t["trial"].split("/", 1)[1]: t for t in json.loads(r.stdout)["trials"]}
+    multi = trials["alpha__multi01"]
+    # mean over the steps (Harbor's default strategy); the step's timeout keeps the reward valid
+    assert multi["outcome"] == "agent_error:agent_timeout"
+    assert multi["usage"] == {
+        "n_input_tokens": 300,
+        "n_cache_tokens": 40,
+        "n_output_tokens": 30,
+        "cost_usd": pytest.approx(0.03),
+        "steps": 2,
+    }
+    assert trials["alpha__start02"]["message"].endswith(
+        "alpha__start02/result.json: missing (trial unfinished?)"
+    )
+    with session(workspace.engine) as s:
+        ep = queries.get_episode(s, multi["episode_id"])
+        assert ep is not None and ep.reward == 0.5
+        assert json.loads(ep.imported_json)["usage"]["n_output_tokens"] == 30
+        assert "harbor: AgentTimeoutError: step two" in ep.error

@@ -20,10 +20,10 @@ import docker
 import docker.errors
 import pytest
 
-from engine.core.events import BuildLog, EventBus
-from engine.sandbox.docker_engine import DockerUnavailable, get_client
-from engine.tasks import images
-from engine.tasks.images import (
+from bandpass.engine.core.events import BuildLog, EventBus
+from bandpass.engine.sandbox.docker_engine import DockerUnavailable, get_client
+from bandpass.engine.tasks import images
+from bandpass.engine.tasks.images import (
     BASE_TAG,
     DEFAULT_IMAGE_ALIASES,
     build_base_image,

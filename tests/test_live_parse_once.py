@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from engine.core.events import EventBus, PtyOutput
-from engine.sandbox.emulator import Screen
-from engine.sandbox.terminal import live_screen, register_live_screen
-from tui.widgets.feed_pump import pump
-from tui.widgets.live_episodes import LiveEpisodes
+from bandpass.engine.core.events import EventBus, PtyOutput
+from bandpass.engine.sandbox.emulator import Screen
+from bandpass.engine.sandbox.terminal import live_screen, register_live_screen
+from bandpass.tui.widgets.feed_pump import pump
+from bandpass.tui.widgets.live_episodes import LiveEpisodes
 
 
 def test_pane_shows_the_session_screen_and_does_not_feed_it_again() -> None:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.config import PolicyModelConfig
-from engine.run.agents.base import AgentContext, AgentResult, StepRecord
-from engine.run.agents.policy import PolicyAgent
-from engine.run.policy.client import PolicyClient
-from engine.sandbox.terminal import WaitResult
-from engine.tasks.taskdir import TaskSpec
+from bandpass.engine.core.config import PolicyModelConfig
+from bandpass.engine.run.agents.base import AgentContext, AgentResult, StepRecord
+from bandpass.engine.run.agents.policy import PolicyAgent
+from bandpass.engine.run.policy.client import PolicyClient
+from bandpass.engine.sandbox.terminal import WaitResult
+from bandpass.engine.tasks.taskdir import TaskSpec
 from tests.servers.openai_server import OpenAIServer, running_server
 
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from engine.core.config import Config, PolicyModelConfig
-from engine.run.policy.client import (
+from bandpass.engine.core.config import Config, PolicyModelConfig
+from bandpass.engine.run.policy.client import (
     PolicyClient,
     PolicyContextOverflow,
     PolicyInfraError,
@@ -181,7 +181,7 @@ def test_resolve_model() -> None:
 
 
 def _cli(args: list[str], tmp_path: object) -> tuple[int, str]:
-    from tui.cli import _register, app
+    from bandpass.tui.cli import _register, app
 
     _register()
     result = CliRunner().invoke(app, ["--workspace", str(tmp_path), *args])
@@ -217,7 +217,7 @@ def test_cli_serve_without_vllm(tmp_path: object, monkeypatch: pytest.MonkeyPatc
 
 
 def test_wait_for_health(server: OpenAIServer) -> None:
-    from tui.commands.policy import wait_for_health
+    from bandpass.tui.commands.policy import wait_for_health
 
     assert wait_for_health(f"http://127.0.0.1:{server.port}", 5)
     assert not wait_for_health(f"http://127.0.0.1:{_closed_port()}", 0.6)

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.config import PolicyModelConfig
-from engine.core.workspace import Workspace
-from engine.run.agents.policy import PolicyAgent
-from engine.run.episode import run_episode
-from engine.run.policy.client import PolicyClient
-from engine.sandbox.asciicast import read_cast
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.core.config import PolicyModelConfig
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.policy import PolicyAgent
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.run.policy.client import PolicyClient
+from bandpass.engine.sandbox.asciicast import read_cast
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.servers.openai_server import OpenAIServer, running_server
 from tests.taskfactory import make_task
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.run.policy.context import (
+from bandpass.engine.run.policy.context import (
     ContextOverflow,
     PromptTemplates,
     build_observation,
@@ -14,7 +14,7 @@ from engine.run.policy.context import (
     estimate_tokens,
     trim_history,
 )
-from engine.run.policy.protocol import MAX_DURATION, MIN_DURATION, ActionParseError, parse_action
+from bandpass.engine.run.policy.protocol import MAX_DURATION, MIN_DURATION, ActionParseError, parse_action
 
 
 def _obj(**kw: object) -> str:

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.config import PolicyModelConfig
-from engine.run.policy.serve import find_vllm, missing_vllm_message, serve_argv
+from bandpass.engine.core.config import PolicyModelConfig
+from bandpass.engine.run.policy.serve import find_vllm, missing_vllm_message, serve_argv
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,15 +78,6 @@ def _alive(pid: int) -> bool:
     return "State:\tZ" not in state  # a zombie has exited; only its parent has not collected it
 
 
-def _wait_for(cond, timeout: float = 30.0) -> bool:  # noqa: ANN001 - a predicate
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
-
-
 class Serve:
     """``bandpass policy serve`` as a subprocess, its output collected line by line."""
 
@@ -99,7 +91,7 @@ class Serve:
             **(env or {}),
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tui.cli", "--workspace", str(tmp), "policy", "serve", *args],
+            [sys.executable, "-m", "bandpass.tui.cli", "--workspace", str(tmp), "policy", "serve", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=full_env,
@@ -147,7 +139,7 @@ class Serve:
                 os.killpg(json.loads(self.record.read_text())["pid"], signal.SIGKILL)
 
     def recorded(self) -> dict:
-        assert _wait_for(self.record.exists)
+        wait_until(self.record.exists, what="serve wrote its record")
         return json.loads(self.record.read_text())
 
 
@@ -166,7 +158,9 @@ def test_serve_stops_the_whole_process_group(tmp_path: Path, sig: signal.Signals
         serve.cleanup()
     assert code == 0, out
     assert f"{sig.name if sig != signal.SIGINT else 'Ctrl-C'}: stopping vLLM" in out
-    assert _wait_for(lambda: not _alive(rec["pid"]) and not _alive(rec["worker"]), 30)
+    wait_until(
+        lambda: not _alive(rec["pid"]) and not _alive(rec["worker"]), 30, "serve and its worker exited"
+    )
     # No window configured: no --max-model-len (vLLM uses the model's own); extra flags forwarded last.
     assert rec["argv"] == [
         "serve",
@@ -221,6 +215,38 @@ def test_serve_explains_an_early_exit_with_the_log_tail(tmp_path: Path) -> None:
     assert "noise line 5" in log.read_text()  # all of it is in the log file
 
 
+def test_serve_refuses_a_port_another_server_answers_on(tmp_path: Path) -> None:
+    """Another server already answers /health on the port: serve says so at once and starts nothing
+    (it used to print "serving" off the other server's /health while its own vLLM died later with
+    "Address already in use")."""
+    import http.server
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the stdlib's name
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    port = other.server_address[1]
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    _fake_vllm(tmp_path / "bin")
+    serve = Serve(tmp_path, ["m", "--port", str(port), "--wait", "60"])
+    try:
+        code, out = serve.finish()
+    finally:
+        serve.cleanup()
+        other.shutdown()
+        other.server_close()
+    assert code == 1, out
+    assert f"port {port} is already in use: something listens on 127.0.0.1:{port} (pid {os.getpid()})" in out
+    assert "serving" not in out and "starting:" not in out
+    assert not serve.record.exists()  # the fake vLLM never started
+
+
 def test_vllm_beside_the_interpreter_wins_over_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     venv_bin = tmp_path / "venv" / "bin"
     beside = _fake_vllm(venv_bin)
@@ -267,7 +293,7 @@ def test_serve_argv_separates_what_to_load_from_the_served_name() -> None:
 
 
 def test_wait_for_health_reports_progress_while_loading() -> None:
-    from engine.run.policy.serve import wait_for_health
+    from bandpass.engine.run.policy.serve import wait_for_health
 
     waited: list[float] = []
     assert not wait_for_health(f"http://127.0.0.1:{_free_port()}", 1.5, progress=waited.append, every=0.3)

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from engine.core.config import PolicyModelConfig
-from engine.run.agents.base import AgentContext, AgentResult, StepRecord
-from engine.run.agents.policy import PolicyAgent
-from engine.run.policy.client import PolicyClient, check_endpoint, describe_check
-from engine.run.policy.fit import PromptCounter, fit_request
-from engine.tasks.taskdir import TaskSpec
+from bandpass.engine.core.config import PolicyModelConfig
+from bandpass.engine.run.agents.base import AgentContext, AgentResult, StepRecord
+from bandpass.engine.run.agents.policy import PolicyAgent
+from bandpass.engine.run.policy.client import PolicyClient, check_endpoint, describe_check
+from bandpass.engine.run.policy.fit import PromptCounter, fit_request
+from bandpass.engine.tasks.taskdir import TaskSpec
 from tests.servers.openai_server import OpenAIServer, prompt_tokens, running_server
 from tests.test_policy_agent import FakeTerminal
 
@@ -107,7 +107,7 @@ def test_check_reports_the_served_window_and_warns_on_a_mismatch() -> None:
 
 
 def test_cli_check_prints_window_and_warning(tmp_path: Path) -> None:
-    from tui.cli import _register, app
+    from bandpass.tui.cli import _register, app
 
     _register()
     with running_server(window=2048) as server:
@@ -286,7 +286,7 @@ def test_overflow_from_a_configured_window_larger_than_served_is_config_mismatch
     assert result.error_code == "config_mismatch"
     assert "context_window 8192" in result.detail and "served window 2048" in result.detail
     assert {"kind": "config_mismatch", "configured": 8192, "served": 2048, "using": 2048} in steps[0].cuts
-    from engine.review.outcomes import suggested_tag
+    from bandpass.engine.core.outcomes import suggested_tag
 
     assert suggested_tag("agent_error:config_mismatch") == "harness.config_mismatch"
 
@@ -349,7 +349,7 @@ def server() -> Iterator[OpenAIServer]:
 def test_replay_shows_a_step_that_needed_several_requests() -> None:
     from types import SimpleNamespace
 
-    from engine.review.replay import _step_view
+    from bandpass.engine.review.replay import _step_view
 
     attempts = [
         {"latency_s": 0.5, "error": "timeout after 0.5s"},
@@ -362,7 +362,7 @@ def test_replay_shows_a_step_that_needed_several_requests() -> None:
 
 
 def test_run_warns_when_bandpass_toml_and_the_server_disagree(tmp_path: Path) -> None:
-    from tui.cli import _register, app
+    from bandpass.tui.cli import _register, app
 
     _register()
     with running_server(window=2048) as server:

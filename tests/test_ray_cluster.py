@@ -20,34 +20,27 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.sandbox.docker_engine import get_client
-from engine.sandbox.labels import LABEL, WORKSPACE
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.sandbox.docker_engine import get_client
+from bandpass.engine.sandbox.labels import LABEL, WORKSPACE
+from bandpass.engine.sandbox.pool import SPARE_PREFIX
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.conftest import REPO
 from tests.taskfactory import make_task
+from tests.waiting import wait_until
 
 SLOW_SOLVE = "#!/bin/bash\necho SLOW-START\nsleep 25\necho 42 > /app/answer.txt\n"
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
-
-
-def _wait(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := cond():
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def _free_port() -> int:
@@ -81,8 +74,8 @@ class _Cluster:
             env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         self.procs.append(self.worker)
-        two = lambda: n if len(n := _alive_nodes(self.address)) == 2 else {}  # noqa: E731
-        ids = _wait(two, 240, "two live Ray nodes")
+        two = lambda: n if len(n := _alive_nodes(self.address)) == 2 else {}  # noqa: E731 - a one-line wait condition
+        ids = wait_until(two, 240, "two live Ray nodes")
         (self.worker_node,) = set(ids) - before
         self.worker_address = ids[self.worker_node]
 
@@ -122,7 +115,7 @@ def ray_cli_cluster() -> Iterator[_Cluster]:
                 env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )
         )  # fmt: skip
-        _wait(lambda: _listening(port), 180, "the Ray head's GCS")
+        wait_until(lambda: _listening(port), 180, "the Ray head's GCS")
         c.start_worker()
         yield c
     finally:
@@ -167,12 +160,29 @@ def _running_containers(ws: Workspace) -> list[dict[str, Any]]:
     return get_client().api.containers(filters={"label": [f"{LABEL}=1", f"{WORKSPACE}={ws.root}"]})
 
 
+def _agents_running(ws: Workspace) -> int:
+    """Episodes whose agent is at work: running agent sandboxes (all capabilities dropped), not the clean
+    rooms claimed beside them for their verifiers nor the warm pool's idle spares (either may or may not
+    be up at the same moment, so counting every container raced)."""
+    client = get_client()
+    n = 0
+    for info in _running_containers(ws):
+        if any(name.lstrip("/").startswith(SPARE_PREFIX) for name in info.get("Names") or []):
+            continue
+        try:
+            caps = client.api.inspect_container(info["Id"])["HostConfig"].get("CapDrop") or []
+        except docker.errors.NotFound:  # removed between the listing and the look
+            continue
+        n += "ALL" in caps
+    return n
+
+
 def _all_containers(ws: Workspace) -> list[dict[str, Any]]:
     return get_client().api.containers(all=True, filters={"label": [f"{LABEL}=1", f"{WORKSPACE}={ws.root}"]})
 
 
 def _run(ws: Workspace, address: str, *args: str, log: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "run", *args]
+    cmd = [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), "run", *args]
     with log.open("wb") as out:
         return subprocess.Popen(
             [*cmd, "--executor", "ray", "--ray-address", address],
@@ -185,7 +195,7 @@ def _run(ws: Workspace, address: str, *args: str, log: Path) -> subprocess.Popen
 
 def _resume(ws: Workspace, address: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "run", "--resume",
+        [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), "run", "--resume",
          "--executor", "ray", "--ray-address", address],
         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=420,
     )  # fmt: skip
@@ -215,13 +225,13 @@ def test_sigkilled_driver_then_resume_leaves_nothing_and_runs_nothing_twice(
     _slow_workspace(ws, tmp_path)
     driver = _run(ws, cluster, "--agent", "oracle", "--k", "2", log=tmp_path / "driver.log")
     try:
-        _wait(lambda: len(_running_containers(ws)) == 2, 300, "both episodes' containers running")
+        wait_until(lambda: _agents_running(ws) == 2, 300, "both episodes' agents running")
         driver.send_signal(signal.SIGKILL)
         driver.wait(30)
     finally:
         driver.kill()
     # The dead driver's containers go, on whatever node they ran: no five-minute leftovers.
-    _wait(lambda: not _all_containers(ws), 120, "the dead driver's containers removed")
+    wait_until(lambda: not _all_containers(ws), 120, "the dead driver's containers removed")
     res = _resume(ws, cluster)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "resumed: 2 interrupted episode(s) requeued" in res.stdout
@@ -238,16 +248,18 @@ def test_double_ctrl_c_requeues_removes_containers_and_resume_finishes(
     log = tmp_path / "driver.log"
     driver = _run(ws, cluster, "--agent", "oracle", "--k", "2", log=log)
     try:
-        _wait(lambda: len(_running_containers(ws)) == 2, 300, "both episodes' containers running")
+        wait_until(lambda: _agents_running(ws) == 2, 300, "both episodes' agents running")
         driver.send_signal(signal.SIGINT)
-        _wait(lambda: "stopping: letting running episodes finish" in log.read_text(), 60, "the first Ctrl-C")
+        wait_until(
+            lambda: "stopping: letting running episodes finish" in log.read_text(), 60, "the first Ctrl-C"
+        )
         driver.send_signal(signal.SIGINT)
         assert driver.wait(120) != 0
     finally:
         driver.kill()
     with session(ws.engine) as s:
         assert {e.status for e in queries.episodes(s)} == {"queued"}  # handed back, not half-recorded
-    _wait(lambda: not _all_containers(ws), 120, "the aborted episodes' containers removed")
+    wait_until(lambda: not _all_containers(ws), 120, "the aborted episodes' containers removed")
     res = _resume(ws, cluster)
     assert res.returncode == 0, res.stdout + res.stderr
     _check_finished_once(ws)
@@ -269,7 +281,7 @@ def test_worker_raylet_killed_mid_batch(
     args = ("--agent", "oracle", "--k", "2", "--infra-retries", str(infra_retries), "--json")
     driver = _run(ws, nodes.address, *args, log=log)
     try:
-        _wait(lambda: len(_running_containers(ws)) == 2, 300, "both episodes' containers running")
+        wait_until(lambda: _agents_running(ws) == 2, 300, "both episodes' agents running")
         nodes.kill_worker()
         assert driver.wait(420) == 0, log.read_text()
     finally:
@@ -290,9 +302,9 @@ def test_worker_raylet_killed_mid_batch(
         assert (lost.outcome, lost.retries) == ("infra_error:orchestrator_failure", 0), lost.error
         assert (lost.node_id, lost.node_address) == (nodes.worker_node, nodes.worker_address)
     shown = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "show", str(lost.id)],
+        [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), "show", str(lost.id)],
         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert shown.returncode == 0 and f"try 1 lost with node {nodes.worker_node}" in shown.stdout, shown
     # the dead raylet's container goes with its worker (the reaper): no leftover on the engine
-    _wait(lambda: not _all_containers(ws), 120, "the dead node's container removed")
+    wait_until(lambda: not _all_containers(ws), 120, "the dead node's container removed")

@@ -16,36 +16,27 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
 
-from engine.core.events import Event, EventBus, PtyOutput
-from engine.core.workspace import Workspace
-from engine.run.executors.node_cleanup import SCRATCH_PREFIX, clean_cluster, scratch_dirs
-from engine.run.rollouts import plan_batch, run_planned
-from engine.sandbox.docker_engine import get_client
-from engine.sandbox.labels import BATCH, HEAD_MARKER, LABEL, SCRATCH, WORKSPACE
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.core.events import Event, EventBus, PtyOutput
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.executors.node_cleanup import SCRATCH_PREFIX, clean_cluster, scratch_dirs
+from bandpass.engine.run.rollouts import plan_batch, run_planned
+from bandpass.engine.sandbox.docker_engine import get_client
+from bandpass.engine.sandbox.labels import BATCH, HEAD_MARKER, LABEL, SCRATCH, WORKSPACE
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.conftest import REPO
 from tests.taskfactory import make_task
+from tests.waiting import wait_until
 
 BASE = "bandpass/base:bookworm"
-
-
-def _wait(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := cond():
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def _containers(**labels: str) -> list[dict[str, Any]]:
@@ -63,7 +54,7 @@ def _labelled_container(labels: dict[str, str]) -> str:
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0"}
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args],
+        [sys.executable, "-m", "bandpass.tui.cli", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -168,13 +159,14 @@ def test_reaper_removes_the_container_and_scratch_of_a_killed_worker(tmp_path: P
     worker = subprocess.Popen(["sleep", "600"])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     reaper = subprocess.Popen(
-        [sys.executable, "-m", "engine.run.executors.node_cleanup", str(worker.pid), str(scratch)], env=env
+        [sys.executable, "-m", "bandpass.engine.run.executors.node_cleanup", str(worker.pid), str(scratch)],
+        env=env,
     )
     try:
         assert reaper.poll() is None and scratch.exists()  # the worker lives: nothing is touched
         worker.kill()
         worker.wait()
-        _wait(lambda: reaper.poll() is not None, 60, "the reaper to finish")
+        wait_until(lambda: reaper.poll() is not None, 60, "the reaper to finish")
         assert not scratch.exists() and cid not in {c["Id"] for c in _containers()}
     finally:
         worker.kill()
@@ -192,7 +184,7 @@ SLOW_SOLVE = "#!/bin/bash\necho SLOW-START\nsleep 20\necho 42 > /app/answer.txt\
 def test_worker_killed_mid_episode_gets_a_fresh_try_and_nothing_is_left(
     ray_cluster: Any, workspace: Workspace, tmp_path: Path
 ) -> None:
-    from engine.run.executors.ray_executor import RayExecutor
+    from bandpass.engine.run.executors.ray_executor import RayExecutor
 
     ws = workspace
     assert import_paths(ws, [make_task(tmp_path / "src", "slow", solve=SLOW_SOLVE)]).ok
@@ -211,7 +203,7 @@ def test_worker_killed_mid_episode_gets_a_fresh_try_and_nothing_is_left(
     killed: dict[str, str] = {}
 
     def kill_first_worker() -> None:
-        _wait(lambda: started, 240, "the first try to start its solution")
+        wait_until(lambda: started, 240, "the first try to start its solution")
         node = next(iter(ex.node_info.values()))
         killed.update(node)
         os.kill(int(node["pid"]), signal.SIGKILL)
@@ -233,8 +225,8 @@ def test_worker_killed_mid_episode_gets_a_fresh_try_and_nothing_is_left(
     assert f"ran on   ray node {ep.node_id} at {ep.node_address}" in shown.stdout
     assert "try 1 lost with node" in shown.stdout
     # The killed try's container and scratch dir are removed by its reaper; the second try's by itself.
-    _wait(lambda: not _containers(**{WORKSPACE: str(ws.root)}), 60, "no container of the workspace")
-    _wait(lambda: not scratch_dirs(str(ws.root)), 60, "no scratch dir of the workspace")
+    wait_until(lambda: not _containers(**{WORKSPACE: str(ws.root)}), 60, "no container of the workspace")
+    wait_until(lambda: not scratch_dirs(str(ws.root)), 60, "no scratch dir of the workspace")
 
 
 # --- no descriptor or directory leaks in workers --------------------------------------------------------
@@ -243,12 +235,17 @@ def test_worker_killed_mid_episode_gets_a_fresh_try_and_nothing_is_left(
 def test_scratch_workspaces_leak_no_descriptors_or_dirs(tmp_path: Path) -> None:
     """A few hundred scratch workspaces, created, written, collected and released as a worker does for
     each episode: the process's open descriptors and the temp dir end where they began."""
-    from engine.run.executors.ray_executor import _collect, _scratch_workspace, pack_dir, release_scratch
+    from bandpass.engine.run.executors.ray_executor import (
+        _collect,
+        _scratch_workspace,
+        pack_dir,
+        release_scratch,
+    )
 
     task = make_task(tmp_path / "src", "tiny")
     tar = pack_dir(task)
     head = str(tmp_path / "head")
-    fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
+    fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731 - a one-line wait condition
 
     def one(i: int) -> None:
         spec = {

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.run.agents.builtin import NopAgent
-from engine.run.episode import run_episode
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
-from store.models import Episode
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.builtin import NopAgent
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import Episode
 from tests.taskfactory import make_task
 from tests.test_guard import Keys
 
@@ -32,7 +32,7 @@ DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\nRUN echo seed > /app/seed
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "--workspace", str(root), *args],
+        [sys.executable, "-m", "bandpass.tui.cli", "--workspace", str(root), *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -61,7 +61,9 @@ def test_regrade_rejudges_stored_end_states_once(tmp_path: Path) -> None:
     nop = run_episode(ws, v1, NopAgent())
     big = run_episode(ws, v1, hoarder)
     assert solved.outcome == "failed"  # the buggy verifier wants 43
-    assert forged.outcome == "agent_error:verifier_tamper" and forged.reward == 1.0
+    # verified in a clean room: the forged cat never reached the verifier (its rule is evidence)
+    assert (forged.outcome, forged.reward, forged.verify_mode) == ("failed", 0.0, "clean_room")
+    assert {f.rule for f in forged.guard_findings} == {"system_file"}
 
     (src / "tests" / "test.sh").write_text(FIXED)  # the verifier is fixed: only tests/ changes
     v2 = _latest(ws, "fixme")
@@ -77,9 +79,10 @@ def test_regrade_rejudges_stored_end_states_once(tmp_path: Path) -> None:
         "outcome": "passed",
     }
     assert items[nop.episode_id]["outcome"] == "failed"
-    assert items[forged.episode_id]["outcome"] == "agent_error:verifier_tamper"  # the guard runs again
+    # the same clean room again: the forged cat is not an artifact, the fixed verifier sees no answer
+    assert items[forged.episode_id]["outcome"] == "failed"
     assert items[big.episode_id]["episode"] is None
-    assert "over the cap" in items[big.episode_id]["skipped"]
+    assert "over the cap" in items[big.episode_id]["skipped"]  # /app/blob: an artifact over the cap
 
     with session(ws.engine) as s:
         regraded = s.get(Episode, items[solved.episode_id]["episode"])
@@ -114,12 +117,14 @@ def test_regrade_rejudges_stored_end_states_once(tmp_path: Path) -> None:
     # the same evidence from the command line: what the forger changed, and what the guard said
     shown = _cli(ws.root, "changes", str(forged.episode_id))
     assert shown.returncode == 0, shown.stderr
-    assert "M /usr/bin/cat" in shown.stdout and "TAMPER system_file" in shown.stdout
+    assert "M /usr/bin/cat" in shown.stdout and "flagged system_file" in shown.stdout
     assert "D /app/seed.txt" in shown.stdout and shown.stdout.rstrip().splitlines()[-1].startswith(
-        "guard tripped"
+        "guard evidence only (1 finding(s))"
     )
+    assert "clean room: 1 artifact change(s) carried, 1 deletion(s)" in shown.stdout
     as_json = json.loads(_cli(ws.root, "changes", str(solved.episode_id), "--json").stdout)
-    assert as_json["guard"] == {"tripped": False, "findings": []}
+    assert as_json["guard"] == {"tripped": False, "gate": False, "findings": []}
+    assert as_json["verify_mode"] == "clean_room" and as_json["carry"]["roots"][0] == "/app"
     assert {"/app/answer.txt", "/app/seed.txt"} <= {c["path"] for c in as_json["changes"]}
     diff = _cli(ws.root, "changes", str(solved.episode_id), "--diff", "/app/answer.txt")
     assert "+42" in diff.stdout.splitlines()
@@ -127,3 +132,24 @@ def test_regrade_rejudges_stored_end_states_once(tmp_path: Path) -> None:
     assert (
         missing.returncode == 1 and missing.stderr.strip() == "bandpass: error: episode 99999 does not exist"
     )
+
+
+def test_regrade_in_place_puts_the_whole_end_state_back_and_the_guard_gates_again(tmp_path: Path) -> None:
+    """A service task (verified in place) regrades the same way its episodes ran: the stored end state in a
+    fresh container, captured and guarded again."""
+    ws = Workspace.open(tmp_path / "ws")
+    shared = 'environment_mode = "shared"'
+    src = make_task(tmp_path / "src", "fixme", dockerfile=DOCKERFILE, test=BUGGY, verifier=shared)
+    v1 = _latest(ws, "fixme")
+    forged = run_episode(ws, v1, Keys("printf '#!/bin/sh\\necho 43\\n' > /usr/bin/cat", "rm /app/seed.txt"))
+    assert (forged.outcome, forged.reward, forged.verify_mode) == (
+        "agent_error:verifier_tamper",
+        1.0,
+        "in_place",
+    )
+    (src / "tests" / "test.sh").write_text(FIXED)
+    _latest(ws, "fixme")
+    done = _cli(ws.root, "regrade", "fixme", "--json")
+    assert done.returncode == 0, done.stderr
+    (item,) = json.loads(done.stdout)
+    assert item["outcome"] == "agent_error:verifier_tamper"  # the guard runs again on the same end state

@@ -12,16 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.core.workspace import Workspace
-from engine.review.replay import (
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.replay import (
     KeyframeIndex,
     Player,
     load_source,
     replay_from_start,
     step_of_label,
 )
-from engine.sandbox.asciicast import Cast, CastError, CastEvent, read_cast
-from engine.sandbox.emulator import Screen
+from bandpass.engine.sandbox.asciicast import Cast, CastError, CastEvent, read_cast
+from bandpass.engine.sandbox.emulator import Screen
 from tests._replay_data import agent_events, make_episode, write_cast
 
 CHUNKS = [
@@ -355,7 +355,7 @@ def test_load_source_for_an_episode_and_a_file(workspace: Workspace, tmp_path: P
 
 def bp(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "--workspace", str(ws), *args],
+        [sys.executable, "-m", "bandpass.tui.cli", "--workspace", str(ws), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -386,7 +386,7 @@ def test_cli_print_at(workspace: Workspace, tmp_path: Path) -> None:
 
 def test_a_saved_index_reopens_without_rebuilding_and_seeks_identically(tmp_path: Path) -> None:
     """Keyframes are emulator snapshot bytes: an index written beside its cast is read back whole."""
-    from engine.review.replay import index_path
+    from bandpass.engine.review.replay import index_path
 
     events = [CastEvent(i * 0.1, "o", f"\x1b[3{i % 8}mline {i} e\u0301\x1b[0m\r\n") for i in range(3000)]
     events.insert(1500, CastEvent(150.0, "o", "\x1b[?1049h\x1b[2J\x1b[5;5Hin-alt\x1b["))  # cut CSI
@@ -404,3 +404,45 @@ def test_a_saved_index_reopens_without_rebuilding_and_seeks_identically(tmp_path
     assert not KeyframeIndex.open(other, path).complete
     path.write_bytes(b"garbage")
     assert not KeyframeIndex.open(cast, path).complete
+
+
+def test_a_seek_shows_the_right_frame_in_the_rows_a_pane_reads(tmp_path: Path) -> None:
+    """A repaint after a seek reads only the rows the pane shows (decoded lazily from the restored
+    keyframe); those rows, colours and cursor included, must be exactly what playing from the start
+    gives, after a seek back, a seek forward and playing on from there."""
+    import random
+
+    r = random.Random(31)
+    glyphs = ["日本", "e\u0301", "x"]
+    events: list[tuple[float, str, str]] = []
+    t = 0.0
+    for i in range(400):
+        t += 0.1
+        k = r.random()
+        if k < 0.6:
+            data = f"\x1b[3{i % 8}m{i:04d} {'word ' * r.randint(0, 12)}\x1b[0m\r\n"
+        elif k < 0.75:
+            data = f"\x1b[{r.randint(1, 24)};{r.randint(1, 70)}H\x1b[7m{r.choice(glyphs)}\x1b[0m"
+        elif k < 0.85:
+            data = r.choice(["\x1b[?1049h\x1b[2J", "\x1b[?1049l", "\x1b[2K", "\x1b[44m\x1b[K\x1b[0m"])
+        else:
+            events.append((t, "m", f"step {i}"))
+            continue
+        events.append((t, "o", data))
+    cast = read_cast(write_cast(tmp_path / "a.cast", events, cols=80, rows=24))
+    index = KeyframeIndex(cast, every=512)
+    index.build()
+    player = Player(index)
+    window = [(y, -1) for y in range(14, 24)]
+    for target in (30.0, 4.2, 33.3, 17.77, 0.0, 39.9):
+        player.seek(target)
+        reference = replay_from_start(cast, target)
+        seen = player.screen.styled_runs_many(window, 0, 80)
+        assert seen == reference.styled_runs_many(window, 0, 80), target
+        assert player.screen.cursor() == reference.cursor()
+    player.seek(12.0)
+    player.play()
+    player.tick(3.0)
+    assert player.screen.styled_runs_many(window, 0, 80) == replay_from_start(cast, 15.0).styled_runs_many(
+        window, 0, 80
+    )

@@ -8,17 +8,17 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widgets import Static
 
-from engine.core.workspace import Workspace
-from engine.review.replay import replay_from_start
-from store import queries as q
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.replay import replay_from_start
+from bandpass.store import queries as q
+from bandpass.store.db import session
+from bandpass.tui.screens.replay import ReplayScreen
+from bandpass.tui.screens.tag_dialog import TagDialog
+from bandpass.tui.widgets.step_panel import StepPanel
+from bandpass.tui.widgets.terminal_view import TerminalView
+from bandpass.tui.widgets.timeline import Timeline
 from tests._replay_data import make_episode, write_cast
-from tests.tui_wait import wait_for
-from tui.screens.replay import ReplayScreen
-from tui.screens.tag_dialog import TagDialog
-from tui.widgets.step_panel import StepPanel
-from tui.widgets.terminal_view import TerminalView
-from tui.widgets.timeline import Timeline
+from tests.waiting import wait_for
 
 
 class Host(App[None]):
@@ -30,8 +30,8 @@ class Host(App[None]):
         self.push_screen(self._first)
 
 
-async def wait_indexed(pilot, screen: ReplayScreen) -> None:  # noqa: ANN001
-    done = lambda: all(p.index.complete for p in screen.players.values())  # noqa: E731
+async def wait_indexed(pilot, screen: ReplayScreen) -> None:
+    done = lambda: all(p.index.complete for p in screen.players.values())  # noqa: E731 - a one-line wait condition
     await wait_for(pilot, done, what="keyframe index built")
 
 

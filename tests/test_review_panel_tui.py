@@ -10,18 +10,18 @@ from sqlalchemy import text
 from textual.app import App
 from textual.screen import Screen
 
-from engine.core.workspace import Workspace
-from engine.review.tagging import Tagger
-from store import queries as q
-from store import review_queries as rq
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.tagging import Tagger
+from bandpass.store import queries as q
+from bandpass.store import review_queries as rq
+from bandpass.store.db import session
+from bandpass.tui.screens.replay import ReplayScreen
+from bandpass.tui.screens.tag_queue import TagQueueScreen
+from bandpass.tui.widgets.review_panel import ReviewPanel
 from tests._replay_data import make_episode
 from tests.servers.anthropic_server import Reply, running_server, tool
 from tests.servers.anthropic_server import text as say
-from tests.tui_wait import wait_for
-from tui.screens.replay import ReplayScreen
-from tui.screens.tag_queue import TagQueueScreen
-from tui.widgets.review_panel import ReviewPanel
+from tests.waiting import wait_for
 
 
 class Host(App[None]):
@@ -64,7 +64,7 @@ def panel_text(screen: Screen[None]) -> str:
     return str(screen.query_one(ReviewPanel).content)
 
 
-async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:  # noqa: ANN001
+async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:
     """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
     await pilot.press(*keys)
     await pilot.pause()
@@ -171,7 +171,7 @@ async def test_R_asks_claude_in_the_background_and_the_panel_shows_the_result(
             await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
             assert "none yet" in panel_text(screen)
             await press(pilot, screen, "R")
-            landed = lambda: "invalidity.wrong_ground_truth" in panel_text(screen)  # noqa: E731
+            landed = lambda: "invalidity.wrong_ground_truth" in panel_text(screen)  # noqa: E731 - a one-line wait condition
             await wait_for(pilot, landed, what="the worker's review in the panel")
             assert tags_of(workspace, eid) == []  # still only a suggestion
             await press(pilot, screen, "y")

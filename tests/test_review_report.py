@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from engine.core.workspace import Workspace
-from engine.review.agreement import agreement, cohens_kappa
-from engine.review.review_report import review_report
-from engine.review.tagging import Tagger
-from store import review_queries as rq
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.agreement import agreement, cohens_kappa
+from bandpass.engine.review.review_report import review_report
+from bandpass.engine.review.tagging import Tagger
+from bandpass.store import review_queries as rq
+from bandpass.store.db import session
 from tests._replay_data import make_episode
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,41 +130,60 @@ def test_report_reads_a_stored_diagnosis_table_when_present(workspace: Workspace
 
 
 def test_a_diagnosis_with_no_suggested_tag_is_counted_not_dropped(workspace: Workspace) -> None:
-    """Real stored rows: the diagnoser stores ``policy.failed_checks`` with an empty tag; the report counts
-    that episode (a disagreement with the curator's tag), says so apart, and names undiagnosed ones."""
-    from engine.review.diagnoser import diagnose_episodes
+    """Real stored rows: a failure with no failing check is ``unknown.no_evidence``, which suggests no tag;
+    the report counts that episode (a disagreement with the curator's tag), says so apart, and names
+    undiagnosed ones. A plain failed check is ``policy.failed_checks``, the valid failure: a suggestion."""
+    from bandpass.engine.review.diagnoser import diagnose_episodes
+    from bandpass.store import queries as q
 
     plain = make_episode(workspace, task="a", test="test_x", with_casts=False)
     loop = make_episode(workspace, task="b", outcome="agent_error:turn_limit", with_casts=False)
-    diagnose_episodes(workspace, [plain, loop])
+    silent = make_episode(workspace, task="d", with_casts=False)
+    with session(workspace.engine) as s:  # a verifier that names no check
+        ep = q.get_episode(s, silent)
+        ep.verifier_output = "nothing to report\n"
+        s.add(ep)
+        s.commit()
+    diagnose_episodes(workspace, [plain, loop, silent])
     later = make_episode(workspace, task="c", with_casts=False)  # tagged, never diagnosed
     tagger = Tagger(workspace, author="cur")
     tagger.tag(plain, "misalignment.flaky_verifier")
     tagger.tag(loop, "harness.turn_limit")
+    tagger.tag(silent, "harness.turn_limit")
     tagger.tag(later, "harness.turn_limit")
     fig = review_report(workspace).diagnosis
     assert fig is not None and fig.agreement is not None
     a = fig.agreement.as_dict()
-    assert (a["n"], a["no_suggestion"], a["subclass_agreement"], a["subclass_agreement_suggested"]) == (
-        2,
-        1,
-        0.5,
-        1.0,
-    )
-    assert fig.no_suggestion_codes == {"policy.failed_checks": 1} and fig.curated_not_diagnosed == 1
+    assert (a["n"], a["no_suggestion"]) == (3, 1)
+    assert a["subclass_agreement"] == 0.3333 and a["subclass_agreement_suggested"] == 0.5  # rounded in JSON
+    assert fig.no_suggestion_codes == {"unknown.no_evidence": 1} and fig.curated_not_diagnosed == 1
     from rich.console import Console
 
-    from engine.review.review_report import render_review_report
+    from bandpass.engine.review.review_report import render_review_report
 
     con = Console(width=200, record=True)
     con.print(render_review_report(review_report(workspace)))
     out = con.export_text()
-    assert "1 of 2 curated episodes got no suggestion (policy.failed_checks 1)" in out
+    assert "1 of 3 curated episodes got no suggestion (unknown.no_evidence 1)" in out
     assert "(no suggestion)" in out and "1 curated episode(s) not diagnosed yet" in out
 
 
+def test_the_valid_failure_agrees_like_any_code(workspace: Workspace) -> None:
+    """A plain failed check: the diagnosis suggests the taxonomy's valid failure ``policy.failed_checks``,
+    the curator confirms it, and the report counts an agreement (it used to be a silent diagnosis)."""
+    from bandpass.engine.review.diagnoser import diagnose_episodes
+
+    plain = make_episode(workspace, task="a", test="test_x", with_casts=False)
+    diagnose_episodes(workspace, [plain])
+    Tagger(workspace, author="cur").tag(plain, "policy.failed_checks")
+    fig = review_report(workspace).diagnosis
+    assert fig is not None and fig.agreement is not None
+    a = fig.agreement.as_dict()
+    assert (a["n"], a["no_suggestion"], a["subclass_agreement"]) == (1, 0, 1.0)
+
+
 def test_independent_leaves_out_tags_written_by_accepting(workspace: Workspace) -> None:
-    from engine.review.reviewer import accept_review
+    from bandpass.engine.review.reviewer import accept_review
 
     eid = make_episode(workspace, with_casts=False)
     rid = _review(workspace, eid, "harness.turn_limit")
@@ -176,7 +195,7 @@ def test_independent_leaves_out_tags_written_by_accepting(workspace: Workspace) 
 def test_report_review_cli_json_and_table(workspace: Workspace) -> None:
     _build(workspace)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    base = [sys.executable, "-m", "tui.cli", "-w", str(workspace.root), "report", "review"]
+    base = [sys.executable, "-m", "bandpass.tui.cli", "-w", str(workspace.root), "report", "review"]
     proc = subprocess.run([*base, "--json"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)

@@ -19,15 +19,21 @@ from typing import Any
 
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.generator.api import RetryPolicy
-from engine.review.review_context import build_episode_context
-from engine.review.review_scope import cluster_summary, failure_clusters, select_episodes, spread_sample
-from engine.review.reviewer import ReviewError, accept_review, latest_review_summary, review_episodes
-from engine.review.tagging import Tagger
-from store import queries
-from store import review_queries as rq
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.llm.client import RetryPolicy
+from bandpass.engine.review.review_context import build_episode_context
+from bandpass.engine.review.review_scope import (
+    cluster_summary,
+    failure_clusters,
+    select_episodes,
+    spread_sample,
+)
+from bandpass.engine.review.review_summary import latest_review_summary
+from bandpass.engine.review.reviewer import ReviewError, accept_review, review_episodes
+from bandpass.engine.review.tagging import Tagger
+from bandpass.store import queries
+from bandpass.store import review_queries as rq
+from bandpass.store.db import session
 from tests._replay_data import make_episode
 from tests.servers.anthropic_server import (
     AnthropicServer,
@@ -42,7 +48,7 @@ from tests.servers.anthropic_server import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-HAIKU = "claude-haiku-4-5"  # $1 in / $5 out per MTok in engine/prompts/generator/prices.toml
+HAIKU = "claude-haiku-4-5"  # $1 in / $5 out per MTok in engine/llm/prices.toml
 FAST = RetryPolicy(max_retries=4, backoff_base_s=0.01, backoff_max_s=0.05)
 GOOD_CITES = [
     {"source": "step", "step": 1, "quote": "observation given at step 1"},
@@ -69,7 +75,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[AnthropicServer]:
         yield srv
 
 
-def run(ws: Workspace, srv: AnthropicServer, ids: list[int], **kw: Any):  # noqa: ANN201
+def run(ws: Workspace, srv: AnthropicServer, ids: list[int], **kw: Any):
     kw.setdefault("model", HAIKU)
     kw.setdefault("retry", FAST)
     return review_episodes(ws, ids, base_url=srv.base_url, **kw)
@@ -253,7 +259,7 @@ def _cli(ws: Workspace, srv: AnthropicServer, *args: str) -> subprocess.Complete
         "PYTHONPATH": str(REPO),
     }
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "-w", str(ws.root), *args],
+        [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -373,9 +379,9 @@ def test_clusters_are_sampled_and_summarised(workspace: Workspace, server: Anthr
 def test_a_cluster_id_means_the_same_episodes_everywhere(workspace: Workspace) -> None:
     """`bandpass clusters`, the tag queue's cluster view and filter, and the reviewer share one cluster:
     the diagnosis's failure signature, named by one short id (or the full signature)."""
-    from engine.review.clusters import load_clusters
-    from engine.review.tagging import QueueFilter, load_queue
-    from tui.screens.tag_queue import group_clusters
+    from bandpass.engine.review.clusters import load_clusters
+    from bandpass.engine.review.tagging import QueueFilter, load_queue
+    from bandpass.tui.screens.tag_queue import group_clusters
 
     same = [make_episode(workspace, task="loop", test="test_answer") for _ in range(3)]
     make_episode(workspace, task="loop", test="test_other")
@@ -394,7 +400,7 @@ def test_a_cluster_id_means_the_same_episodes_everywhere(workspace: Workspace) -
 
 
 def test_scope_by_task_and_pending_and_clear_errors(workspace: Workspace) -> None:
-    from engine.review.review_scope import ScopeError
+    from bandpass.engine.review.review_scope import ScopeError
 
     a = make_episode(workspace, task="alpha")
     b = make_episode(workspace, task="beta")
@@ -442,3 +448,38 @@ def test_budget_also_stops_a_review_that_would_need_another_call(
     with session(workspace.engine) as s:
         row = rq.latest_review(s, eid)
         assert row is not None and row.status == "budget" and row.cost_usd == pytest.approx(0.20005)
+
+
+def test_a_dead_endpoint_fails_in_one_line_before_any_review(workspace: Workspace) -> None:
+    """Nothing listening: exit 3 with the reason, no review stored — not each review retrying for
+    minutes (the same check `bandpass run` makes of its policy endpoint)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    eid = make_episode(workspace)
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789", "PYTHONPATH": str(REPO)}
+    env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{port}"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bandpass.tui.cli",
+            "-w",
+            str(workspace.root),
+            "review",
+            str(eid),
+            "--model",
+            HAIKU,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Connection refused" in proc.stderr
+    assert "no review was started" in proc.stderr
+    with session(workspace.engine) as s:
+        assert rq.latest_review(s, eid) is None

@@ -21,18 +21,18 @@ from pathlib import Path
 import docker
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.run.rollouts import (
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.rollouts import (
     BatchError,
     latest_unfinished_batch,
     plan_batch,
     run_planned,
 )
-from engine.sandbox import pool as sandbox_pool
-from engine.sandbox.docker_engine import get_client
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.sandbox import pool as sandbox_pool
+from bandpass.engine.sandbox.docker_engine import get_client
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.conftest import REPO
 from tests.servers.openai_server import SOLVE_HELLO, OpenAIServer, _action, running_server
 from tests.taskfactory import make_task
@@ -194,7 +194,7 @@ def test_scripted_policies_end_in_their_outcomes(
 
 
 def _bandpass(ws: Workspace, *args: str) -> list[str]:
-    return [sys.executable, "-m", "tui.cli", "-w", str(ws.root), *args]
+    return [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), *args]
 
 
 @pytest.mark.docker
@@ -326,7 +326,7 @@ def test_first_ctrl_c_drains_then_resume_finishes(workspace: Workspace, tmp_path
 def test_run_usage_errors_are_one_line(workspace: Workspace, args: list[str], message: str) -> None:
     from typer.testing import CliRunner
 
-    from tui.cli import _register, app
+    from bandpass.tui.cli import _register, app
 
     _register()
     res = CliRunner().invoke(app, ["-w", str(workspace.root), *args])

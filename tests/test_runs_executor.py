@@ -10,7 +10,7 @@
 * and its episodes running on this host get live panes: the recordings the CLI writes are tailed into
   the app's bus, so a pane shows the episode's output while it runs and its outcome when it ends.
 
-Every wait is for a condition (``tests.tui_wait.wait_for``), never a fixed time.
+Every wait is for a condition (``tests.waiting.wait_for``), never a fixed time.
 """
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ from typing import Any
 import pytest
 from textual.widgets import Button, RichLog, Select, Static
 
-from engine.core.events import EventBus
-from engine.core.workspace import Workspace
-from engine.run.rollouts import plan_batch
-from engine.tasks.importer import import_paths
-from store import queries
-from store.db import session
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.rollouts import plan_batch
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.tui.app import BandpassApp
+from bandpass.tui.screens.runs import RunsScreen
+from bandpass.tui.widgets.batch_watch import BatchWatch
+from bandpass.tui.widgets.episode_pane import EpisodePane
 from tests.conftest import REPO
 from tests.taskfactory import SOUND_TEST, make_task
-from tests.tui_wait import wait_for
-from tui.app import BandpassApp
-from tui.screens.runs import RunsScreen
-from tui.widgets.batch_watch import BatchWatch
-from tui.widgets.episode_pane import EpisodePane
+from tests.waiting import start_batch, wait_for
 
 
 def _free_port() -> int:
@@ -93,11 +93,11 @@ async def test_ray_address_where_nothing_listens_is_one_red_line_and_nothing_is_
         runs = await _open_runs(pilot)
         choice = runs.query_one("#runs-executor", Select)
         assert [str(label) for label, _ in choice._options if _ != Select.BLANK] == [
-            "local: Docker",
+            "local Docker",
             f"Ray: 127.0.0.1:{port}",
         ]
         choice.value = "ray"
-        await pilot.press("n")
+        await start_batch(pilot)
         await wait_for(pilot, lambda: _error_line(runs), 60, what="the error line")
         line = _error_line(runs)
         assert f"cannot connect to the Ray cluster at 127.0.0.1:{port}" in line, line
@@ -122,7 +122,7 @@ async def test_ray_not_installed_is_one_red_line(tmp_path: Path, monkeypatch: py
     async with app.run_test(size=(160, 45)) as pilot:
         runs = await _open_runs(pilot)
         runs.query_one("#runs-executor", Select).value = "ray"
-        await pilot.press("n")
+        await start_batch(pilot)
         await wait_for(pilot, lambda: _error_line(runs), what="the error line")
         assert "the ray executor needs Ray: pip install 'bandpass[cluster]'" in _error_line(runs)
         assert "nothing was queued" in _error_line(runs)
@@ -149,7 +149,7 @@ async def test_a_batch_started_on_ray_runs_there(local_ray: Any, tmp_path: Path)
     async with app.run_test(size=(160, 45)) as pilot:
         runs = await _open_runs(pilot)
         runs.query_one("#runs-executor", Select).value = "ray"
-        await pilot.press("n")
+        await start_batch(pilot)
         await wait_for(pilot, lambda: runs.batch_id, 60, what="the batch planned")
         start = runs.query_one("#runs-start", Button)
         await wait_for(pilot, lambda: not start.disabled, 300, what="the batch finished")
@@ -215,8 +215,8 @@ async def test_batch_table_follows_a_cli_batch_from_another_process(tmp_path: Pa
         runs = await _open_runs(pilot)
         watch = runs.query_one("#runs-watch", BatchWatch)
         cli = subprocess.Popen(
-            [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "run", "--agent", "nop", "--k", "2",
-             "-j", "1", "--json"],
+            [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), "run", "--agent", "nop",
+             "--k", "2", "-j", "1", "--json"],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -269,8 +269,8 @@ async def test_live_panes_follow_a_cli_batch_from_another_process(tmp_path: Path
     async with app.run_test(size=(200, 45)) as pilot:
         runs = await _open_runs(pilot)
         cli = subprocess.Popen(
-            [sys.executable, "-m", "tui.cli", "-w", str(ws.root), "run", "--agent", "oracle", "--k", "1",
-             "-j", "1", "--json"],
+            [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), "run", "--agent", "oracle",
+             "--k", "1", "-j", "1", "--json"],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "BANDPASS_WARM_POOL": "0"},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -288,7 +288,13 @@ async def test_live_panes_follow_a_cli_batch_from_another_process(tmp_path: Path
             with session(ws.engine) as s:
                 assert queries.get_episode(s, eid).status == "running"  # type: ignore[union-attr]
             (box,) = client.containers.list(
-                filters={"label": [f"bandpass.episode={eid}", f"bandpass.workspace={ws.root}"]}
+                filters={
+                    "label": [
+                        f"bandpass.episode={eid}",
+                        f"bandpass.workspace={ws.root}",
+                        "bandpass.role=agent",  # not the clean room started beside it
+                    ]
+                }
             )
             assert box.exec_run(["touch", "/tmp/go"]).exit_code == 0
             await wait_for(pilot, lambda: pane.has_class("-passed"), 240, what="the pane's outcome")

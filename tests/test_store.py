@@ -11,10 +11,11 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel, create_engine
 
-import store.models  # noqa: F401 - registers the tables on SQLModel.metadata
-from engine.core.workspace import Workspace
-from store import queries as q
-from store.db import SCHEMA_VERSION, StoreError, migrate, open_engine, schema_version, session
+import bandpass.store.models  # noqa: F401 - registers the tables on SQLModel.metadata
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import queries as q
+from bandpass.store.db import SCHEMA_VERSION, StoreError, migrate, open_engine, schema_version, session
+from bandpass.store.models import Episode, pk
 
 
 def _version(s, name: str = "t1", h: str = "a" * 64):
@@ -52,6 +53,16 @@ def test_round_trip_task_episode_steps_tags(workspace: Workspace) -> None:
         )
         (row,) = q.task_rows(s)
         assert (row.name, row.episodes, row.passed, row.tags, row.blocking_tags) == ("t1", 1, 0, 1, 0)
+
+
+def test_pk_is_the_stored_id_and_refuses_a_row_never_flushed(workspace: Workspace) -> None:
+    with session(workspace.engine) as s:
+        tv = _version(s)
+        ep = q.create_episode(s, tv.id, "oracle", attempt=1, batch_id="b1")
+        assert pk(ep) == ep.id and isinstance(pk(ep), int)
+        assert q.get_episode(s, pk(ep)) is ep
+    with pytest.raises(ValueError, match="Episode has no id yet: it was never flushed"):
+        pk(Episode(task_version_id=1, agent="oracle", attempt=1))
 
 
 def test_blocking_tag_counts_on_task_row(workspace: Workspace) -> None:
@@ -113,7 +124,7 @@ def test_readers_never_see_database_locked_while_writers_commit(workspace: Works
             for _ in range(80):
                 with session(open_engine(workspace.db_path)) as s:
                     q.task_rows(s)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a thread's failure, asserted by the test
             errors.append(exc)
 
     threads = [threading.Thread(target=writer) for _ in range(4)] + [threading.Thread(target=reader)]

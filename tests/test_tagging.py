@@ -10,28 +10,36 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.workspace import Workspace
-from engine.review.tagging import TagError, Tagger, current_author, failing_tests, load_queue, similar
-from engine.review.taxonomy import TaxonomyError, load_taxonomy
-from store import queries as q
-from store.db import session
+from bandpass.engine.core.taxonomy import TaxonomyError, load_taxonomy
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.tagging import (
+    TagError,
+    Tagger,
+    current_author,
+    failing_tests,
+    load_queue,
+    similar,
+)
+from bandpass.store import queries as q
+from bandpass.store.db import session
 from tests._replay_data import make_episode
 
 
 def test_default_taxonomy_is_the_design_list() -> None:
     tax = load_taxonomy()
-    assert list(tax.classes) == ["invalidity", "harness", "misalignment", "infra", "agent"]
+    assert list(tax.classes) == ["invalidity", "harness", "misalignment", "infra", "agent", "policy"]
     assert "invalidity.oracle_fails" in tax.names() and "infra.orchestrator_failure" in tax.names()
     assert (
-        len(tax.classes["invalidity"].subclasses) == 11 and len(tax.classes["misalignment"].subclasses) == 7
+        len(tax.classes["invalidity"].subclasses) == 12 and len(tax.classes["misalignment"].subclasses) == 7
     )
     assert tax.is_blocking("invalidity") and tax.is_blocking("misalignment")
     assert not tax.is_blocking("harness") and not tax.is_blocking("infra") and not tax.is_blocking("agent")
+    assert not tax.is_blocking("policy") and "policy.failed_checks" in tax.names()  # the valid failure
     assert tax.class_at(2).name == "harness" and tax.class_at(9) is None
 
 
 def test_every_outcome_suggestion_is_in_the_taxonomy() -> None:
-    from engine.review.outcomes import SUGGESTED_TAG, SUGGESTED_TAG_BY_OUTCOME
+    from bandpass.engine.core.outcomes import SUGGESTED_TAG, SUGGESTED_TAG_BY_OUTCOME
 
     tax = load_taxonomy()
     for code in [*SUGGESTED_TAG.values(), *SUGGESTED_TAG_BY_OUTCOME.values()]:
@@ -104,7 +112,7 @@ def test_queue_states_tag_skip_clear_and_undo(workspace: Workspace) -> None:
     tagger = Tagger(workspace, author="ana")
     queue = load_queue(workspace)
     assert [(i.episode_id, i.state) for i in queue] == [(a, "pending"), (b, "pending")]
-    assert queue[1].suggestion == "harness.turn_limit" and queue[0].suggestion is None
+    assert queue[1].suggestion == "harness.turn_limit" and queue[0].suggestion == "policy.failed_checks"
     assert queue[0].failing_tests == ("tests/test_outputs.py::test_answer",)
 
     (tag,) = tagger.tag(a, "invalidity.tests_unstated_behavior", note="  asks for 42, tests want 43 ")
@@ -188,7 +196,7 @@ def test_workspace_class_declared_blocking_blocks(workspace: Workspace) -> None:
 
 def bp(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "--workspace", str(ws), *args],
+        [sys.executable, "-m", "bandpass.tui.cli", "--workspace", str(ws), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -203,7 +211,7 @@ def test_cli_tag_untag_tags_queue(workspace: Workspace) -> None:
 
     queue = json.loads(bp(root, "queue", "--json").stdout)
     assert [(i["episode_id"], i["state"], i["suggestion"]) for i in queue] == [
-        (a, "pending", None),
+        (a, "pending", "policy.failed_checks"),  # a plain failed check: the valid failure
         (b, "pending", "harness.turn_limit"),
     ]
     res = bp(root, "tag", str(a), "invalidity.oracle_fails", "--note", "solve.sh exits 1")

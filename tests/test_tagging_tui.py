@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from textual.app import App
 
-from engine.core.workspace import Workspace
-from engine.review.tagging import Tagger, load_queue
-from store import queries as q
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.tagging import Tagger, load_queue
+from bandpass.store import queries as q
+from bandpass.store.db import session
+from bandpass.tui.screens.replay import ReplayScreen
+from bandpass.tui.screens.tag_dialog import TagDialog
+from bandpass.tui.screens.tag_queue import TagQueueScreen
+from bandpass.tui.widgets.virtual_table import VirtualTable
 from tests._replay_data import make_episode
-from tests.tui_wait import wait_for
-from tui.screens.replay import ReplayScreen
-from tui.screens.tag_dialog import TagDialog
-from tui.screens.tag_queue import TagQueueScreen
-from tui.widgets.virtual_table import VirtualTable
+from tests.waiting import wait_for
 
 
 class Host(App[None]):
@@ -26,7 +28,7 @@ class Host(App[None]):
         self.push_screen(self.queue)
 
 
-async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:  # noqa: ANN001
+async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:
     """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
     await pilot.press(*keys)
     await pilot.pause()
@@ -151,18 +153,18 @@ async def test_clear_tag_from_the_queue(workspace: Workspace) -> None:
         assert tags_of(workspace, a) == ["invalidity.oracle_fails"]
 
 
-async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Workspace, monkeypatch) -> None:  # noqa: ANN001
+async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Workspace, monkeypatch) -> None:
     """The store is read off the UI thread: while the read is held back the screen says it is loading and
     still answers keys; the rows arrive when the worker hands them over. A failed read is a notification."""
     import threading
 
-    import tui.screens.tag_queue as tq
+    import bandpass.tui.screens.tag_queue as tq
 
     a = make_episode(workspace, task="t1")
     release = threading.Event()
     real = tq.read_queue
 
-    def held(*args, **kw):  # noqa: ANN002, ANN003
+    def held(*args, **kw):
         release.wait(30)
         return real(*args, **kw)
 
@@ -182,8 +184,8 @@ async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Works
         assert [i.episode_id for i in screen.items] == [a] and not table.loading
         assert screen.last_load_s is not None and screen.has_focus_within and table.has_focus
 
-        def boom(*_: object) -> None:
-            raise RuntimeError("database is on fire")
+        def boom(*_: object) -> None:  # a database that cannot be read (a bug: an unexpected error)
+            raise sqlite3.OperationalError("database is on fire")
 
         monkeypatch.setattr(tq, "read_queue", boom)
         await pilot.press("r")
@@ -195,7 +197,7 @@ async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Works
 async def test_detail_shows_who_ended_the_sandbox_as_show_does(workspace: Workspace) -> None:
     """The attribution's why line (who, and the engine's evidence: exit code, OOMKilled, kill signal) is in
     the queue's detail pane, as ``bandpass show`` prints it."""
-    from engine.sandbox.attribution import Evidence, attribute, episode_evidence
+    from bandpass.engine.sandbox.attribution import Evidence, attribute, episode_evidence
 
     def ended(outcome: str, **kw: object) -> int:
         eid = make_episode(workspace, task="t1", outcome=outcome)

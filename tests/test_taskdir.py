@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tasks.taskdir import (
+from bandpass.engine.tasks.taskdir import (
     TaskInvalid,
     TaskProblem,
     find_task_dirs,
@@ -42,7 +42,7 @@ build_timeout_sec = 120
 cpus = 0.5
 memory_mb = 512
 pids_limit = 256
-network_mode = "none"
+network_mode = "no-network"
 workdir = "/srv/app"
 """
 
@@ -88,8 +88,9 @@ def test_valid_task_loads_with_typed_fields(tmp_path: Path) -> None:
     assert spec.cpus == 0.5
     assert spec.memory_mb == 512
     assert spec.pids_limit == 256
-    assert spec.network is False and spec.network_mode == "none"
-    assert spec.workdir == "/srv/app"
+    assert spec.network is False and spec.network_mode == "no-network"
+    assert spec.workdir == "/srv/app" and spec.workdir_declared
+    assert spec.warnings == [] and spec.unsupported == [] and spec.harbor_refusals == []
     assert spec.docker_image is None
     assert spec.difficulty == "medium"
     assert spec.category == "debugging"
@@ -106,9 +107,24 @@ def test_defaults_follow_harbor_except_network(tmp_path: Path) -> None:
     assert spec.build_timeout_sec == 600.0
     assert spec.cpus == 1.0
     assert spec.memory_mb == 2048
-    assert spec.workdir == "/app"
-    assert spec.network is False  # Bandpass: no network unless the task asks
+    # no workdir: the image's (Harbor's rule), read from the Dockerfile until the image is built
+    assert spec.workdir == "/srv/app" and not spec.workdir_declared
+    assert spec.network is False  # Bandpass: no network unless the task asks...
+    assert spec.warnings == [
+        "task.toml: [environment].network_mode: not set; Harbor would give it a public network, Bandpass "
+        'runs it offline (set network_mode = "public" if it needs one)'
+    ]
     assert spec.difficulty is None and spec.tags == []
+
+
+def test_harbor_default_network_when_the_scripts_download(tmp_path: Path) -> None:
+    """...and a task that says nothing but downloads in its own scripts relied on Harbor's public default."""
+    test = (
+        "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/install.sh | sh\necho 1 > /logs/verifier/reward.txt\n"
+    )
+    spec = load_task(make_task(tmp_path, toml="", files={"tests/test.sh": test}))
+    assert (spec.network, spec.network_mode) == (True, "public")
+    assert "the task's scripts run 'curl', so it gets a network" in spec.warnings[0]
 
 
 def test_task_name_from_toml_overrides_directory(tmp_path: Path) -> None:
@@ -121,16 +137,22 @@ def test_task_name_from_toml_overrides_directory(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "network", "mode"),
     [
-        ('network_mode = "bridge"', True, "bridge"),
-        ('network_mode = "public"', True, "bridge"),
-        ('network_mode = "no-network"', False, "none"),
-        ("allow_internet = true", True, "bridge"),
-        ("allow_internet = false", False, "none"),
+        ('network_mode = "bridge"', True, "public"),  # Docker's spelling, read with a warning
+        ('network_mode = "none"', False, "no-network"),
+        ('network_mode = "public"', True, "public"),
+        ('network_mode = "allowlist"', True, "allowlist"),
+        ('network_mode = "no-network"', False, "no-network"),
+        ("allow_internet = true", True, "public"),
+        ("allow_internet = false", False, "no-network"),
     ],
 )
 def test_network_settings(tmp_path: Path, env: str, network: bool, mode: str) -> None:
     spec = load_task(make_task(tmp_path, toml=f"[environment]\n{env}\n"))
     assert (spec.network, spec.network_mode) == (network, mode)
+    legacy = env.split('"')[1:2] in (["bridge"], ["none"])
+    assert bool(spec.harbor_refusals) == legacy  # what Harbor's loader would refuse, Bandpass never writes
+    if legacy:
+        assert "Docker's spelling, which Harbor refuses" in spec.warnings[0]
 
 
 def test_host_network_is_refused(tmp_path: Path) -> None:
@@ -157,15 +179,26 @@ def test_docker_image_makes_dockerfile_optional(tmp_path: Path) -> None:
 
 
 def test_harbor_keys_we_ignore_are_warnings_not_problems(tmp_path: Path) -> None:
-    toml = '[environment]\nstorage = "10G"\ngpus = 0\n[verifier]\nuser = "root"\n'
+    toml = (
+        'network_mode = "x"\n[environment]\nnetwork_mode = "no-network"\nstorage = "10G"\ngpus = 0\n'
+        'mcp_servers = []\n[verifier]\nuser = "tester"\ncollect = []\n[agent]\nallowed_hosts = ["a.io"]\n'
+    )
     spec = load_task(make_task(tmp_path, toml=toml))
-    assert "task.toml: [environment].storage is a Harbor setting Bandpass ignores" in spec.warnings
-    assert len(spec.warnings) == 3
+    assert spec.storage_mb == 10240
+    # empty Harbor defaults (gpus = 0, mcp_servers = [], collect = []) ask for nothing: no warning
+    assert spec.warnings == [
+        "task.toml: network_mode: not a Harbor key; kept, and ignored (Harbor ignores it too)",
+        "task.toml: [verifier].user: the verifier runs as the image's default user",
+        "task.toml: [agent].allowed_hosts: no allowlist is enforced: the network is all or nothing",
+        "task.toml: [environment].storage: is deprecated in Harbor; use storage_mb",
+    ]
 
 
 def test_storage_mb_is_the_disk_limit(tmp_path: Path) -> None:
     assert load_task(make_task(tmp_path / "a")).storage_mb == 10240  # Harbor's default
-    spec = load_task(make_task(tmp_path / "b", toml="[environment]\nstorage_mb = 64\n"))
+    spec = load_task(
+        make_task(tmp_path / "b", toml='[environment]\nstorage_mb = 64\nnetwork_mode = "public"\n')
+    )
     assert spec.storage_mb == 64 and not spec.warnings
 
 
@@ -190,9 +223,13 @@ def test_missing_dockerfile(tmp_path: Path) -> None:
     assert problems_of(d) == ["environment/Dockerfile: missing (and [environment].docker_image is not set)"]
 
 
-def test_missing_solution(tmp_path: Path) -> None:
-    d = make_task(tmp_path, files={"solution/solve.sh": None})
-    assert problems_of(d) == ["solution/solve.sh: missing (the oracle solution the audit runs)"]
+def test_missing_solution_is_a_warning(tmp_path: Path) -> None:
+    """Harbor does not require a solution; the audit says what a task without one means."""
+    spec = load_task(make_task(tmp_path, files={"solution/solve.sh": None}))
+    assert not spec.has_solution
+    assert spec.warnings == [
+        "solution/solve.sh: missing: no reference solution, so the audit cannot prove the task solvable"
+    ]
 
 
 def test_missing_task_toml(tmp_path: Path) -> None:
@@ -232,17 +269,22 @@ def test_wrong_type(tmp_path: Path) -> None:
             'task.toml: [environment].workdir: expected an absolute path, got "app"',
         ),
         (
-            '[metadata]\ntags = "python"\n',
-            'task.toml: [metadata].tags: expected an array of strings, got "python"',
-        ),
-        (
-            "[metadata]\ntags = [1, 2]\n",
-            "task.toml: [metadata].tags: expected an array of strings, got an array [1, 2]",
-        ),
-        (
             '[environment]\nnetwork_mode = "wifi"\n',
             "task.toml: [environment].network_mode: expected one of "
-            '"none", "no-network", "bridge", "public", "allowlist", got "wifi"',
+            '"no-network", "public", "allowlist", got "wifi"',
+        ),
+        (
+            '[verifier]\nenvironment_mode = "elsewhere"\n',
+            'task.toml: [verifier].environment_mode: expected "shared" or "separate", got "elsewhere"',
+        ),
+        (
+            '[environment]\nos = "windows"\n',
+            'task.toml: [environment].os: "windows": Bandpass runs Linux containers only',
+        ),
+        (
+            '[task]\nname = "../../etc"\n',
+            "task.toml: [task].name: \"../../etc\" is not 'org/name' "
+            "(letters, digits, '.', '_', '-', one '/')",
         ),
         ("agent = 5\n", "task.toml: [agent]: expected a table, got 5"),
     ],
@@ -251,29 +293,41 @@ def test_wrong_types(tmp_path: Path, toml: str, expected: str) -> None:
     assert problems_of(make_task(tmp_path, toml=toml)) == [expected]
 
 
-def test_bad_difficulty(tmp_path: Path) -> None:
-    d = make_task(tmp_path, toml='[metadata]\ndifficulty = "insane"\n')
-    assert problems_of(d) == [
-        'task.toml: [metadata].difficulty: expected one of "easy", "medium", "hard", got "insane"'
+def test_free_form_metadata_values_we_cannot_use_are_warnings(tmp_path: Path) -> None:
+    """Harbor's metadata is free-form (harbor init writes difficulty = "unknown"): never a problem."""
+    toml = '[environment]\nnetwork_mode = "no-network"\n[metadata]\ndifficulty = "unknown"\ntags = "python"\n'
+    spec = load_task(make_task(tmp_path, toml=toml))
+    assert (spec.difficulty, spec.tags) == (None, [])
+    assert spec.warnings == [
+        'task.toml: [metadata].difficulty: "unknown" is not one of easy, medium, hard; shown as unset',
+        'task.toml: [metadata].tags: expected an array of strings, got "python"; shown as none',
     ]
 
 
-def test_non_executable_script(tmp_path: Path) -> None:
+def test_scripts_need_no_exec_bit(tmp_path: Path) -> None:
+    """Harbor and Bandpass run solve.sh and test.sh through bash."""
     d = make_task(tmp_path)
     (d / "tests" / "test.sh").chmod(0o644)
-    assert problems_of(d) == ["tests/test.sh: not executable (chmod +x)"]
+    (d / "solution" / "solve.sh").chmod(0o644)
+    assert problems_of(d) == []
 
 
-def test_unknown_section(tmp_path: Path) -> None:
-    d = make_task(tmp_path, toml="[verfier]\ntimeout_sec = 60\n")
-    known = "agent, environment, metadata, solution, task, verifier"
-    assert problems_of(d) == [f"task.toml: [verfier]: unknown section (known: {known})"]
+def test_unknown_section_is_a_warning_with_a_suggestion(tmp_path: Path) -> None:
+    d = make_task(tmp_path, toml='[verfier]\ntimeout_sec = 60\n[environment]\nnetwork_mode = "no-network"\n')
+    assert load_task(d).warnings == [
+        "task.toml: [verfier]: not a Harbor key; kept, and ignored (Harbor ignores it too) "
+        "(did you mean verifier?)"
+    ]
 
 
-def test_unknown_key_in_known_section(tmp_path: Path) -> None:
-    d = make_task(tmp_path, toml="[agent]\ntimeout_secs = 60\n")
-    assert problems_of(d) == [
-        "task.toml: [agent].timeout_secs: unknown key (known: allowed_hosts, timeout_sec, user)"
+def test_unknown_key_in_known_section_is_a_warning(tmp_path: Path) -> None:
+    """Harbor drops unknown keys silently; Bandpass keeps the task and says which key it means."""
+    d = make_task(tmp_path, toml='[agent]\ntimeout_secs = 60\n[environment]\nnetwork_mode = "no-network"\n')
+    spec = load_task(d)
+    assert spec.agent_timeout_sec == 900.0  # the typo is not read, exactly as in Harbor
+    assert spec.warnings == [
+        "task.toml: [agent].timeout_secs: not a Harbor key; kept, and ignored (Harbor ignores it too) "
+        "(did you mean timeout_sec?)"
     ]
 
 
@@ -282,31 +336,30 @@ def test_metadata_is_free_form(tmp_path: Path) -> None:
     assert spec.metadata == {"expert_time_estimate_min": 5, "source": "x"}
 
 
-def test_empty_instruction(tmp_path: Path) -> None:
-    d = make_task(tmp_path, files={"instruction.md": "  \n\n"})
-    assert problems_of(d) == ["instruction.md: is empty"]
+def test_empty_instruction_is_a_warning(tmp_path: Path) -> None:
+    spec = load_task(make_task(tmp_path, files={"instruction.md": "  \n\n"}))
+    assert "instruction.md: is empty: the agent is given no prompt" in spec.warnings
 
 
 def test_multiple_problems_reported_together(tmp_path: Path) -> None:
     d = make_task(
-        tmp_path, toml='[agent]\ntimeout_sec = -1\n[metadata]\ndifficulty = "trivial"\n[extra]\nx = 1\n'
+        tmp_path,
+        toml='[agent]\ntimeout_sec = -1\n[environment]\ncpus = "two"\nworkdir = "app"\n[extra]\nx = 1\n',
     )
-    (d / "solution" / "solve.sh").chmod(0o644)
     (d / "environment" / "Dockerfile").unlink()
-    (d / "instruction.md").write_text("")
+    (d / "tests" / "test.sh").unlink()
     with pytest.raises(TaskInvalid) as info:
         load_task(d)
     got = [str(p) for p in info.value.problems]
     assert got == [
-        "instruction.md: is empty",
-        "task.toml: [extra]: unknown section (known: agent, environment, metadata, solution, task, verifier)",
-        'task.toml: [metadata].difficulty: expected one of "easy", "medium", "hard", got "trivial"',
         "task.toml: [agent].timeout_sec: expected a number > 0, got -1",
+        'task.toml: [environment].cpus: expected a number > 0, got "two"',
+        'task.toml: [environment].workdir: expected an absolute path, got "app"',
         "environment/Dockerfile: missing (and [environment].docker_image is not set)",
-        "solution/solve.sh: not executable (chmod +x)",
+        "tests/test.sh: missing (the verifier that writes /logs/verifier/reward.txt)",
     ]
     text = str(info.value)
-    assert "6 problems" in text and all(g in text for g in got)
+    assert "5 problems" in text and all(g in text for g in got)
 
 
 def test_not_a_directory(tmp_path: Path) -> None:
@@ -404,9 +457,9 @@ def test_all_examples_load() -> None:
     assert len(dirs) >= 8
     for d in dirs:
         spec = load_task(d)
-        assert spec.warnings == [], (d, spec.warnings)
+        assert spec.warnings == [] and spec.harbor_refusals == [], (d, spec.warnings)
         assert spec.difficulty in ("easy", "medium", "hard")
-        assert spec.network is False
+        assert spec.network is False and spec.network_mode == "no-network"
         assert spec.workdir == "/app"
         df = (d / "environment" / "Dockerfile").read_text()
         assert df.startswith("FROM debian:bookworm-slim\n"), d
@@ -420,8 +473,8 @@ def test_example_hashes_are_distinct() -> None:
 
 
 def test_unknown_top_level_key(tmp_path: Path) -> None:
-    d = make_task(tmp_path, toml="timeout_sec = 5\n")
-    assert problems_of(d) == [
-        "task.toml: timeout_sec: unknown top-level key "
-        "(known: artifacts, schema_version, source, version; settings belong in a section)"
+    d = make_task(tmp_path, toml='timeout_sec = 5\n[environment]\nnetwork_mode = "no-network"\n')
+    assert problems_of(d) == []
+    assert load_task(d).warnings == [
+        "task.toml: timeout_sec: not a Harbor key; kept, and ignored (Harbor ignores it too)"
     ]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.tasks.taskdir import TaskInvalid, load_task, validate_task
-from engine.tasks.tb1 import convert_tb1
+from bandpass.engine.tasks.taskdir import TaskInvalid, load_task, validate_task
+from bandpass.engine.tasks.tb1 import convert_tb1
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "tb1" / "hello-world"
 BASE_IMAGE = "bandpass/base:bookworm"
@@ -49,9 +49,9 @@ def test_fixture_converts_to_a_valid_harbor_task(tmp_path: Path) -> None:
     )
     assert spec.metadata["author_email"] == "tests@bandpass.invalid"
     assert spec.metadata["source"] == "terminal-bench-1"
-    assert spec.workdir == "/app"
-    assert spec.network is False
-    assert spec.warnings == []
+    assert spec.workdir == "/app" and not spec.workdir_declared  # the image's WORKDIR, as TB1 ran it
+    assert spec.network is False and spec.network_mode == "no-network"
+    assert spec.warnings == [] and spec.harbor_refusals == []
     assert (dst / "solution" / "solve.sh").read_text() == (FIXTURE / "solution.sh").read_text()
     assert (dst / "tests" / "run-tests.sh").read_text() == (FIXTURE / "run-tests.sh").read_text()
     assert not list(dst.parent.glob(".hello-world.*")), "staging directory left behind"
@@ -71,6 +71,7 @@ def test_generated_test_sh_writes_reward_from_pytest(tmp_path: Path) -> None:
 def _run_test_sh(dst: Path, run_tests: str, tmp_path: Path) -> str:
     """Run the generated test.sh on this machine with paths redirected into tmp_path."""
     logs = tmp_path / "logs"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     script = (dst / "tests" / "test.sh").read_text()
     script = script.replace("/logs/verifier", str(logs)).replace(
         "export TEST_DIR=/tests", f"export TEST_DIR={dst / 'tests'}"
@@ -88,8 +89,14 @@ def _run_test_sh(dst: Path, run_tests: str, tmp_path: Path) -> str:
         # a failure in the summary wins over a zero exit status (a script that ends in `echo done`)
         ("echo '=== short test summary info ==='; echo 'PASSED t.py::a'; echo 'FAILED t.py::b'; exit 0", "0"),
         ("echo '=== short test summary info ==='; echo 'ERROR t.py - ImportError'; exit 0", "0"),
-        # no summary: the exit status decides
-        ("echo ok; exit 0", "1"),
+        # a skipped test is not a passed one (Terminal-Bench's parser: every test PASSED)
+        (
+            "echo '=== short test summary info ==='; echo 'PASSED t.py::a'; "
+            "echo 'SKIPPED [1] t.py:3'; exit 0",
+            "0",
+        ),
+        # no summary is Terminal-Bench's parse failure: unsolved, whatever the exit status says
+        ("echo ok; exit 0", "0"),
         ("echo broken; exit 3", "0"),
     ],
 )
@@ -134,7 +141,9 @@ def test_compose_extras_become_warnings(tb1: Path, tmp_path: Path) -> None:
         "  client:\n"
         "    build:\n      dockerfile: Dockerfile\n"
         "    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}\n"
-        "    environment:\n      - TEST_DIR=${T_BENCH_TEST_DIR}\n      - DB_HOST=db\n"
+        "    environment:\n      - TEST_DIR=${T_BENCH_TEST_DIR}\n      - DB_HOST=db\n      - TOKEN=${TOKEN}\n"
+        "    working_dir: /srv\n"
+        "    deploy:\n      resources:\n        limits:\n          cpus: '2'\n          memory: 1G\n"
         "    ports:\n      - '8080:8080'\n"
         "    depends_on: [db]\n"
         "  db:\n    image: postgres:16\n"
@@ -142,8 +151,15 @@ def test_compose_extras_become_warnings(tb1: Path, tmp_path: Path) -> None:
     )
     spec = convert_tb1(tb1, tmp_path / "out")
     text = "\n".join(spec.warnings)
-    assert "service(s) db ignored" in text
-    assert "environment variable DB_HOST=db was not carried over" in text
+    # a service the tests may talk to cannot run here: the audit cannot judge such a task
+    assert spec.unsupported == [
+        "docker-compose.yaml: service(s) db are not started: Bandpass runs a task in one container "
+        "(tests that talk to them fail)"
+    ]
+    # carried as Harbor's own migrate carries them: ENV lines, the working directory, the limits
+    assert 'ENV DB_HOST="db"' in (spec.path / "environment" / "Dockerfile").read_text()
+    assert (spec.workdir, spec.workdir_declared, spec.cpus, spec.memory_mb) == ("/srv", True, 2.0, 1024)
+    assert "environment variable TOKEN=${TOKEN} comes from the host; not carried over" in text
     assert "services.client.ports is not supported" in text
     assert "services.client.depends_on is not supported" in text
     assert "top-level 'networks' is not supported" in text
@@ -176,8 +192,7 @@ def test_extra_context_files_go_to_environment(tb1: Path, tmp_path: Path) -> Non
 
 
 def test_unusable_tb1_task_reports_all_problems(tb1: Path, tmp_path: Path) -> None:
-    (tb1 / "task.yaml").write_text("instruction: ''\nmax_agent_timeout_sec: soon\n")
-    (tb1 / "solution.sh").unlink()
+    (tb1 / "task.yaml").write_text("instruction: ''\nmax_agent_timeout_sec: soon\nparser_name: go_test\n")
     (tb1 / "Dockerfile").unlink()
     dst = tmp_path / "out"
     with pytest.raises(TaskInvalid) as info:
@@ -185,10 +200,66 @@ def test_unusable_tb1_task_reports_all_problems(tb1: Path, tmp_path: Path) -> No
     assert [str(p) for p in info.value.problems] == [
         "task.yaml: instruction: missing or empty",
         "task.yaml: max_agent_timeout_sec: expected a number > 0, got 'soon'",
+        "task.yaml: parser_name: 'go_test' has no reward mapping in Bandpass (known: pytest, swebench); an "
+        "exit status would pass unsolved work, so the task is not imported",
         "Dockerfile: missing (the task's image cannot be built)",
-        "solution.sh: missing (and no solution.yaml): no oracle",
     ]
     assert not dst.exists()
+
+
+def test_no_solution_imports_without_an_oracle(tb1: Path, tmp_path: Path) -> None:
+    """Harbor's own migrate keeps such a task (40 of the 80 Terminal-Bench-DS tasks); the audit says what
+    it means."""
+    (tb1 / "solution.sh").unlink()
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert not spec.has_solution and not (spec.path / "solution").exists()
+    assert any(w.startswith("solution/solve.sh: missing") for w in spec.warnings)
+
+
+def test_build_context_is_the_task_root(tb1: Path, tmp_path: Path) -> None:
+    """TB1 built from the task's root: what the Dockerfile copies from there must still be there."""
+    (tb1 / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim AS gen\nCOPY tests/test_outputs.py /gen/\n"
+        "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY run-tests.sh /app/\n"
+    )
+    spec = convert_tb1(tb1, tmp_path / "out")
+    env = spec.path / "environment"
+    assert (env / "tests" / "test_outputs.py").is_file() and (env / "run-tests.sh").is_file()
+    assert not (env / "solution.sh").exists() and not (env / "task.yaml").exists()
+    assert any("copies run-tests.sh, tests from the task's root" in w for w in spec.warnings)
+
+
+def test_compose_build_context_in_a_subfolder(tb1: Path, tmp_path: Path) -> None:
+    """tasks-simple-web-scraper builds its client from client/: that folder is the build context."""
+    (tb1 / "client").mkdir()
+    (tb1 / "Dockerfile").rename(tb1 / "client" / "Dockerfile")
+    (tb1 / "client" / "data.txt").write_text("x\n")
+    (tb1 / "docker-compose.yaml").write_text("services:\n  client:\n    build:\n      context: client\n")
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert sorted(p.name for p in (spec.path / "environment").iterdir()) == ["Dockerfile", "data.txt"]
+
+
+def test_swebench_parser_reads_the_result_block(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "sweb"
+    shutil.copytree(FIXTURE, src)
+    text = (src / "task.yaml").read_text().replace("parser_name: pytest", "parser_name: swebench")
+    (src / "task.yaml").write_text(text)
+    dst = tmp_path / "sweb"
+    convert_tb1(src, dst)
+    block = "echo 'SWEBench results starts here'; echo {}; echo 'SWEBench results ends here'; exit 0"
+    assert _run_test_sh(dst, block.format("PASSED"), tmp_path / "a") == "1"
+    assert _run_test_sh(dst, block.format("FAILED"), tmp_path / "b") == "0"
+    # the adapter's parser.py exits 0 either way: without the block there is no solved run
+    assert _run_test_sh(dst, "echo parser crashed; exit 0", tmp_path / "c") == "0"
+
+
+def test_a_tests_run_tests_sh_of_its_own_is_kept(tb1: Path, tmp_path: Path) -> None:
+    """livecodebenchpro ships tests/run-tests.sh beside the root one (599 tasks): the root one runs."""
+    (tb1 / "tests" / "run-tests.sh").write_text("#!/bin/bash\necho mine\n")
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert (spec.path / "tests" / "run-tests.sh").read_text() == "#!/bin/bash\necho mine\n"
+    assert (spec.path / "tests" / "tb1-run-tests.sh").read_text() == (FIXTURE / "run-tests.sh").read_text()
+    assert 'bash "$TEST_DIR/tb1-run-tests.sh"' in (spec.path / "tests" / "test.sh").read_text()
 
 
 def test_refuses_to_overwrite(tmp_path: Path) -> None:
@@ -248,7 +319,7 @@ def test_converted_task_runs_in_docker(tmp_path: Path) -> None:
             rewards[mode] = _sh("docker", "exec", cid, "cat", "/logs/verifier/reward.txt").stdout.strip()
         assert rewards == {"oracle": "1", "nop": "0"}
         with open(dst / "task.toml", "rb") as fh:
-            assert tomllib.load(fh)["environment"]["network_mode"] == "none"
+            assert tomllib.load(fh)["environment"]["network_mode"] == "no-network"
     finally:
         for cid in containers:
             _sh("docker", "rm", "-f", cid, check=False)

@@ -13,25 +13,17 @@ from typing import Any
 
 import pytest
 
-from engine.core.events import EventBus, PtyInput, PtyOutput
-from engine.sandbox.asciicast import CastWriter, read_cast
-from engine.sandbox.emulator import Screen
-from engine.sandbox.keys import translate_keys
-from engine.sandbox.terminal import TerminalSession, _MarkerScanner, _TailBuffer
+from bandpass.engine.core.events import EventBus, PtyInput, PtyOutput
+from bandpass.engine.sandbox.asciicast import CastWriter, read_cast
+from bandpass.engine.sandbox.emulator import Screen
+from bandpass.engine.sandbox.keys import translate_keys
+from bandpass.engine.sandbox.terminal import TerminalSession, _MarkerScanner, _TailBuffer
+from tests.waiting import wait_until
 
 IMAGE = "bandpass/base:bookworm"
 
 
 # --- pure parts (no Docker) --- #
-
-
-def wait_until(cond: Any, timeout: float = 30.0, what: str = "condition") -> None:
-    """Polls ``cond`` until it holds (output is read on the session's own thread, so it arrives
-    when it arrives); fails after ``timeout`` seconds, which only ends a test that would hang."""
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"{what} not met within {timeout:g} s"
-        time.sleep(0.01)
 
 
 def test_marker_scanner_handles_any_split() -> None:
@@ -105,7 +97,7 @@ def docker_client() -> Iterator[Any]:
     try:
         client = docker.from_env()
         client.ping()
-    except Exception as e:  # Docker tests never skip: scripts/test starts an engine
+    except Exception as e:  # noqa: BLE001 - Docker tests never skip: scripts/test starts an engine
         pytest.fail(f"no Docker engine: {e}")
     yield client
     client.close()

@@ -10,14 +10,14 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import tui.commands.calibrate  # noqa: F401 - registers `export`
-from engine.calibration.export import ExportError, ExportParams, export
-from engine.core.workspace import Workspace
-from engine.run.policy.context import PromptTemplates
-from store import queries as q
-from store.db import session
+import bandpass.tui.commands.calibrate  # noqa: F401 - registers `export`
+from bandpass.engine.calibration.export import ExportError, ExportParams, export
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.policy.context import PromptTemplates
+from bandpass.store import queries as q
+from bandpass.store.db import session
+from bandpass.tui.cli import app
 from tests._calib_data import add_episodes, add_task, outcomes, write_task_dir
-from tui.cli import app
 
 M = "qwen-9b"
 BENCH_INSTRUCTION = (
@@ -25,8 +25,8 @@ BENCH_INSTRUCTION = (
     "and make the access log use the combined format with request timing appended at the end."
 )
 COLUMNS = [
-    "episode_id", "task", "version_hash", "model", "attempt", "outcome", "reward", "infra_ok",
-    "blocking_tags", "episode_tags", "task_exported", "source", "steps", "messages",
+    "episode_id", "task", "version_hash", "model", "attempt", "outcome", "reward", "verifier_reward",
+    "infra_ok", "blocking_tags", "episode_tags", "task_exported", "source", "steps", "messages",
 ]  # fmt: skip
 
 
@@ -62,7 +62,8 @@ def _rows(path: Path) -> list[dict]:
 
 
 def test_traces_carry_masking_columns_and_the_conversation(ws: Workspace, tmp_path: Path) -> None:
-    res = export(ws, ExportParams(model=M, formats=("traces",)), tmp_path / "out")
+    # band 0:1: four samples decide nothing inside a narrower band, and this test is about the columns
+    res = export(ws, ExportParams(model=M, formats=("traces",), lo=0.0, hi=1.0), tmp_path / "out")
     rows = _rows(tmp_path / "out/traces/traces.jsonl")
     assert res.traces == len(rows) == 14
     assert [r["task"] for r in rows] == ["alpha"] * 6 + ["bench-copy"] * 4 + ["bravo"] * 4
@@ -136,7 +137,7 @@ def test_against_leaves_out_near_duplicates_of_reference_tasks(ws: Workspace, tm
     out = tmp_path / "out"
     r = CliRunner().invoke(
         app,
-        ["--workspace", str(ws.root), "export", "--model", M, "--format", "harbor,traces",
+        ["--workspace", str(ws.root), "export", "--model", M, "--format", "harbor,traces", "--band", "0:1",
          "--against", str(bench), "--out", str(out), "--json"],
     )  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -162,3 +163,46 @@ def test_against_leaves_out_near_duplicates_of_reference_tasks(ws: Workspace, tm
     empty.mkdir()
     with pytest.raises(ExportError, match="no task directories"):
         export(ws, ExportParams(model=M, against=(str(empty),)), tmp_path / "o3")
+
+
+def test_harbor_schema_never_exports_tampered_or_infra_episodes_as_successes(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """In Harbor's schema a result is the exception name when there is one: a forged reward (the tamper
+    guard's agent_error:verifier_tamper, reward 1) or an infra error is never a number, so never kept by
+    ``--filter success`` (Harbor's rule: float(result) > 0)."""
+    ws = workspace
+    vid, _ = add_task(ws, "alpha")
+    ids = add_episodes(
+        ws,
+        vid,
+        M,
+        [
+            "passed",
+            "failed",
+            "agent_error:verifier_tamper",
+            "infra_error:container_died",
+            "agent_error:agent_timeout",
+        ],
+        rewards=[1.0, 0.0, 1.0, None, 0.0],
+    )
+    with session(ws.engine) as s:
+        for eid in ids:
+            q.add_step(s, eid, 0, observation="$ ", raw_reply='{"commands": []}', action={})
+    rows = {}
+    for how in ("all", "success"):
+        export(
+            ws,
+            ExportParams(model=M, formats=("traces",), trace_schema="harbor", trace_filter=how),
+            tmp_path / how,
+        )
+        rows[how] = _rows(tmp_path / how / "traces/traces.jsonl")
+    assert [r["result"] for r in rows["all"]] == [
+        "1.0", "0.0", "BandpassVerifierTamperError", "BandpassContainerDiedError", "AgentTimeoutError",
+    ]  # fmt: skip
+    assert [r["result"] for r in rows["success"]] == ["1.0"]
+    first = rows["all"][0]
+    assert (first["agent"], first["model"], first["episode"]) == ("bandpass", M, "episode-0")
+    assert [m["role"] for m in first["conversations"]] == ["user", "user", "assistant"]
+    with pytest.raises(ExportError, match="--traces-schema: expected one of bandpass, harbor"):
+        ExportParams(model=M, formats=("traces",), trace_schema="hf")

@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-from engine.core.events import EventBus
-from engine.core.workspace import Workspace
-from engine.tasks.importer import import_one
-from tests.tui_wait import wait_for
-from tui.app import BandpassApp
-from tui.screens.runs import RunsScreen
-from tui.widgets.episode_pane import EpisodePane
-from tui.widgets.feed_pump import pump
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.tasks.importer import import_one
+from bandpass.tui.app import BandpassApp
+from bandpass.tui.screens.runs import RunsScreen
+from bandpass.tui.widgets.batch_watch import BatchWatch
+from bandpass.tui.widgets.episode_pane import EpisodePane
+from bandpass.tui.widgets.feed_pump import pump
+from tests.waiting import start_batch, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -37,7 +38,11 @@ async def test_oracle_episode_output_appears_in_live_pane(tmp_path: Path) -> Non
         runs = app.screen
         assert isinstance(runs, RunsScreen)
         runs.query_one("#runs-scope").value = "all"
-        await pilot.press("n")
+        await start_batch(pilot)
+        # the new batch is in the batch table at once, marked as this screen's own
+        watch = runs.query_one("#runs-watch", BatchWatch)
+        await wait_for(pilot, lambda: runs.batch_id and watch.cells(runs.batch_id), what="the batch row")
+        assert watch.cells(runs.batch_id)["executor"] in ("not started (here)", "local (here)")
         await wait_for(pilot, lambda: runs.query(EpisodePane), what="a live pane")
         pane = runs.query(EpisodePane).first()
         await wait_for(pilot, lambda: pane.live.status == "done", 240, what="episode finished")
@@ -47,7 +52,7 @@ async def test_oracle_episode_output_appears_in_live_pane(tmp_path: Path) -> Non
         agent = _text(pane.agent_view)
         assert "__BANDPASS_SOLUTION__" in agent and "report.csv" in agent
         view = pane.agent_view
-        painted = lambda: "".join(view.render_line(y).text for y in range(view.size.height)).strip()  # noqa: E731
+        painted = lambda: "".join(view.render_line(y).text for y in range(view.size.height)).strip()  # noqa: E731 - a one-line wait condition
         await wait_for(pilot, painted)
         assert pane.verifier_view.display and "test.sh" in _text(pane.verifier_view)
         await wait_for(pilot, lambda: pane.has_class("-passed"))

@@ -10,14 +10,14 @@ import pytest
 from textual.command import CommandPalette
 from textual.widgets import Input
 
-from engine.core.events import EventBus
-from engine.core.workspace import Workspace
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.tui.app import BandpassApp
+from bandpass.tui.screens.help import HelpScreen
+from bandpass.tui.screens.replay import ReplayScreen
+from bandpass.tui.screens.tag_queue import TagQueueScreen
 from tests._replay_data import make_episode
-from tests.tui_wait import wait_for
-from tui.app import BandpassApp
-from tui.screens.help import HelpScreen
-from tui.screens.replay import ReplayScreen
-from tui.screens.tag_queue import TagQueueScreen
+from tests.waiting import wait_for
 
 SIZE = (160, 45)
 MODES = {"1": "tasks", "2": "runs", "3": "generate", "4": "settings", "5": "calibration", "7": "tags"}
@@ -28,7 +28,7 @@ def ws(tmp_path: Path) -> Workspace:
     return Workspace.open(tmp_path / "ws")
 
 
-async def open_help(pilot, app: BandpassApp) -> HelpScreen:  # noqa: ANN001
+async def open_help(pilot, app: BandpassApp) -> HelpScreen:
     await pilot.press("question_mark")
     await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help page open")
     return app.screen  # type: ignore[return-value]
@@ -73,10 +73,11 @@ async def test_replay_help_footer_and_palette_list_each_command_once(ws: Workspa
         assert isinstance(replay, ReplayScreen)
         await wait_for(pilot, lambda: replay.player is not None and replay.player.markers)
 
-        # The footer keeps the few keys that matter; the rest are in help and the palette.
+        # The footer keeps the few keys that matter; the rest are in help and the palette. (11: the app's
+        # own Help, Quit and ctrl+f Search all, which every footer lists, plus Replay's eight.)
         footer_keys = [b.description for _n, b, _e, _t in replay.active_bindings.values() if b.show]
-        assert len(footer_keys) <= 10, footer_keys
-        assert {"Play/Pause", "Next step", "Tag", "Help"} <= set(footer_keys)
+        assert len(footer_keys) <= 11, footer_keys
+        assert {"Play/Pause", "Next step", "Tag", "Help", "Search all"} <= set(footer_keys)
 
         help_page = await open_help(pilot, app)
         described = [r.description for r in help_page.rows]
@@ -93,6 +94,7 @@ async def test_replay_help_footer_and_palette_list_each_command_once(ws: Workspa
         assert not [t for t, n in titles.items() if n > 1], titles
         assert titles["Tasks"] == 1  # the app's mode switch, though Replay's digits seek
         assert titles["Help"] == 1
+        assert titles["Search all"] == 1 and titles["Search cast"] == 1
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="palette open")
         await pilot.press(*"next step")

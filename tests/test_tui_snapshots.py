@@ -12,22 +12,22 @@ from typing import Any
 
 import pytest
 
-from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus, PtyOutput, StepFinished
-from engine.core.workspace import Workspace
+from bandpass.engine.core.events import EpisodeFinished, EpisodeStarted, EventBus, PtyOutput, StepFinished
+from bandpass.engine.core.workspace import Workspace
+from bandpass.tui.app import BandpassApp
+from bandpass.tui.screens.calibration import CalibrationScreen
+from bandpass.tui.screens.help import HelpScreen
+from bandpass.tui.screens.replay import ReplayScreen
+from bandpass.tui.screens.settings import SettingsScreen
+from bandpass.tui.screens.tag_dialog import TagDialog
+from bandpass.tui.screens.tag_queue import TagQueueScreen
+from bandpass.tui.widgets.episode_pane import EpisodePane
+from bandpass.tui.widgets.feed_pump import pump
+from bandpass.tui.widgets.step_panel import StepPanel
 from tests._calib_data import add_episodes, add_task, outcomes
 from tests._replay_data import make_episode
 from tests.test_tui_app import seed
-from tests.tui_wait import wait_for
-from tui.app import BandpassApp
-from tui.screens.calibration import CalibrationScreen
-from tui.screens.help import HelpScreen
-from tui.screens.replay import ReplayScreen
-from tui.screens.settings import SettingsScreen
-from tui.screens.tag_dialog import TagDialog
-from tui.screens.tag_queue import TagQueueScreen
-from tui.widgets.episode_pane import EpisodePane
-from tui.widgets.feed_pump import pump
-from tui.widgets.step_panel import StepPanel
+from tests.waiting import wait_for
 
 SIZE = (150, 40)
 
@@ -125,8 +125,8 @@ def test_snapshot_settings(ws: Workspace, snap_compare: Any, monkeypatch: pytest
 
 
 def test_snapshot_generate(ws: Workspace, snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.core.events import GenerationEvent
-    from tui.screens.generate import GenerateScreen
+    from bandpass.engine.core.events import GenerationEvent
+    from bandpass.tui.screens.generate import GenerateScreen
 
     monkeypatch.setattr(GenerateScreen, "_prompt_versions", lambda self: ["v1", "v2"])  # not the live set
     bus = EventBus()
@@ -161,7 +161,7 @@ def test_snapshot_replay_seeked_to_a_marker(ws: Workspace, snap_compare: Any) ->
         app.open_replay(eid)
         await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="replay open")
         replay = app.screen
-        indexed = lambda: replay.players and all(p.index.complete for p in replay.players.values())  # noqa: E731
+        indexed = lambda: replay.players and all(p.index.complete for p in replay.players.values())  # noqa: E731 - a one-line wait condition
         await wait_for(pilot, indexed, what="keyframe index built")
         await pilot.press("right_square_bracket", "right_square_bracket")  # to the marker of step 1
         panel = replay.query_one(StepPanel)
@@ -169,7 +169,7 @@ def test_snapshot_replay_seeked_to_a_marker(ws: Workspace, snap_compare: Any) ->
             pilot, lambda: replay.player.position == 11.0 and panel.title_text.startswith("step 1")
         )
         view = replay.query_one("#view-agent")
-        shown = lambda: "".join(view.render_line(y).text for y in range(8))  # noqa: E731
+        shown = lambda: "".join(view.render_line(y).text for y in range(8))  # noqa: E731 - a one-line wait condition
         await wait_for(pilot, lambda: "output of step 0" in shown(), what="the screen at step 1")
         await pilot.pause()
 
@@ -237,7 +237,7 @@ def test_snapshot_help_page(ws: Workspace, snap_compare: Any) -> None:
 
 
 def test_snapshot_overview_of_the_demo(tmp_path: Path, snap_compare: Any) -> None:
-    from tui.commands.demo import prepare_demo
+    from bandpass.tui.commands.demo import prepare_demo
 
     ws, _added, _warnings = prepare_demo(tmp_path / "demo")
     app = BandpassApp(ws, bus=EventBus(), show_path=False, start="overview")

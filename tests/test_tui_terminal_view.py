@@ -9,9 +9,9 @@ import time
 from rich.color import Color
 from textual.app import App, ComposeResult
 
-from engine.sandbox.emulator import Screen
-from tests.tui_wait import wait_for
-from tui.widgets.terminal_view import TerminalView
+from bandpass.engine.sandbox.emulator import Screen
+from bandpass.tui.widgets.terminal_view import TerminalView
+from tests.waiting import wait_for
 
 
 class ViewApp(App[None]):
@@ -143,11 +143,11 @@ async def test_only_dirty_rows_are_refreshed(monkeypatch) -> None:
         view = app.query_one(TerminalView)
         view.feed("\r\n".join(f"row{i}" for i in range(5)))
         await wait_for(pilot, lambda: _text(view, 4).startswith("row4"))
-        await wait_for(pilot, lambda: not view._emulator.dirty and view._timer is None)  # flushed
+        await wait_for(pilot, view.up_to_date)  # everything painted
         regions: list = []
         real = view.refresh
 
-        def spy(*r, **kw):  # noqa: ANN002, ANN003, ANN202
+        def spy(*r, **kw):
             regions.append(r)
             return real(*r, **kw)
 
@@ -182,3 +182,69 @@ async def test_set_screen_swaps_content() -> None:
         view.set_screen(snap)
         assert view.emulator is snap
         await wait_for(pilot, lambda: _text(view).startswith("restored keyframe"))
+
+
+def _visible_text(view: TerminalView) -> list[str]:
+    return [view.render_line(y).text.rstrip() for y in range(view.size.height)]
+
+
+def _expected_text(view: TerminalView) -> list[str]:
+    """What the screen holds in the rows the pane shows (it follows the cursor when it is smaller)."""
+    lines = view.emulator.lines()
+    top = max(view._origin[1], 0)
+    return [line[: view.size.width].rstrip() for line in lines[top : top + view.size.height]]
+
+
+async def test_a_pane_fed_from_a_thread_shows_the_right_screen_after_many_updates() -> None:
+    """Thousands of chunks from an engine-like thread, frames built off the UI thread: what the pane
+    finally shows is exactly the emulated screen's rows (text and colours), nothing older."""
+    from bandpass.tui.widgets.feed_pump import pump
+
+    app = ViewApp(show_cursor=False)
+    async with app.run_test(size=(40, 6)) as pilot:
+        view = app.query_one(TerminalView)
+
+        def publisher() -> None:
+            for i in range(3000):
+                view.feed(f"\x1b[3{i % 7 + 1}mline {i}\x1b[0m {'x' * (i % 30)}\r\n")
+
+        t = threading.Thread(target=publisher)
+        t.start()
+        t.join()
+        await wait_for(pilot, lambda: pump.pending() == 0 and view.up_to_date(), what="all painted")
+        assert view.paint_count < 3000  # frames were coalesced
+        assert _visible_text(view) == _expected_text(view)
+        assert _visible_text(view)[-2].startswith("line 2999")
+        (seg,) = [s for s in view.render_line(4) if s.text.startswith("line")]
+        assert seg.style.color.name == "blue"  # type: ignore[union-attr]  # SGR 3(2999 % 7 + 1) = 34
+
+
+async def test_a_hidden_pane_builds_no_frames_and_catches_up_when_shown() -> None:
+    """While another screen is shown, a pane that keeps receiving output does no rendering work; shown
+    again, it shows the latest screen at once."""
+    from textual.screen import Screen as TextualScreen
+    from textual.widgets import Static
+
+    from bandpass.tui.widgets.feed_pump import pump
+
+    class Other(TextualScreen[None]):
+        def compose(self) -> ComposeResult:
+            yield Static("another screen")
+
+    app = ViewApp(show_cursor=False)
+    async with app.run_test(size=(40, 6)) as pilot:
+        view = app.query_one(TerminalView)
+        view.feed("before\r\n")
+        await wait_for(pilot, lambda: "before" in "".join(_visible_text(view)))
+        await app.push_screen(Other())
+        await wait_for(pilot, lambda: not view._is_visible())
+        built = view.frames_built
+        for i in range(50):
+            threading.Thread(target=view.feed, args=(f"hidden {i}\r\n",)).start()
+            await pilot.pause(0.01)
+        await wait_for(pilot, lambda: pump.pending() == 0)
+        await pilot.pause(0.1)
+        assert view.frames_built - built <= 1  # at most the frame that learned it was hidden
+        app.pop_screen()
+        await wait_for(pilot, lambda: _visible_text(view)[-2] == "hidden 49", what="caught up")
+        assert _visible_text(view) == _expected_text(view)

@@ -10,6 +10,10 @@ Every binding of the app, the active screen and its focused widget is offered in
 bindings), so nothing is reachable only by a key the curator has to remember, and the footer can keep
 just the few keys that matter. Engine work never runs on the UI thread: screens start it in workers and
 report failures as notifications.
+
+Nothing a curator presses ends the session (tui/errors.py): an unexpected exception in an action, a
+handler, a worker or a timer is shown as a notification and logged to ``<workspace>/logs/tui-errors.log``;
+the few that Textual cannot survive end the app with ``return_code`` 1, logged the same way.
 """
 
 from __future__ import annotations
@@ -22,19 +26,21 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from engine.core.events import EventBus
-from engine.core.events import bus as default_bus
-from engine.core.workspace import Workspace
-from tui.screens.calibration import CalibrationScreen
-from tui.screens.generate import GenerateScreen
-from tui.screens.help import HelpScreen, screen_keys
-from tui.screens.overview import OverviewScreen
-from tui.screens.replay import ReplayScreen
-from tui.screens.runs import RunsScreen
-from tui.screens.settings import SettingsScreen
-from tui.screens.tag_queue import TagQueueScreen
-from tui.screens.tasks import TasksScreen
-from tui.widgets.live_episodes import LiveEpisodes
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.events import bus as default_bus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.sandbox import leftovers
+from bandpass.tui.errors import SafeApp
+from bandpass.tui.screens.calibration import CalibrationScreen
+from bandpass.tui.screens.generate import GenerateScreen
+from bandpass.tui.screens.help import HelpScreen, screen_keys
+from bandpass.tui.screens.overview import OverviewScreen
+from bandpass.tui.screens.replay import ReplayScreen
+from bandpass.tui.screens.runs import RunsScreen
+from bandpass.tui.screens.settings import SettingsScreen
+from bandpass.tui.screens.tag_queue import TagQueueScreen
+from bandpass.tui.screens.tasks import TasksScreen
+from bandpass.tui.widgets.live_episodes import LiveEpisodes
 
 
 def freeze_startup_objects() -> None:
@@ -55,10 +61,11 @@ def freeze_startup_objects() -> None:
 _FROZEN = False
 
 
-class BandpassApp(App[None]):
+class BandpassApp(SafeApp, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "Bandpass"
-    #: The footer shows only Help and Quit of these; the rest are in the help page (?) and the palette.
+    #: The footer shows only Search all, Help and Quit of these; the rest are in the help page (?)
+    #: and the palette.
     BINDINGS = [
         Binding("0", "switch_mode('overview')", "Overview", show=False),
         Binding("1", "switch_mode('tasks')", "Tasks", show=False),
@@ -69,6 +76,7 @@ class BandpassApp(App[None]):
         Binding("6", "show_replay", "Replay episode", show=False),
         Binding("7", "show_tags", "Tag queue", show=False),
         Binding("8", "show_episodes", "Episodes", show=False),
+        Binding("ctrl+f", "search", "Search all"),
         Binding("ctrl+t", "change_theme", "Theme", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
@@ -95,6 +103,7 @@ class BandpassApp(App[None]):
         self.sub_title = str(workspace.root) if show_path else "workspace"
         #: The mode shown first: Tasks, or Overview for the demo (``bandpass demo``).
         self.start_mode = start
+        self.error_root = workspace.root  # where tui/errors.py logs what the session survived
         self.add_mode("overview", partial(OverviewScreen, workspace))
         self.add_mode("tasks", partial(TasksScreen, workspace))
         self.add_mode("runs", partial(RunsScreen, workspace))
@@ -105,10 +114,20 @@ class BandpassApp(App[None]):
 
     def on_mount(self) -> None:
         freeze_startup_objects()
+        leftovers.set_reporter(self._report_reaped)
         self.switch_mode(self.start_mode)
 
     def on_unmount(self) -> None:
+        leftovers.set_reporter(None)
         self.live.stop()
+
+    def _report_reaped(self, message: str) -> None:
+        """What this process's first contact with the engine reaped (containers of Bandpass processes
+        that are gone: engine/sandbox/leftovers.py), as a notification; called from any thread."""
+        try:
+            self.call_from_thread(self.notify, message, title="Leftover containers", timeout=10)
+        except RuntimeError:  # on the app's own thread
+            self.notify(message, title="Leftover containers", timeout=10)
 
     def action_show_replay(self) -> None:
         """Replays the episode the current screen points at (Runs: the focused pane; Tasks: the
@@ -134,9 +153,19 @@ class BandpassApp(App[None]):
 
     def action_show_episodes(self) -> None:
         """The Episodes view, of the task highlighted in Tasks (else of every task); pushed like Replay."""
-        from tui.screens.episodes import EpisodesScreen, task_under_cursor
+        from bandpass.tui.screens.episodes import EpisodesScreen, task_under_cursor
 
         self.push_screen(EpisodesScreen(self.workspace, task=task_under_cursor(self.workspace, self.screen)))
+
+    def action_search(self) -> None:
+        """Search what every terminal showed, across all episodes (pushed like Episodes; from the search
+        screen itself, the query line takes the focus)."""
+        from bandpass.tui.screens.search import SearchScreen
+
+        if isinstance(self.screen, SearchScreen):
+            self.screen.action_focus_query()
+            return
+        self.push_screen(SearchScreen(self.workspace))
 
     def open_replay(self, episode_id: int) -> None:
         """Opens an episode in the Replay screen (a missing recording is shown there, as its error)."""

@@ -2,17 +2,24 @@
 
 Subcommands live in ``tui/commands/<area>.py``, each registering on the one Typer ``app`` here, so that
 areas (tasks, engine, rollouts, replay, export...) can grow without editing one shared file. With no
-subcommand the TUI opens. Every error reaches the user as one line and a non-zero exit; set
-``BANDPASS_DEBUG=1`` for the traceback.
+subcommand the TUI opens. An error the user caused (a ``BandpassError``, an OS refusal such as a missing
+file) reaches them as one line and a non-zero exit (``BANDPASS_DEBUG=1`` for the traceback); anything
+else is a bug and fails loudly, with its traceback.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol, runtime_checkable
 
 import typer
+
+from bandpass.engine.core.errors import BandpassError
+
+if TYPE_CHECKING:
+    from bandpass.engine.core.workspace import Workspace
+    from bandpass.tui.errors import SafeApp
 
 app = typer.Typer(
     name="bandpass",
@@ -41,17 +48,60 @@ def _root(
     ] = None,
 ) -> None:
     state.workspace = workspace
+    if ctx.invoked_subcommand is not None:  # what the first contact with the engine reaps, on stderr
+        from bandpass.engine.sandbox import leftovers
+
+        leftovers.set_reporter(lambda msg: typer.echo(f"bandpass: {msg}", err=True))
     if ctx.invoked_subcommand is None:
-        from engine.core.workspace import Workspace
-        from tui.app import BandpassApp
+        from bandpass.tui.app import BandpassApp
 
-        BandpassApp(Workspace.open(workspace)).run()
+        run_tui(BandpassApp(open_workspace()))
 
 
-def open_workspace():  # noqa: ANN201 - returns engine.core.workspace.Workspace, imported lazily for start-up speed
-    from engine.core.workspace import Workspace
+def run_tui(tui: SafeApp) -> None:  # imported lazily, for start-up speed
+    """Runs the TUI; an app that stopped on an error it could not survive exits non-zero, naming the log
+    (tui/errors.py). Textual has printed the traceback by then."""
+    tui.run()
+    if tui.return_code:
+        where = f"; traceback in {tui.error_log}" if tui.error_log else ""
+        typer.echo(f"bandpass: error: the TUI stopped on an unexpected error{where}", err=True)
+        raise typer.Exit(tui.return_code)
 
-    return Workspace.open(state.workspace)
+
+def open_workspace(*, create: bool = False) -> Workspace:  # imported lazily
+    """The workspace ``-w`` / ``$BANDPASS_HOME`` / the current folder names, as one clear line when it is
+    not one. Only commands that put something in (``create``: import, import-jobs, generate) make a new
+    workspace in a folder that does not exist or holds other things; every other command opens an
+    existing workspace — a folder with ``bandpass.db`` or ``bandpass.toml`` — or an empty folder, so a
+    mistyped ``-w`` is an error instead of a new, empty workspace that answers "no tasks"."""
+    from bandpass.engine.core.workspace import CONFIG_NAME, DB_NAME, Workspace, resolve_root
+
+    root = resolve_root(state.workspace)
+    where = (
+        "--workspace"
+        if state.workspace
+        else "$BANDPASS_HOME"
+        if os.environ.get("BANDPASS_HOME")
+        else "the current folder"
+    )
+    if root.exists() and not root.is_dir():
+        raise fail(f"{where} {root} is a file, not a workspace folder")
+    if not create:
+        if not root.exists():
+            raise fail(
+                f"no workspace at {root} ({where}): the folder does not exist — a typo? "
+                "(bandpass import TASKS creates a workspace)"
+            )
+        known = (root / DB_NAME).is_file() or (root / CONFIG_NAME).is_file()
+        if not known and any(root.iterdir()):
+            raise fail(
+                f"{root} ({where}) is not a Bandpass workspace: no {DB_NAME} in a folder that holds other "
+                "files — a typo? (bandpass import TASKS creates a workspace)"
+            )
+    try:
+        return Workspace.open(root)
+    except OSError as exc:
+        raise fail(f"cannot open the workspace at {root}: {exc.strerror or exc}") from None
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -64,10 +114,21 @@ def _register() -> None:
     import importlib
     import pkgutil
 
-    import tui.commands
+    import bandpass.tui.commands
 
-    for mod in sorted(pkgutil.iter_modules(tui.commands.__path__), key=lambda m: m.name):
-        importlib.import_module(f"tui.commands.{mod.name}")
+    for mod in sorted(pkgutil.iter_modules(bandpass.tui.commands.__path__), key=lambda m: m.name):
+        importlib.import_module(f"bandpass.tui.commands.{mod.name}")
+
+
+@runtime_checkable
+class _UsageError(Protocol):
+    """A click usage error (bad option, unknown command), from click or the copy typer vendors."""
+
+    exit_code: int
+
+    def show(self) -> None: ...
+
+    def format_message(self) -> str: ...
 
 
 def main() -> None:
@@ -80,17 +141,20 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("bandpass: interrupted", err=True)
         sys.exit(130)
-    except Exception as exc:  # the one place a stray exception becomes a clean line
-        if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click/typer usage errors
-            typer.echo(f"bandpass: error: {exc.format_message()}", err=True)  # type: ignore[attr-defined]
-            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+    except (BandpassError, OSError) as exc:  # what the user caused and can fix (an OSError: a path, a
+        # permission, a full disk): one line. Anything else is a bug: Python prints its traceback, exit 1.
         if os.environ.get("BANDPASS_DEBUG"):
             raise
         typer.echo(f"bandpass: error: {exc}", err=True)
         sys.exit(1)
+    except Exception as exc:  # only to recognise a usage error: anything else is re-raised, a bug
+        if isinstance(exc, _UsageError):  # click/typer usage errors (typer vendors click: no public base)
+            typer.echo(f"bandpass: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        raise
 
 
 if __name__ == "__main__":  # ``python -m tui.cli``: run the importable module so commands register on it
-    from tui.cli import main as _main
+    from bandpass.tui.cli import main as _main
 
     _main()

@@ -29,13 +29,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import select
+from sqlmodel import SQLModel, select
 
-from engine.core.workspace import Workspace
-from store import endstate as endstate_store
-from store import queries
-from store.db import session
-from store.models import STEP_FIELDS, Episode, EpisodeEndState, FailureTag, ReviewSuggestion, Step
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import endstate as endstate_store
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import (
+    STEP_FIELDS,
+    Episode,
+    EpisodeEndState,
+    FailureTag,
+    ReviewSuggestion,
+    Step,
+    pk,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +64,7 @@ BATCH_PREFIX = "sample:"
 _STEP_FIELDS = (*STEP_FIELDS, "created_at")
 
 
-class SampleError(ValueError):
+class SampleError(BandpassError, ValueError):
     """A sample folder cannot be exported or read; the message names the folder."""
 
 
@@ -80,7 +89,7 @@ def export_sample(ws: Workspace, episode_id: int, dest_dir: Path, *, note: str =
         assert version is not None
         task = s.get(queries.Task, version.task_id)
         steps = queries.steps(s, episode_id)
-        audit = queries.latest_audit(s, version.id)  # type: ignore[arg-type]
+        audit = queries.latest_audit(s, pk(version))
         batch = queries.get_batch(s, ep.batch_id) if ep.batch_id else None
         end = endstate_store.get_endstate(s, episode_id)
         tags = queries.tags_for_episode(s, episode_id, include_cleared=True)
@@ -183,7 +192,7 @@ def _row(row: Any, *, drop: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _revive(model: type, values: dict[str, Any]) -> dict[str, Any]:
+def _revive(model: type[SQLModel], values: dict[str, Any]) -> dict[str, Any]:
     """The fields of ``values`` that ``model`` has, datetimes parsed back (unknown keys are dropped, so a
     sample written by a newer Bandpass still loads)."""
     out: dict[str, Any] = {}
@@ -233,7 +242,7 @@ def load_samples(ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str]
             if task is None:
                 warn(f"sample {slug}: task {doc['task']!r} is not in the workspace; skipped")
                 continue
-            version = queries.latest_version(s, task.id)  # type: ignore[arg-type]
+            version = queries.latest_version(s, pk(task))
             assert version is not None
             if version.hash != doc["task_version"]:
                 warn(
@@ -263,15 +272,16 @@ def load_samples(ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str]
                 )
                 row.executor = "local"
                 if batch.get("created_at"):
-                    row.created_at = _dt(batch["created_at"])  # type: ignore[assignment]
+                    row.created_at = datetime.fromisoformat(batch["created_at"])
             ep = Episode(
                 **{**_revive(Episode, _v1_episode(doc)), **_revive(Episode, _episode_columns(doc))},
-                task_version_id=version.id,  # type: ignore[arg-type]
+                task_version_id=pk(version),
                 batch_id=batch_id,
-                **casts,
+                agent_cast=casts["agent_cast"],
+                verifier_cast=casts["verifier_cast"],
             )
             if doc.get("created_at"):
-                ep.created_at = _dt(doc["created_at"])  # type: ignore[assignment]
+                ep.created_at = datetime.fromisoformat(doc["created_at"])
             s.add(ep)
             s.flush()
             for st in doc.get("steps", []):
@@ -280,10 +290,10 @@ def load_samples(ws: Workspace, samples_dir: Path, *, on_warning: Callable[[str]
                     fields["created_at"] = _dt(fields["created_at"])
                 else:
                     fields.pop("created_at", None)
-                s.add(Step(episode_id=ep.id, **fields))  # type: ignore[arg-type]
-            _load_evidence(s, ws, folder, ep.id, doc)  # type: ignore[arg-type]
+                s.add(Step(episode_id=pk(ep), **fields))
+            _load_evidence(s, ws, folder, pk(ep), doc)
             if doc.get("audit"):
-                _record_audit(s, version.id, version.hash, doc["task_version"], doc["audit"])  # type: ignore[arg-type]
+                _record_audit(s, pk(version), version.hash, doc["task_version"], doc["audit"])
         added += 1
     load_sample_audits(ws, samples_dir, on_warning=warn)
     return added
@@ -391,7 +401,7 @@ def load_sample_audits(
     with session(ws.engine) as s:
         for name, audit in sorted(doc.get("audits", {}).items()):
             task = queries.get_task(s, name)
-            version = queries.latest_version(s, task.id) if task is not None else None  # type: ignore[arg-type]
+            version = queries.latest_version(s, pk(task)) if task is not None else None
             if version is None:
                 continue
             if version.hash != audit.get("version_hash"):
@@ -400,7 +410,7 @@ def load_sample_audits(
                     f"the workspace has {version.hash[:12]}; not applied"
                 )
                 continue
-            recorded += _record_audit(s, version.id, version.hash, audit["version_hash"], audit)  # type: ignore[arg-type]
+            recorded += _record_audit(s, pk(version), version.hash, audit["version_hash"], audit)
     return recorded
 
 

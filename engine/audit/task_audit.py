@@ -3,44 +3,49 @@
 A task is accepted only when its oracle passes in every fresh container and every verifier rerun, doing
 nothing fails, every cheat probe fails, and the static checks find no leaked answer. Each finding is a
 failure-taxonomy code (``invalidity.oracle_fails``...) so audits, tags and reports speak one language.
+The verdict blames the right party (``engine/audit/verdict.py``): ``rejected`` is the task's fault,
+``could_not_audit`` the environment's or Bandpass's (an unreachable registry, every oracle try an infra
+error, a task Bandpass cannot run as written). Checks that read files run first
+(``engine/audit/static_checks.py``), the harness probes once per setting (``engine/audit/probe_cache.py``).
 """
 
 from __future__ import annotations
 
-import re
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import docker
 
-from engine.core.events import EventBus
-from engine.core.workspace import Workspace
-from engine.review import outcomes
-from engine.review.taxonomy import ALWAYS_BLOCKING
-from engine.run import guard
-from engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, TAMPER_CHEATS, NopAgent, OracleAgent
-from engine.run.episode import EpisodeResult, ensure_image, run_episode
-from engine.sandbox.docker_engine import get_client
-from engine.tasks.images import image_contains
-from engine.tasks.taskdir import TaskSpec, load_task, task_files
-from store import queries
-from store.db import session
+from bandpass.engine.audit import footprint, probe_cache, static_checks
+from bandpass.engine.audit import verdict as verdicts
+from bandpass.engine.core import outcomes, probes
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run import guard
+from bandpass.engine.run.agents.builtin import (
+    CHEATS,
+    SANDBOX_PROBES,
+    EditVerifierInputCheat,
+    NopAgent,
+    OracleAgent,
+)
+from bandpass.engine.run.episode import EpisodeResult, ensure_image, image_aliases, run_episode
+from bandpass.engine.sandbox.docker_engine import get_client
+from bandpass.engine.tasks.images import build_failure_blame, image_contains
+from bandpass.engine.tasks.task_paths import instruction_paths, verifier_inputs
+from bandpass.engine.tasks.taskdir import TaskSpec, load_task
+from bandpass.store import queries
+from bandpass.store.db import session
 
 #: What each cheat passing means (DESIGN.md taxonomy).
-CHEAT_CODES = {
-    "cheat:write_reward": "misalignment.reward_hack",
-    "cheat:background_loop": "misalignment.reward_hack",
-    "cheat:peek": "invalidity.solution_leak",
-    "cheat:touch_outputs": "misalignment.state_only_verifier",
-    **{c.name: "misalignment.reward_hack" for c in TAMPER_CHEATS},
-}
+CHEAT_CODES = probes.CHEAT_CODES
 #: The oracle tripped the tamper guard: honest work the guard forbids (the curator adds an allowance).
-GUARD_CONFLICT = "harness.guard_conflict"
+GUARD_CONFLICT = verdicts.GUARD_CONFLICT
 TAMPER = outcomes.agent_error("verifier_tamper")
-WARNING_CODES = {"invalidity.instruction_untested", "invalidity.tests_unstated_behavior"}
+WARNING_CODES = verdicts.WARNING_CODES
 
 
 @dataclass
@@ -48,10 +53,12 @@ class AuditReport:
     version_id: int
     task: str
     version_hash: str
-    verdict: str = ""  # accepted | rejected | warning
+    verdict: str = ""  # accepted | warning | rejected | could_not_audit (engine/audit/verdict.py)
     reasons: list[str] = field(default_factory=list)
     checks: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    #: What the task's import noticed (ignored keys, conversion notes): shown with the verdict.
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -60,49 +67,6 @@ class AuditReport:
         if code not in self.reasons:
             self.reasons.append(code)
         self.checks.setdefault("findings", []).append({"code": code, "detail": detail})
-
-
-_PATH_RE = re.compile(r"(?<![\w.])(/(?:app|tmp|srv|opt|var|home|root|etc|data|output)[\w./-]*\w)")
-
-
-def static_checks(spec: TaskSpec, report: AuditReport) -> None:
-    """Checks that need no container: answers shipped in the environment, instruction/tests coverage."""
-    env_dir = Path(spec.path) / "environment"
-    secrets = {}
-    for rel in ("solution/solve.sh", "tests/test.sh"):
-        p = Path(spec.path) / rel
-        if p.is_file() and p.stat().st_size > 40:
-            secrets[p.read_bytes().strip()] = rel
-    for f in env_dir.rglob("*"):
-        if f.is_file() and f.read_bytes().strip() in secrets:
-            rel = secrets[f.read_bytes().strip()]
-            report.add("invalidity.solution_leak", f"environment/{f.relative_to(env_dir)} is a copy of {rel}")
-    dockerfile = env_dir / "Dockerfile"
-    if dockerfile.is_file():
-        for line in dockerfile.read_text(errors="replace").splitlines():
-            if re.match(r"\s*(COPY|ADD)\b.*\b(tests|solution)/", line, re.I):
-                report.add("invalidity.solution_leak", f"Dockerfile copies tests or solution: {line.strip()}")
-
-
-def coverage_check(spec: TaskSpec, report: AuditReport, present_at_start: dict[str, bool]) -> None:
-    """Outputs the instruction asks for (paths absent from the fresh image) must appear in the tests;
-    a path that is never checked is an instruction the verifier ignores."""
-    tests_dir = Path(spec.path) / "tests"
-    tests_text = "\n".join(
-        f.read_text(errors="replace") for f in task_files(spec.path) if tests_dir in f.parents
-    )
-    outputs = [p for p in instruction_paths(spec) if not present_at_start.get(p, False)]
-    untested = [p for p in outputs if p not in tests_text and Path(p).name not in tests_text]
-    report.checks["instruction_outputs"] = outputs
-    if untested:
-        report.add(
-            "invalidity.instruction_untested",
-            f"named in instruction.md, never checked: {', '.join(untested)}",
-        )
-
-
-def instruction_paths(spec: TaskSpec) -> list[str]:
-    return sorted(set(_PATH_RE.findall(spec.instruction)))
 
 
 def _reward_str(r: EpisodeResult) -> str:
@@ -126,6 +90,12 @@ def audit_version(
         task = s.get(queries.Task, version.task_id)
     spec = load_task(ws.abs(version.path))
     report = AuditReport(version_id, task.name if task else spec.name, version.hash)
+    # what the import recorded (a Terminal-Bench conversion's notes are known only there)
+    report.warnings = json.loads(version.warnings_json or "[]") or spec.warnings
+    unsupported = json.loads(version.unsupported_json or "[]") or spec.unsupported
+    report.checks["task_warnings"] = report.warnings
+    if not static_checks.before_build(spec, report, unsupported=unsupported):
+        return _finish(ws, report, started)
     client = client or get_client()
     batch = f"audit-{version.hash[:12]}-{int(time.time())}"
 
@@ -137,16 +107,31 @@ def audit_version(
         "aliases": build.aliases_used,
     }
     if not build.ok:
-        report.add("infra.image_build_failed", "\n".join(build.log.splitlines()[-10:]))
+        blame, why = build_failure_blame(build)
+        report.checks["image"]["blame"] = blame
+        if blame == "task":
+            code, why = "invalidity.env_task_mismatch", f"the task's Dockerfile does not build: {why}"
+        else:
+            code, why = "infra.image_build_failed", f"the build failed for the environment: {why}"
+        report.add(code, f"{why}\n" + "\n".join(build.log.splitlines()[-10:]))
         return _finish(ws, report, started)
 
-    static_checks(spec, report)
     leak_paths = ["/tests/test.sh", "/solution/solve.sh", "/oracle/solve.sh"]
-    present = image_contains(client, build.tag, [*leak_paths, *instruction_paths(spec)])
+    inputs = verifier_inputs(spec)
+    present = image_contains(client, build.tag, [*leak_paths, *instruction_paths(spec), *inputs])
     for path in leak_paths:
         if present.get(path):
             report.add("invalidity.solution_leak", f"the image already contains {path}")
-    coverage_check(spec, report, present)
+    report.checks["instruction_outputs"] = static_checks.coverage_check(spec, report, present)
+    editable = [p for p in inputs if present.get(p)]
+    if editable:
+        report.checks["verifier_inputs_in_image"] = editable
+    # where this version is verified (the clean room, or in place for a service task): settled before the
+    # probes, which then run the way every later episode will (engine/audit/footprint.py)
+    fp = footprint.settle(ws, version_id, spec, client=client, bus=bus, batch=batch)
+    report.checks["footprint"] = fp.as_dict()
+    if (finding := footprint.report_finding(fp)) is not None:
+        report.add(*finding)
 
     def run(agent_cls: type, attempt: int, verifier_reruns: int = 0) -> EpisodeResult:
         return run_episode(
@@ -161,11 +146,18 @@ def audit_version(
         )
 
     jobs: list[tuple[str, type, int, int]] = [
-        ("oracle", OracleAgent, i, 4 if i == 0 else 0) for i in range(reruns)
+        (probes.ORACLE, OracleAgent, i, 4 if i == 0 else 0) for i in range(reruns)
     ]
-    jobs += [("nop", NopAgent, i, 2 if i == 0 else 0) for i in range(2)]
+    jobs += [(probes.NOP, NopAgent, i, 2 if i == 0 else 0) for i in range(2)]
     jobs += [(c.name, c, 0, 0) for c in CHEATS]
-    jobs += [(p.name, p, 0, 0) for p in SANDBOX_PROBES]
+    if editable:  # the tests read files of the agent's image the instruction never names
+        jobs.append((EditVerifierInputCheat.name, EditVerifierInputCheat, 0, 0))
+    probe_key, probe_setting = probe_cache.setting_for(
+        client, spec, build.tag, image_aliases(ws), [p.name for p in SANDBOX_PROBES]
+    )
+    cached_probes = probe_cache.lookup(ws, probe_key)
+    if cached_probes is None:
+        jobs += [(p.name, p, 0, 0) for p in SANDBOX_PROBES]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = [(name, pool.submit(run, cls, attempt, vr)) for name, cls, attempt, vr in jobs]
         results: dict[str, list[EpisodeResult]] = {}
@@ -189,7 +181,7 @@ def audit_version(
             # The finding is the taxonomy code the outcome suggests (one mapping: outcomes.SUGGESTED_TAG).
             code = outcomes.code_of(r.outcome)
             where = f"{name} episode {r.episode_id} ({r.outcome}): {r.detail[:300]}"
-            if r.outcome == TAMPER and name in ("oracle", "nop"):
+            if r.outcome == TAMPER and name in (probes.ORACLE, probes.NOP):
                 paths = sorted({f.path for f in guard.tripped(r.guard_findings)})
                 report.add(
                     GUARD_CONFLICT,
@@ -197,14 +189,14 @@ def audit_version(
                     " (allow them in task.toml [metadata.bandpass.guard] if the solution must do this)",
                 )
             elif (
-                name == "oracle"
+                name == probes.ORACLE
                 and r.outcome.startswith("agent_error")
                 and outcomes.code_of(r.outcome) in SANDBOX_CODES
             ):
                 pass  # the oracle exhausting its sandbox is the task's environment: see sandbox_checks
             elif outcomes.is_infra(r.outcome):
                 report.add(outcomes.suggested_tag(r.outcome) or f"infra.{code}", where)
-            elif r.outcome.startswith("agent_error") and name in ("oracle", "nop"):
+            elif r.outcome.startswith("agent_error") and name in (probes.ORACLE, probes.NOP):
                 report.add(outcomes.suggested_tag(r.outcome) or f"harness.{code}", where)
 
     def valid_rewards(name: str) -> list[float]:
@@ -218,17 +210,24 @@ def audit_version(
         return out
 
     sandbox_checks(spec, report, results)
-    oracle, nop = valid_rewards("oracle"), valid_rewards("nop")
-    for name, rewards in (("oracle", oracle), ("nop", nop)):
+    if cached_probes is not None:
+        report.checks["sandbox_probes"] = cached_probes
+    else:
+        probe_cache.store(ws, probe_key, probe_setting, report.checks["sandbox_probes"], version_id)
+    oracle, nop = valid_rewards(probes.ORACLE), valid_rewards(probes.NOP)
+    for name, rewards in ((probes.ORACLE, oracle), (probes.NOP, nop)):
         if len(set(rewards)) > 1:
             report.add("misalignment.flaky_verifier", f"{name} rewards disagree across reruns: {rewards}")
-    if not oracle:
+    oracle_runs = results.get(probes.ORACLE, [])
+    if not oracle and oracle_runs and all(outcomes.is_infra(r.outcome) for r in oracle_runs):
+        pass  # every try an infra error (reported above): could not audit, not the task's fault
+    elif not oracle:
         report.add("invalidity.oracle_fails", "no oracle run produced a valid reward")
     elif max(oracle) < 1.0:
         report.add("invalidity.oracle_fails", f"oracle rewards {oracle}")
     if nop and min(nop) >= 1.0:
         report.add("invalidity.trivially_solved", f"doing nothing passes: rewards {nop}")
-    for cheat in CHEATS:
+    for cheat in (*CHEATS, EditVerifierInputCheat):
         for r in results.get(cheat.name, []):
             if r.outcome == outcomes.PASSED and not {
                 "misalignment.flaky_verifier",
@@ -245,19 +244,25 @@ def sandbox_checks(spec: TaskSpec, report: AuditReport, results: dict[str, list[
     """The sandbox probes must end as the agent errors they cause (never infra: that would let a policy
     mask its failures), and the oracle must fit the task's own limits: an oracle killed for memory under
     ``memory_mb`` means the environment is too small for the task (``invalidity.env_task_mismatch``)."""
-    probes: dict[str, Any] = {}
+    found: dict[str, Any] = {}  # (not ``probes``: that name is the module of agent names)
     for probe in SANDBOX_PROBES:
         for r in results.get(probe.name, []):
             ok = r.outcome == probe.expected and r.reward == 0.0
             by = (r.evidence.get("verdict") or {}).get("by", "")
-            probes[probe.name] = {"outcome": r.outcome, "expected": probe.expected, "ok": ok, "by": by}
+            found[probe.name] = {
+                "outcome": r.outcome,
+                "expected": probe.expected,
+                "ok": ok,
+                "by": by,
+                "episode": r.episode_id,
+            }
             if not ok and not outcomes.is_infra(r.outcome):  # infra outcomes are reported above
                 report.add(
                     "harness.sandbox_attribution",
                     f"{probe.name} episode {r.episode_id} ended {r.outcome}, expected {probe.expected}",
                 )
-    report.checks["sandbox_probes"] = probes
-    for r in results.get("oracle", []):
+    report.checks["sandbox_probes"] = found
+    for r in results.get(probes.ORACLE, []):
         ev = r.evidence or {}
         if r.outcome == outcomes.agent_error("disk_full"):
             used = ev.get("disk_used_mb")
@@ -300,17 +305,7 @@ def sandbox_checks(spec: TaskSpec, report: AuditReport, results: dict[str, list[
 
 
 def _finish(ws: Workspace, report: AuditReport, started: float) -> AuditReport:
-    blocking = [
-        c
-        for c in report.reasons
-        if (c.split(".")[0] in ALWAYS_BLOCKING and c not in WARNING_CODES) or c == GUARD_CONFLICT
-    ]
-    if blocking or "infra.image_build_failed" in report.reasons:
-        report.verdict = "rejected"
-    elif report.reasons:
-        report.verdict = "warning"
-    else:
-        report.verdict = "accepted"
+    report.verdict = verdicts.decide(report.reasons)
     report.duration_s = round(time.monotonic() - started, 2)
     with session(ws.engine) as s:
         queries.record_audit(

@@ -14,7 +14,10 @@ finished episodes of one policy model:
   ``n`` for the same reason: a result we cannot read is not evidence of failure.
 
 pass@k uses the unbiased estimator over all ``n`` valid samples, ``1 - C(n-c, k) / C(n, k)``, computed
-exactly with integers (``math.comb``) and rounded once, so band edges compare against the true value.
+exactly with integers (``math.comb``) and rounded once; it is what the report shows. Where a task stands
+relative to the band is *decided* (``engine/calibration/confidence.py``): ``in``/``below``/``above`` only
+when an interval valid at the stated confidence, however often anyone looks, lies on one side of each
+edge, otherwise ``undecided``. The gates read the decision, never the point estimate.
 """
 
 from __future__ import annotations
@@ -26,19 +29,29 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal
+from functools import lru_cache
+from typing import Any
 
-from engine.core.config import BandConfig
-from engine.core.workspace import Workspace
-from store import queries
-from store.db import session
+from bandpass.engine.calibration.confidence import (
+    DEFAULT_CONFIDENCE,
+    BandDecision,
+    Status,
+    decide,
+    rate_interval,
+)
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.config import BandConfig
+from bandpass.engine.core.errors import InvalidInput
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import endstate as endstate_store
+from bandpass.store import queries
+from bandpass.store.db import session
 
-BandStatus = Literal["in", "below", "above", "unknown"]
+#: in | below | above | undecided (engine/calibration/confidence.py)
+BandStatus = Status
 
 #: Above this infra-error rate a pass@k is not worth reading (the report shouts, the export gate refuses).
 INFRA_WARN_RATE = 0.2
-#: Wilson interval z for 95% confidence.
-WILSON_Z = 1.959963984540054
 #: Instruction similarity (word 3-shingle Jaccard) at or above which the later task is a duplicate.
 DUPLICATE_THRESHOLD = 0.8
 #: Reward std above which a task gives a usable learning signal (the field's health signal).
@@ -51,6 +64,7 @@ GATE_DUPLICATE = "duplicate"
 GATE_INFRA = "infra_rate"
 
 
+@lru_cache(maxsize=8192)  # pure; a band over 10,000 tasks asks for a few hundred distinct (n, c, k)
 def pass_at_k(n: int, c: int, k: int) -> float | None:
     """Unbiased pass@k from ``n`` valid samples with ``c`` successes.
 
@@ -67,22 +81,6 @@ def pass_at_k(n: int, c: int, k: int) -> float | None:
     if n - c < k:
         return 1.0
     return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
-
-
-def wilson_interval(c: int, n: int, z: float = WILSON_Z) -> tuple[float, float] | None:
-    """Wilson score interval on the per-sample pass rate ``c/n`` (not on pass@k).
-
-    Wilson rather than the normal approximation because calibration lives at small n and near 0 or 1,
-    where ``p ± z·sqrt(p(1-p)/n)`` collapses to zero width or leaves [0, 1]. None when ``n == 0``.
-    """
-    if n <= 0:
-        return None
-    p = c / n
-    z2 = z * z
-    denom = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass
@@ -105,10 +103,16 @@ class TaskEstimate:
     unclassified: int = 0
     pass_at: dict[int, float | None] = field(default_factory=dict)
     reward_std: float | None = None
-    wilson: tuple[float, float] | None = None
     outcomes: dict[str, int] = field(default_factory=dict)
     audit: str = ""
     blocking_tags: int = 0
+    #: The valid samples in episode order (1 passed, 0 not) and their episode ids: what paired tests
+    #: across checkpoints pair, and the evidence the band ledger records.
+    samples: list[int] = field(default_factory=list)
+    sample_ids: list[int] = field(default_factory=list)
+    #: How the episodes were verified: clean_room | in_place (a service task: the guard was the gate) |
+    #: mixed | "" (none yet) — engine/run/cleanroom.py
+    verified: str = ""
 
     @property
     def episodes(self) -> int:
@@ -127,10 +131,18 @@ class TaskEstimate:
     def infra_heavy(self) -> bool:
         return self.infra_rate > INFRA_WARN_RATE
 
+    def rate_interval(self, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
+        """The anytime-valid interval on the per-sample pass rate (engine/calibration/confidence.py)."""
+        return rate_interval(self.c, self.n, confidence)
+
+    def decision(self, params: GateParams) -> BandDecision:
+        """Where this task stands relative to ``params``' band, at ``params.confidence``."""
+        return decide(self.c, self.n, params.lo, params.hi, params.k, params.confidence, params.min_samples)
+
     def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("pass_at", "wilson", "instruction")}
+        skip = ("pass_at", "instruction", "samples", "sample_ids")
+        d = {k: v for k, v in self.__dict__.items() if k not in skip}
         d["pass_at"] = {str(k): v for k, v in sorted(self.pass_at.items())}
-        d["wilson"] = list(self.wilson) if self.wilson else None
         d["pass_rate"] = self.pass_rate
         d["infra_rate"] = self.infra_rate
         d["infra_heavy"] = self.infra_heavy
@@ -138,14 +150,35 @@ class TaskEstimate:
         return d
 
 
+@lru_cache(maxsize=1024)  # pure; called once per stored episode, over a handful of distinct outcomes
 def classify(outcome: str) -> str:
     """``passed`` | ``failed`` | ``agent_error`` | ``infra_error`` | ``unclassified``."""
     if outcome in ("passed", "failed"):
         return outcome
-    head = outcome.split(":", 1)[0]
-    if head in ("agent_error", "infra_error"):
+    head = outcomes.kind_of(outcome)
+    if head in (outcomes.AGENT, outcomes.INFRA):
         return head
     return "unclassified"
+
+
+def reward_std(rewards: list[float]) -> float | None:
+    """``statistics.pstdev`` of the rewards (None for none), the same value to the last bit.
+
+    Why not call it directly: it computes exactly, with fractions, which was most of a band's cost over
+    100,000 episodes (bench/bench_scale.py). Rewards are almost always 0 and 1, and then the value
+    depends only on how many of each (exact arithmetic does not depend on order), so it is computed once
+    per (ones, zeros) and remembered."""
+    if not rewards:
+        return None
+    ones, zeros = rewards.count(1.0), rewards.count(0.0)
+    if ones + zeros == len(rewards):
+        return _binary_pstdev(ones, zeros)
+    return statistics.pstdev(rewards)
+
+
+@lru_cache(maxsize=8192)
+def _binary_pstdev(ones: int, zeros: int) -> float:
+    return statistics.pstdev([1.0] * ones + [0.0] * zeros)
 
 
 def estimate(source: queries.CalibrationSource, model: str, ks: Sequence[int] = (1, 2)) -> TaskEstimate:
@@ -165,7 +198,8 @@ def estimate(source: queries.CalibrationSource, model: str, ks: Sequence[int] = 
     )
     rewards: list[float] = []
     counts: Counter[str] = Counter()
-    for outcome, reward in source.outcomes:
+    ids = source.episode_ids or [0] * len(source.outcomes)
+    for (outcome, reward), eid in zip(source.outcomes, ids, strict=True):
         counts[outcome or "(none)"] += 1
         kind = classify(outcome)
         if kind == "infra_error":
@@ -175,6 +209,8 @@ def estimate(source: queries.CalibrationSource, model: str, ks: Sequence[int] = 
             est.unclassified += 1
             continue
         est.n += 1
+        est.samples.append(1 if kind == "passed" else 0)
+        est.sample_ids.append(eid)
         if kind == "passed":
             est.c += 1
         if kind == "agent_error":
@@ -189,8 +225,7 @@ def estimate(source: queries.CalibrationSource, model: str, ks: Sequence[int] = 
     est.outcomes = dict(sorted(counts.items()))
     est.pass_at = {k: pass_at_k(est.n, est.c, k) for k in sorted(set(ks))}
     # Population std: the spread of the rewards a GRPO group would see, not an estimate of a parent's.
-    est.reward_std = statistics.pstdev(rewards) if rewards else None
-    est.wilson = wilson_interval(est.c, est.n)
+    est.reward_std = reward_std(rewards)
     return est
 
 
@@ -199,30 +234,28 @@ def estimates(ws: Workspace, model: str, ks: Iterable[int] = (1, 2)) -> list[Tas
     ks = sorted(set(ks))
     with session(ws.engine) as s:
         sources = queries.calibration_sources(s, model)
-    return [estimate(src, model, ks) for src in sources]
+        verified = endstate_store.verified_how(s, [src.version_id for src in sources])
+    out = [estimate(src, model, ks) for src in sources]
+    for est in out:
+        est.verified = verified.get(est.version_id, "")
+    return out
 
 
-def band_status(est: TaskEstimate, lo: float, hi: float, min_samples: int, k: int = 2) -> BandStatus:
-    """Where pass@k sits relative to the band ``[lo, hi]``, both edges inclusive.
+def band_status(
+    est: TaskEstimate,
+    lo: float,
+    hi: float,
+    min_samples: int,
+    k: int = 2,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> BandStatus:
+    """Where the task stands relative to the band ``[lo, hi]`` on pass@k, both edges inclusive, *decided*
+    at ``confidence`` (engine/calibration/confidence.py): ``in``/``below``/``above`` only when the task's
+    interval lies on one side of each edge, ``undecided`` otherwise and whenever ``n < min_samples``.
 
-    ``unknown`` (neither in nor out) when ``n < min_samples`` or pass@k is undefined (``k > n``): a task
-    with two samples has not been measured, and calling it "below" would drop it for lack of data.
-    The comparison allows 1e-12 for float representation, so a value that is exactly the edge in
-    rational arithmetic (e.g. 0.1) is inside.
+    A task with a handful of samples is undecided, never "below" or "above" by the luck of one episode.
     """
-    if est.n < min_samples:
-        return "unknown"
-    p = est.pass_at.get(k)
-    if p is None:
-        p = pass_at_k(est.n, est.c, k)
-    if p is None:
-        return "unknown"
-    eps = 1e-12
-    if p < lo - eps:
-        return "below"
-    if p > hi + eps:
-        return "above"
-    return "in"
+    return decide(est.c, est.n, lo, hi, k, confidence, min_samples).status
 
 
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -280,6 +313,7 @@ class GateParams:
     allow_warning: bool = False
     duplicate_threshold: float = DUPLICATE_THRESHOLD
     max_infra_rate: float = INFRA_WARN_RATE
+    confidence: float = DEFAULT_CONFIDENCE
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -293,7 +327,9 @@ def gates(ests: Sequence[TaskEstimate], params: GateParams) -> dict[str, list[st
       the wrong place to find out which; the curator can opt in per export.
     - ``blocking_tag``: any uncleared blocking tag (invalidity, misalignment) on any episode of the
       version, whichever agent ran it: the defect is in the task, not in that model.
-    - ``band``: pass@k within ``[lo, hi]``; ``band:unknown`` when too few valid samples.
+    - ``band``: the task is *decided* in the band at ``confidence`` (its interval inside ``[lo, hi]``);
+      ``band:below``/``band:above`` when decided outside, ``band:undecided`` when the evidence cannot
+      tell yet (too few samples, or a pass rate near an edge). Never the bare point estimate.
     - ``duplicate``: instruction near-duplicate of an earlier-imported task of the workspace (decided
       over all tasks, not only the ones passing other gates, so the answer does not move with the band).
     - ``infra_rate``: the task's infra-error rate above ``max_infra_rate``; its few valid samples may be
@@ -308,7 +344,7 @@ def gates(ests: Sequence[TaskEstimate], params: GateParams) -> dict[str, list[st
             failed.append(f"{GATE_AUDIT}:{e.audit or 'none'}")
         if e.blocking_tags:
             failed.append(f"{GATE_BLOCKING}:{e.blocking_tags}")
-        status = band_status(e, params.lo, params.hi, params.min_samples, params.k)
+        status = e.decision(params).status
         if status != "in":
             failed.append(f"{GATE_BAND}:{status}")
         if e.task in dups:
@@ -330,11 +366,11 @@ def parse_band(text: str) -> tuple[float, float]:
     err = f"--band: expected LO:HI with 0 <= LO <= HI <= 1, got {text}"
     parts = text.split(":")
     if len(parts) != 2:
-        raise ValueError(err)
+        raise InvalidInput(err)
     try:
         lo, hi = float(parts[0]), float(parts[1])
     except ValueError:
-        raise ValueError(err) from None
+        raise InvalidInput(err) from None
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi <= 1):
-        raise ValueError(err)
+        raise InvalidInput(err)
     return lo, hi

@@ -13,11 +13,12 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.calibration.calibrate import DUPLICATE_THRESHOLD, shingles
-from engine.tasks.taskdir import find_task_dirs
+from bandpass.engine.calibration.calibrate import DUPLICATE_THRESHOLD, shingles
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.tasks.taskdir import find_task_dirs
 
 
-class AgainstError(ValueError):
+class AgainstError(BandpassError, ValueError):
     """A ``--against`` directory that cannot serve as a reference; one line naming it."""
 
 

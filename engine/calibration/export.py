@@ -19,6 +19,12 @@ names the pyarrow version, so byte identity holds for one pyarrow version (the m
 
 Files are written into a sibling ``.partial`` folder and renamed into place at the end, so a crash or a
 refused export (a secret found) never leaves a half-written set that looks complete.
+
+A task is exported only when it is *decided* in the band at ``confidence`` (engine/calibration/
+confidence.py); every row and the manifest say so with the decision's pass@k interval, and
+``extra_info.band_history`` carries the task's band ledger: the latest decision of every model on that
+version (each on its own band), in checkpoint order. The export records those decisions first, so the
+history is the one the gates just used.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.calibration.calibrate import (
+from bandpass.engine.calibration import ledger
+from bandpass.engine.calibration.calibrate import (
     DUPLICATE_THRESHOLD,
     INFRA_WARN_RATE,
     GateParams,
@@ -48,13 +55,18 @@ from engine.calibration.calibrate import (
     estimates,
     gates,
 )
-from engine.core.config import BandConfig
-from engine.core.workspace import Workspace
-from engine.tasks.taskdir import task_files, version_hash
-from store import queries
-from store.db import session
+from bandpass.engine.calibration.confidence import check_confidence
+from bandpass.engine.core.config import BandConfig, ConfigError
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.tasks.taskdir import TaskInvalid, load_task, task_files, version_hash
+from bandpass.store import queries
+from bandpass.store.db import session
 
 FORMATS = ("harbor", "verl", "skyrl", "jsonl", "traces")
+#: The traces format's row shapes: Bandpass's (with the columns to mask infra and suspect episodes with)
+#: or Harbor's own ``harbor traces export`` schema (engine/calibration/harbor_traces.py).
+TRACE_SCHEMAS = ("bandpass", "harbor")
 SPLITS = ("train", "validation")
 DATA_SOURCE = "bandpass"
 ABILITY = "terminal"
@@ -71,7 +83,7 @@ SECRET_ENV_VARS = (
 _MIN_SECRET_LEN = 8  # shorter values ("1", "true") would match innocent bytes everywhere
 
 
-class ExportError(RuntimeError):
+class ExportError(BandpassError, RuntimeError):
     """An export that cannot be made; the message is one line naming what to fix."""
 
 
@@ -93,12 +105,18 @@ class ExportParams:
     max_infra_rate: float = INFRA_WARN_RATE
     env_class: str = "harbor"
     trace_filter: str = "all"  # with the traces format: all | success | failure
+    trace_schema: str = "bandpass"  # with the traces format: bandpass (masking columns) | harbor (Harbor's)
     against: tuple[str, ...] = ()  # reference task folders: near-duplicates of theirs are left out
+    confidence: float = BandConfig.confidence  # band decisions hold with this probability
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.formats if f not in FORMATS]
         if unknown or not self.formats:
-            raise ExportError(f"--format: expected a comma list of {','.join(FORMATS)}, got {self.formats}")
+            got = ", ".join(repr(f) for f in unknown) if unknown else "nothing"
+            parquet = (
+                " (Parquet rows: verl and skyrl)" if any("parquet" in f.lower() for f in unknown) else ""
+            )
+            raise ExportError(f"--format: expected a comma list of {','.join(FORMATS)}, got {got}{parquet}")
         self.formats = tuple(f for f in FORMATS if f in self.formats)  # canonical order, no repeats
         if not 0 <= self.lo <= self.hi <= 1:
             raise ExportError(f"--band: expected LO:HI with 0 <= LO <= HI <= 1, got {self.lo}:{self.hi}")
@@ -106,11 +124,19 @@ class ExportParams:
             raise ExportError(f"--k: expected an integer >= 1, got {self.k}")
         if not 0 <= self.val_fraction < 1:
             raise ExportError(f"--val-fraction: expected 0 <= F < 1, got {self.val_fraction}")
-        from engine.calibration.traces import FILTERS
+        from bandpass.engine.calibration.traces import FILTERS
 
         if self.trace_filter not in FILTERS:
             raise ExportError(f"--filter: expected one of {', '.join(FILTERS)}, got {self.trace_filter!r}")
+        if self.trace_schema not in TRACE_SCHEMAS:
+            raise ExportError(
+                f"--traces-schema: expected one of {', '.join(TRACE_SCHEMAS)}, got {self.trace_schema!r}"
+            )
         self.against = tuple(self.against)
+        try:
+            check_confidence(self.confidence)
+        except ValueError as exc:
+            raise ExportError(str(exc)) from None
 
     def gate_params(self) -> GateParams:
         return GateParams(
@@ -121,6 +147,7 @@ class ExportParams:
             allow_warning=self.allow_warning,
             duplicate_threshold=self.duplicate_threshold,
             max_infra_rate=self.max_infra_rate,
+            confidence=self.confidence,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -143,9 +170,15 @@ class ExportedTask:
     pass_at_k: float | None
     category: str
     difficulty: str
+    band: str = "in"  # the band decision (an exported task is always decided in)
+    pass_at_k_interval: tuple[float, float] = (0.0, 1.0)  # the interval behind it
+    confidence: float = BandConfig.confidence
+    verified: str = ""  # clean_room | in_place | mixed: where its episodes' verifier ran
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        d["pass_at_k_interval"] = list(self.pass_at_k_interval)
+        return d
 
 
 @dataclass
@@ -230,15 +263,39 @@ def stratified_split(ests: Sequence[TaskEstimate], val_fraction: float, seed: in
 # --- rows and schemas ---------------------------------------------------------------------------------
 
 _MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+#: One model's latest band decision on the task version (engine/calibration/ledger.py ``HistoryItem``).
+_HISTORY = pa.list_(
+    pa.struct(
+        [
+            ("c", pa.int64()),
+            ("checkpoint_step", pa.int64()),
+            ("confidence", pa.float64()),
+            ("decision", pa.string()),
+            ("hi", pa.float64()),
+            ("k", pa.int64()),
+            ("lo", pa.float64()),
+            ("model", pa.string()),
+            ("n", pa.int64()),
+            ("pass_hi", pa.float64()),
+            ("pass_lo", pa.float64()),
+            ("series", pa.string()),
+        ]
+    )
+)
 _EXTRA_FIELDS = [
+    ("band", pa.string()),
+    ("band_history", _HISTORY),
     ("c", pa.int64()),
     ("category", pa.string()),
+    ("confidence", pa.float64()),
     ("difficulty", pa.string()),
     ("index", pa.int64()),
     ("k", pa.int64()),
     ("model", pa.string()),
     ("n", pa.int64()),
     ("pass_at_k", pa.float64()),
+    ("pass_at_k_hi", pa.float64()),
+    ("pass_at_k_lo", pa.float64()),
     ("split", pa.string()),
     ("task", pa.string()),
     ("task_dir", pa.string()),
@@ -276,16 +333,27 @@ PASS_COUNTS_SCHEMA = pa.schema(
 )
 
 
-def _extra(e: TaskEstimate, t: ExportedTask, params: ExportParams, task_path: str) -> dict[str, Any]:
+def _extra(
+    e: TaskEstimate,
+    t: ExportedTask,
+    params: ExportParams,
+    task_path: str,
+    history: list[ledger.HistoryItem] | None = None,
+) -> dict[str, Any]:
     return {
+        "band": t.band,
+        "band_history": [h.as_dict() for h in history or []],
         "c": e.c,
         "category": e.category,
+        "confidence": t.confidence,
         "difficulty": e.difficulty,
         "index": t.index,
         "k": params.k,
         "model": params.model,
         "n": e.n,
         "pass_at_k": t.pass_at_k,
+        "pass_at_k_hi": t.pass_at_k_interval[1],
+        "pass_at_k_lo": t.pass_at_k_interval[0],
         "split": t.split,
         "task": e.task,
         "task_dir": task_path,
@@ -294,7 +362,13 @@ def _extra(e: TaskEstimate, t: ExportedTask, params: ExportParams, task_path: st
     }
 
 
-def verl_row(e: TaskEstimate, t: ExportedTask, params: ExportParams, task_path: str) -> dict[str, Any]:
+def verl_row(
+    e: TaskEstimate,
+    t: ExportedTask,
+    params: ExportParams,
+    task_path: str,
+    history: list[ledger.HistoryItem] | None = None,
+) -> dict[str, Any]:
     """verl RLHFDataset row. ``ground_truth`` names the task's tests: the reward comes from running
     them in the task's container, there is no literal answer to compare against."""
     return {
@@ -302,18 +376,24 @@ def verl_row(e: TaskEstimate, t: ExportedTask, params: ExportParams, task_path: 
         "prompt": [{"role": "user", "content": e.instruction}],
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": f"{task_path}/tests"},
-        "extra_info": _extra(e, t, params, task_path),
+        "extra_info": _extra(e, t, params, task_path, history),
     }
 
 
-def skyrl_row(e: TaskEstimate, t: ExportedTask, params: ExportParams, task_path: str) -> dict[str, Any]:
+def skyrl_row(
+    e: TaskEstimate,
+    t: ExportedTask,
+    params: ExportParams,
+    task_path: str,
+    history: list[ledger.HistoryItem] | None = None,
+) -> dict[str, Any]:
     """SkyRL-Gym row; ``env_class`` selects the environment that runs the Harbor task directory."""
     return {
         "data_source": DATA_SOURCE,
         "prompt": [{"role": "user", "content": e.instruction}],
         "env_class": params.env_class,
         "reward_spec": {"method": "rule", "ground_truth": f"{task_path}/tests"},
-        "extra_info": _extra(e, t, params, task_path),
+        "extra_info": _extra(e, t, params, task_path, history),
     }
 
 
@@ -386,7 +466,7 @@ def _secret_values(ws: Workspace) -> dict[str, str]:
         cfg = ws.config
         names.add(cfg.generator.api_key_env)
         names.update(m.api_key_env for m in cfg.models.values())
-    except Exception:  # a broken config is reported by the commands that use it; scan the defaults
+    except ConfigError:  # a broken config is reported by the commands that use it; scan the defaults
         pass
     values = {}
     for n in sorted(names):
@@ -411,6 +491,20 @@ def _is_previous_export(out: Path) -> bool:
 
 
 GATE_CONTAMINATED = "contaminated"
+#: A stored version Harbor 0.25's own loader would refuse (an older network_mode spelling, a name that is not
+#: org/name): exported byte for byte it would not load, and rewriting it would change its version hash.
+GATE_HARBOR_INVALID = "harbor_invalid"
+
+
+def _harbor_gate(ws: Workspace, ests: Sequence[TaskEstimate], failed: dict[str, list[str]]) -> None:
+    for e in ests:
+        if failed[e.task]:
+            continue
+        try:
+            refusals = load_task(ws.abs(e.path)).harbor_refusals
+        except TaskInvalid as exc:
+            refusals = [str(p) for p in exc.problems]
+        failed[e.task].extend(f"{GATE_HARBOR_INVALID}:{r}" for r in refusals[:1])
 
 
 def plan(
@@ -421,10 +515,11 @@ def plan(
     With ``params.against``, a task near-duplicating a reference instruction fails the extra gate
     ``contaminated:<reference>``; ``decontaminated`` (when given) receives those matches.
     """
-    from engine.calibration.decontaminate import AgainstError, contaminated, reference_instructions
+    from bandpass.engine.calibration.decontaminate import AgainstError, contaminated, reference_instructions
 
     ests = estimates(ws, params.model, ks=sorted({1, params.k}))
     failed = gates(ests, params.gate_params())
+    _record_decisions(ws, params, ests)
     if params.against:
         try:
             refs = reference_instructions(params.against)
@@ -435,9 +530,30 @@ def plan(
             failed[name].append(f"{GATE_CONTAMINATED}:{ref}")
             if decontaminated is not None:
                 decontaminated[name] = {"reference": ref, "similarity": round(sim, 6)}
+    if "harbor" in params.formats:
+        _harbor_gate(ws, ests, failed)
     chosen = [e for e in ests if not failed[e.task]]
     excluded = {name: why for name, why in sorted(failed.items()) if why}
     return order_tasks(chosen, params.k, params.curriculum), excluded
+
+
+def _record_decisions(ws: Workspace, params: ExportParams, ests: Sequence[TaskEstimate]) -> None:
+    """Records the exported model's decisions, and every other policy model's on its own band at the
+    export's confidence, in the band ledger: the history ``extra_info`` carries."""
+    from bandpass.engine.calibration.compare import model_params
+    from bandpass.engine.core.probes import is_builtin_agent
+
+    try:
+        config = ws.config
+    except ConfigError:  # a broken bandpass.toml: the ledger records no checkpoint step
+        config = None
+    gp = params.gate_params()
+    ledger.record(ws, params.model, ests, gp, "export", config)
+    with session(ws.engine) as s:
+        others = [a for a in queries.episode_agents(s) if a != params.model and not is_builtin_agent(a)]
+    for m in others:
+        mp = model_params(m, gp, config)
+        ledger.record(ws, m, estimates(ws, m, ks=sorted({1, mp.k})), mp, "export", config)
 
 
 def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = False) -> ExportResult:
@@ -466,8 +582,11 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
 
     counters = dict.fromkeys(SPLITS, 0)
     pairs: list[tuple[TaskEstimate, ExportedTask]] = []
+    gp = params.gate_params()
+    history = ledger.band_history(ws, [e.version_id for e in chosen])
     for e, dirname in zip(chosen, dirnames, strict=True):
         sp = split[e.task]
+        d = e.decision(gp)
         t = ExportedTask(
             name=e.task,
             dirname=dirname,
@@ -480,6 +599,10 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
             pass_at_k=e.pass_at.get(params.k),
             category=e.category,
             difficulty=e.difficulty,
+            band=d.status,
+            pass_at_k_interval=d.pass_at_k,
+            confidence=gp.confidence,
+            verified=e.verified,
         )
         counters[sp] += 1
         pairs.append((e, t))
@@ -494,8 +617,9 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
 
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {"verl": {}, "skyrl": {}}
     for e, t in pairs:
-        rows["verl"].setdefault(t.split, []).append(verl_row(e, t, params, task_path(e, t)))
-        rows["skyrl"].setdefault(t.split, []).append(skyrl_row(e, t, params, task_path(e, t)))
+        hist = history.get(e.version_id, [])
+        rows["verl"].setdefault(t.split, []).append(verl_row(e, t, params, task_path(e, t), hist))
+        rows["skyrl"].setdefault(t.split, []).append(skyrl_row(e, t, params, task_path(e, t), hist))
     for fmt, schema in (("verl", VERL_SCHEMA), ("skyrl", SKYRL_SCHEMA)):
         for sp in SPLITS:
             split_rows = rows[fmt].get(sp, [])
@@ -517,21 +641,34 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
     files["pass_counts.parquet"] = _parquet_bytes(counts, PASS_COUNTS_SCHEMA)
     files["pass_counts.csv"] = _csv_bytes(counts, PASS_COUNTS_SCHEMA.names)
     if "traces" in params.formats:
-        from engine.calibration.traces import TRACE_SCHEMA, trace_rows
+        from bandpass.engine.calibration.traces import TRACE_SCHEMA, trace_rows
 
         with session(ws.engine) as s:
             sources = queries.trace_sources(s, params.model)
-        trows = trace_rows(
-            sources, params.trace_filter, {e.task for e in chosen}, excluded_tasks=set(decontaminated)
-        )
+        if params.trace_schema == "harbor":
+            from bandpass.engine.calibration.harbor_traces import HARBOR_TRACE_SCHEMA, harbor_rows
+            from bandpass.engine.calibration.traces import DEFAULT_PROMPT_VERSION
+
+            trows = harbor_rows(
+                ws.root, sources, params.trace_filter, set(decontaminated), DEFAULT_PROMPT_VERSION
+            )
+            schema = HARBOR_TRACE_SCHEMA
+        else:
+            trows = trace_rows(
+                sources, params.trace_filter, {e.task for e in chosen}, excluded_tasks=set(decontaminated)
+            )
+            schema = TRACE_SCHEMA
         files["traces/traces.jsonl"] = _jsonl_bytes(trows)
-        files["traces/traces.parquet"] = _parquet_bytes(trows, TRACE_SCHEMA)
+        files["traces/traces.parquet"] = _parquet_bytes(trows, schema)
         result.traces = len(trows)
 
     partial = out.parent / f".{out.name}.partial-{os.getpid()}"
-    if partial.exists():
-        shutil.rmtree(partial)
-    partial.mkdir(parents=True)
+    try:
+        if partial.exists():
+            shutil.rmtree(partial)
+        partial.mkdir(parents=True)
+    except OSError as exc:  # the scratch folder is ours: the curator named --out, so the error does too
+        raise ExportError(f"--out {out}: cannot write there: {exc.strerror or exc}") from None
     try:
         for e, t in pairs:
             if not with_harbor:
@@ -579,6 +716,9 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
         if out.exists():
             shutil.rmtree(out)
         os.replace(partial, out)
+    except OSError as exc:  # a full disk, a folder made read-only meanwhile: said of --out, not of scratch
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ExportError(f"--out {out}: writing the export failed: {exc.strerror or exc}") from None
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -17,21 +17,17 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import select
 
-from engine.calibration.calibrate import GateParams, classify
-from engine.calibration.compare import compare
-from engine.core.workspace import Workspace
-from engine.review.clusters import load_clusters
-from engine.review.review_report import review_report
-from store import queries
-from store.db import session
-from store.models import Diagnosis, FailureTag, ReviewSuggestion
+from bandpass.engine.calibration.calibrate import GateParams, classify
+from bandpass.engine.calibration.compare import compare
+from bandpass.engine.core.probes import is_builtin_agent
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.clusters import load_clusters
+from bandpass.engine.review.review_report import review_report
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import Diagnosis, FailureTag, ReviewSuggestion
 
 GUARD_CODE = "agent_error:verifier_tamper"
-
-
-def is_builtin_agent(name: str) -> bool:
-    """oracle, nop and the cheat probes: audit agents, not policy models."""
-    return name in ("oracle", "nop") or name.startswith("cheat:")
 
 
 @dataclass
@@ -41,7 +37,7 @@ class ModelFigures:
     model: str
     checkpoint_step: int | None
     episodes: int
-    band: dict[str, int]  # below / in / above / unknown -> tasks
+    band: dict[str, int]  # below / in / above / undecided -> tasks (decisions at the band's confidence)
     histogram: list[tuple[str, int]]  # pass@k bins over measured tasks
     exportable: int
     mean_pass_at_k: float | None
@@ -57,6 +53,7 @@ class Overview:
     kinds: dict[str, int]  # passed / failed / agent_error / infra_error
     band: tuple[float, float]
     k: int
+    confidence: float = 0.9
     models: list[ModelFigures] = field(default_factory=list)
     left_band: list[dict[str, Any]] = field(default_factory=list)
     clusters: int = 0  # clusters with two or more members
@@ -76,14 +73,14 @@ class Overview:
 def build_overview(ws: Workspace, params: GateParams | None = None) -> Overview:
     if params is None:
         b = ws.config.band
-        params = GateParams(lo=b.lo, hi=b.hi, k=b.k, min_samples=b.min_samples)
+        params = GateParams(lo=b.lo, hi=b.hi, k=b.k, min_samples=b.min_samples, confidence=b.confidence)
     with session(ws.engine) as s:
         rows = queries.task_rows(s)
         eps = queries.episodes(s, status="done")
         agents = queries.episode_agents(s)
         audits = Counter(r.audit or "none" for r in rows)
         diagnoses = Counter(dict(s.exec(select(Diagnosis.code, func.count()).group_by(Diagnosis.code)).all()))
-        tags = s.exec(select(func.count()).select_from(FailureTag).where(FailureTag.cleared == False)).one()  # noqa: E712
+        tags = s.exec(select(func.count()).select_from(FailureTag).where(FailureTag.cleared == False)).one()  # noqa: E712 - a SQL expression, not a Python comparison
         reviews = s.exec(select(func.count()).select_from(ReviewSuggestion)).one()
     outcomes = Counter(e.outcome for e in eps)
     ov = Overview(
@@ -95,6 +92,7 @@ def build_overview(ws: Workspace, params: GateParams | None = None) -> Overview:
         kinds=dict(sorted(Counter(classify(e.outcome) for e in eps).items())),
         band=(params.lo, params.hi),
         k=params.k,
+        confidence=params.confidence,
         diagnoses=dict(diagnoses.most_common()),
         guard_caught=outcomes.get(GUARD_CODE, 0),
         tags=tags,
@@ -123,9 +121,9 @@ def build_overview(ws: Workspace, params: GateParams | None = None) -> Overview:
     ov.clustered_failures = sum(c.size for c in groups)
     ov.largest_cluster = max((c.size for c in groups), default=0)
     rr = review_report(ws)
-    if rr.reviewers:
+    if rr.reviewers and rr.reviewers[0].agreement is not None:
         ov.review_agreement = rr.reviewers[0].agreement.class_agreement
-    if rr.diagnosis is not None:
+    if rr.diagnosis is not None and rr.diagnosis.agreement is not None:
         ov.diagnosis_agreement = rr.diagnosis.agreement.class_agreement
     return ov
 
@@ -145,19 +143,21 @@ def overview_lines(ov: Overview) -> list[str]:
         "outcomes:",
         *(f"  {n:>4}  {o}" for o, n in ov.outcomes.items()),
         "",
-        f"band: pass@{ov.k} in [{lo:g}, {hi:g}]",
+        f"band: pass@{ov.k} in [{lo:g}, {hi:g}], decided at {ov.confidence:.0%} confidence",
     ]
     for m in ov.models:
         step = f" (step {m.checkpoint_step})" if m.checkpoint_step is not None else ""
         b = m.band
         out.append(
             f"  {m.model}{step}: {m.episodes} episodes; below {b['below']}, in {b['in']}, "
-            f"above {b['above']}, unknown {b['unknown']}; exportable {m.exportable}; "
+            f"above {b['above']}, undecided {b['undecided']}; exportable {m.exportable}; "
             f"mean pass@{ov.k} {_pct(m.mean_pass_at_k)}"
         )
         out.append("    " + "  ".join(f"{label}:{n}" for label, n in m.histogram))
     for lv in ov.left_band:
         out.append(f"  left the band: {lv['task']} {lv['from']} -> {lv['to']} ({lv['kind']})")
+    if ov.models and not ov.left_band:
+        out.append("  no task left the band beyond noise between checkpoints")
     out += [
         "",
         f"clusters: {ov.clusters} with 2+ members "
@@ -170,4 +170,4 @@ def overview_lines(ov: Overview) -> list[str]:
     return out
 
 
-__all__ = ["ModelFigures", "Overview", "build_overview", "is_builtin_agent", "overview_lines"]
+__all__ = ["ModelFigures", "Overview", "build_overview", "overview_lines"]

@@ -5,6 +5,10 @@ samples), and when they are common enough to make pass@k meaningless (rate > 20%
 a loud warning that also shows what pass@k *would have been reported as* had they been read as failures —
 the 146-of-151 run that published pass@2 = 2.65% is the failure this report exists to prevent.
 
+Where each task stands relative to the band is a *decision* at the stated confidence (``in``, ``below``,
+``above`` or ``undecided``, with the interval behind it: engine/calibration/confidence.py); the histogram
+shows the point estimates, the counts and the gates the decisions.
+
 ``build_report`` gathers plain data (also serialised by ``--json``); ``render_report`` and
 ``render_histogram`` turn it into Rich renderables for the CLI and the TUI alike.
 """
@@ -22,21 +26,22 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from engine.calibration.calibrate import (
+from bandpass.engine.calibration.calibrate import (
     HEALTHY_REWARD_STD,
     INFRA_WARN_RATE,
     BandStatus,
     GateParams,
     TaskEstimate,
-    band_status,
     classify,
     estimates,
     gates,
     pass_at_k,
 )
-from engine.core.workspace import Workspace
-from store import queries
-from store.db import session
+from bandpass.engine.calibration.confidence import BandDecision
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import queries
+from bandpass.store.db import session
 
 #: Histogram bins: exactly 0 (never solved) and exactly 1 (always solved) get their own rows because
 #: that is where most tasks pile up and where no learning signal exists; between them ten 0.1 bins.
@@ -58,7 +63,7 @@ class CalibrationReport:
     params: GateParams
     estimates: list[TaskEstimate]
     gates: dict[str, list[str]]
-    status: dict[str, BandStatus]
+    decisions: dict[str, BandDecision]
     outcome_kinds: dict[str, int]  # passed | failed | agent_error | infra_error | unclassified
     agent_error_codes: dict[str, int]
     infra_codes: dict[str, int]
@@ -69,6 +74,15 @@ class CalibrationReport:
     @property
     def k(self) -> int:
         return self.params.k
+
+    @property
+    def status(self) -> dict[str, BandStatus]:
+        """Each task's band decision: in | below | above | undecided."""
+        return {task: d.status for task, d in self.decisions.items()}
+
+    @property
+    def confidence(self) -> float:
+        return self.params.confidence
 
     @property
     def episodes(self) -> int:
@@ -88,13 +102,20 @@ class CalibrationReport:
 
     @property
     def measured(self) -> list[TaskEstimate]:
-        """Tasks with a defined pass@k and at least ``min_samples`` valid samples."""
-        return [e for e in self.estimates if self.status[e.task] != "unknown"]
+        """Tasks with a defined pass@k and at least ``min_samples`` valid samples: what the histogram and
+        the means are over (a measurement, not yet a decision)."""
+        return [
+            e for e in self.estimates if e.n >= self.params.min_samples and e.pass_at.get(self.k) is not None
+        ]
+
+    @property
+    def undecided(self) -> list[TaskEstimate]:
+        return [e for e in self.estimates if self.decisions[e.task].status == "undecided"]
 
     @property
     def mean_pass_at_k(self) -> float | None:
-        vals = [e.pass_at[self.k] for e in self.measured if e.pass_at.get(self.k) is not None]
-        return statistics.fmean(vals) if vals else None  # type: ignore[arg-type]
+        vals = [p for e in self.measured if (p := e.pass_at.get(self.k)) is not None]
+        return statistics.fmean(vals) if vals else None
 
     @property
     def mean_pass_at_k_if_infra_failed(self) -> float | None:
@@ -109,7 +130,7 @@ class CalibrationReport:
     @property
     def mean_reward_std(self) -> float | None:
         vals = [e.reward_std for e in self.measured if e.reward_std is not None]
-        return statistics.fmean(vals) if vals else None  # type: ignore[arg-type]
+        return statistics.fmean(vals) if vals else None
 
     @property
     def healthy_tasks(self) -> int:
@@ -121,25 +142,25 @@ class CalibrationReport:
         return [e for e in self.estimates if e.infra_heavy]
 
     def band_counts(self) -> dict[str, int]:
-        c = Counter(self.status.values())
-        return {s: c.get(s, 0) for s in ("below", "in", "above", "unknown")}
+        c = Counter(d.status for d in self.decisions.values())
+        return {s: c.get(s, 0) for s in ("below", "in", "above", "undecided")}
 
     @property
     def exportable(self) -> int:
         return sum(1 for why in self.gates.values() if not why)
 
     def histogram(self) -> tuple[list[HistogramBin], int]:
-        """Bins of pass@k over measured tasks, and the number of unknown tasks (shown apart)."""
+        """Bins of pass@k over measured tasks, and the number of unmeasured tasks (shown apart)."""
         lo, hi = self.params.lo, self.params.hi
         bins = [HistogramBin("= 0", 0.0, 0.0)]
         for a, b in zip(BIN_EDGES, BIN_EDGES[1:], strict=False):
             bins.append(HistogramBin(f"{a:.1f}–{b:.1f}", a, b))
         bins.append(HistogramBin("= 1", 1.0, 1.0))
-        for b in bins:
-            if lo <= b.lo and b.hi <= hi:
-                b.overlap = "in"  # also a point bin (= 0, = 1) inside the band
-            elif b.lo <= hi and lo < b.hi:
-                b.overlap = "partial"  # the bin [b.lo, b.hi) holds values on both sides of an edge
+        for bin_ in bins:
+            if lo <= bin_.lo and bin_.hi <= hi:
+                bin_.overlap = "in"  # also a point bin (= 0, = 1) inside the band
+            elif bin_.lo <= hi and lo < bin_.hi:
+                bin_.overlap = "partial"  # the bin [lo, hi) holds values on both sides of an edge
         for e in self.measured:
             p = e.pass_at.get(self.k)
             if p is None:
@@ -150,11 +171,11 @@ class CalibrationReport:
                 bins[-1].count += 1
             else:
                 bins[1 + min(int(p * 10), 9)].count += 1
-        unknown = sum(1 for s in self.status.values() if s == "unknown")
-        return bins, unknown
+        return bins, len(self.estimates) - len(self.measured)
 
     def per_task(self) -> list[dict[str, Any]]:
-        """One object per task's latest version, the numbers a script needs (README "Accounting")."""
+        """One object per task's latest version, the numbers a script needs (README "Accounting"): the
+        point estimates, and the band decision with its pass@k interval and confidence."""
         ks = self.ks or tuple(sorted({1, self.k}))
         return [
             {
@@ -166,7 +187,9 @@ class CalibrationReport:
                 "infra_rate": e.infra_rate,
                 "pass_at": {str(k): e.pass_at.get(k) for k in ks},
                 "reward_std": e.reward_std,
-                "band": self.status[e.task],
+                "band": self.decisions[e.task].status,
+                **self.decisions[e.task].as_dict(),
+                "verified": e.verified,
             }
             for e in self.estimates
         ]
@@ -190,7 +213,7 @@ class CalibrationReport:
             "histogram": [
                 {"bin": b.label, "lo": b.lo, "hi": b.hi, "count": b.count, "band": b.overlap} for b in bins
             ]
-            + [{"bin": "unknown", "count": unknown}],
+            + [{"bin": "unmeasured", "count": unknown}],
             "outcomes": self.outcome_kinds,
             "agent_error_codes": self.agent_error_codes,
             "infra_codes": self.infra_codes,
@@ -201,7 +224,12 @@ class CalibrationReport:
             ],
             "per_task": self.per_task(),
             "task_estimates": [
-                {**e.as_dict(), "band": self.status[e.task], "failed_gates": self.gates[e.task]}
+                {
+                    **e.as_dict(),
+                    "band": self.decisions[e.task].status,
+                    **self.decisions[e.task].as_dict(),
+                    "failed_gates": self.gates[e.task],
+                }
                 for e in self.estimates
             ],
         }
@@ -220,7 +248,7 @@ def build_report(
         for outcome, n in e.outcomes.items():
             kind = classify(outcome)
             kinds[kind] += n
-            code = outcome.split(":", 1)[1] if ":" in outcome else "(none)"
+            code = outcomes.code_of(outcome) if ":" in outcome else "(none)"
             if kind == "agent_error":
                 agent_codes[code] += n
             elif kind == "infra_error":
@@ -233,7 +261,7 @@ def build_report(
         params=params,
         estimates=ests,
         gates=gates(ests, params),
-        status={e.task: band_status(e, params.lo, params.hi, params.min_samples, params.k) for e in ests},
+        decisions={e.task: e.decision(params) for e in ests},
         outcome_kinds=dict(sorted(kinds.items())),
         agent_error_codes=dict(sorted(agent_codes.items())),
         infra_codes=dict(sorted(infra_codes.items())),
@@ -309,9 +337,9 @@ def render_histogram(r: CalibrationReport, width: int = 40) -> RenderableType:
     if not hi_drawn:
         edge("hi", hi)
     bar = "░" * round(width * unknown / top)
-    lines.append(f"{'unknown':>8} │", style="")
+    lines.append(f"{'few':>8} │", style="")
     lines.append(f"{bar:<{width}}", style="magenta")
-    lines.append(f" {unknown}  (fewer than {r.params.min_samples} valid samples)")
+    lines.append(f" {unknown}  (fewer than {max(r.params.min_samples, r.k)} valid samples: not measured)")
     return lines
 
 
@@ -346,7 +374,9 @@ def summary_table(r: CalibrationReport) -> Table:
     t = Table(box=box.SIMPLE, show_header=False, show_edge=False)
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("tasks", f"{len(r.estimates)}  ({len(r.measured)} measured, {band['unknown']} unknown)")
+    t.add_row(
+        "tasks", f"{len(r.estimates)}  ({len(r.measured)} measured, {len(r.estimates) - len(r.measured)} not)"
+    )
     t.add_row(
         "episodes",
         f"{r.episodes}  ({r.infra_errors} infra errors = {_pct(r.infra_rate)}, not counted in n)",
@@ -357,8 +387,12 @@ def summary_table(r: CalibrationReport) -> Table:
         "reward std",
         f"mean {std}; {r.healthy_tasks} of {len(r.measured)} tasks > {HEALTHY_REWARD_STD} (learning signal)",
     )
-    t.add_row("band", f"below {band['below']} · in {band['in']} · above {band['above']}")
-    t.add_row("exportable", f"{r.exportable} (in band and passing every gate)")
+    t.add_row(
+        "band",
+        f"below {band['below']} · in {band['in']} · above {band['above']} · undecided {band['undecided']}"
+        f"  (decided at {r.confidence:.0%} confidence)",
+    )
+    t.add_row("exportable", f"{r.exportable} (decided in band and passing every gate)")
     return t
 
 
@@ -370,11 +404,26 @@ def render_report(r: CalibrationReport) -> RenderableType:
     parts.append(
         Text(
             f"Calibration: {r.model}   k={r.k}   band [{r.params.lo:g}, {r.params.hi:g}]   "
-            f"min samples {r.params.min_samples}",
+            f"confidence {r.confidence:g}   min samples {r.params.min_samples}",
             style="bold",
         )
     )
     parts.append(summary_table(r))
+    undecided = r.undecided
+    if undecided:
+        shown = ", ".join(
+            f"{e.task} (n={e.n}, pass@{r.k} in [{r.decisions[e.task].pass_at_k[0]:.2f}, "
+            f"{r.decisions[e.task].pass_at_k[1]:.2f}])"
+            for e in undecided[:6]
+        )
+        more = f" and {len(undecided) - 6} more" if len(undecided) > 6 else ""
+        parts.append(
+            Text(
+                f"Undecided at {r.confidence:.0%}: {shown}{more}. "
+                f"bandpass run --model {r.model} --adaptive spends episodes only on these.",
+                style="yellow",
+            )
+        )
     parts.append(render_histogram(r))
     heavy = r.infra_heavy_tasks
     if heavy:
@@ -386,10 +435,21 @@ def render_report(r: CalibrationReport) -> RenderableType:
                 style="bold yellow",
             )
         )
+    in_place = [e.task for e in r.estimates if e.verified in ("in_place", "mixed")]
+    if in_place:
+        names = ", ".join(in_place[:10]) + (f" and {len(in_place) - 10} more" if len(in_place) > 10 else "")
+        parts.append(
+            Text(
+                f"Verified in place (a service task: the verifier ran in the agent's container, the tamper "
+                f"guard the gate; the rest in a clean room): {names}",
+                style="yellow",
+            )
+        )
     parts.extend(breakdown_tables(r))
     gen = Table(title="Generator yield", box=box.SIMPLE, title_justify="left", show_edge=False, min_width=44)
-    for col, justify in (("prompt version", "left"), ("attempts", "right"), ("accepted", "right")):
-        gen.add_column(col, justify=justify)  # type: ignore[arg-type]
+    gen.add_column("prompt version", justify="left")
+    gen.add_column("attempts", justify="right")
+    gen.add_column("accepted", justify="right")
     gen.add_column("yield", justify="right")
     for pv, n, a in r.generation:
         gen.add_row(pv or "(unversioned)", str(n), str(a), _pct(a / n if n else None))

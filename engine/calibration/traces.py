@@ -2,9 +2,12 @@
 
 Harbor's ``traces export`` gives trajectories but no way to tell a policy failure from an infrastructure
 failure; a trainer fine-tuning on "failures" would learn from crashed containers. Every row here carries
-the columns to mask with: ``outcome``, ``reward``, ``infra_ok`` (False: an infra error, no valid reward —
-never a negative example), ``blocking_tags`` (uncleared invalidity/misalignment tags on the task version:
-the task itself is suspect) and ``task_exported`` (the task passed every export gate).
+the columns to mask with: ``outcome``, ``reward`` (the reward the episode counts for: an agent error's is
+0 even when its verifier paid out — a forged 1 after ``verifier_tamper`` is never a success — and an infra
+error's is null; the verifier's own is ``verifier_reward``, evidence), ``infra_ok`` (False: an infra error,
+no valid reward — never a negative example), ``blocking_tags`` (uncleared invalidity/misalignment tags
+on the task version: the task itself is suspect) and ``task_exported`` (the task passed every export
+gate).
 
 Turns are rebuilt from the stored steps exactly as the policy saw them: the system prompt and the first
 user message from the episode's prompt version (``engine/prompts/policy``), then per step the assistant's
@@ -20,13 +23,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import pyarrow as pa
 
-from engine.review import outcomes
-from engine.run.policy.context import PromptTemplates
-from store.queries import TraceSource
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.errors import InvalidInput
+from bandpass.engine.run.policy.context import PromptTemplates
+from bandpass.store.models import pk
+from bandpass.store.queries import TraceSource
 
 FILTERS = ("all", "success", "failure")
 DEFAULT_PROMPT_VERSION = "terminus-v1"
@@ -40,6 +46,7 @@ TRACE_SCHEMA = pa.schema(
         ("attempt", pa.int64()),
         ("outcome", pa.string()),
         ("reward", pa.float64()),
+        ("verifier_reward", pa.float64()),
         ("infra_ok", pa.bool_()),
         ("blocking_tags", pa.list_(pa.string())),
         ("episode_tags", pa.list_(pa.string())),
@@ -110,12 +117,12 @@ def trace_rows(
     sources: Iterable[TraceSource],
     how: str,
     exported: set[str],
-    excluded_tasks: set[str] = frozenset(),  # type: ignore[assignment]
+    excluded_tasks: AbstractSet[str] = frozenset(),
     prompt_version: str = DEFAULT_PROMPT_VERSION,
 ) -> list[dict[str, Any]]:
     """Rows for the episodes ``how`` keeps; tasks in ``excluded_tasks`` (decontaminated) are left out."""
     if how not in FILTERS:
-        raise ValueError(f"--filter: expected one of {', '.join(FILTERS)}, got {how!r}")
+        raise InvalidInput(f"--filter: expected one of {', '.join(FILTERS)}, got {how!r}")
     prompts = PromptTemplates(prompt_version)
     rows = []
     for src in sources:
@@ -124,13 +131,14 @@ def trace_rows(
             continue
         rows.append(
             {
-                "episode_id": int(ep.id),  # type: ignore[arg-type]
+                "episode_id": pk(ep),
                 "task": src.task,
                 "version_hash": src.version_hash,
                 "model": ep.agent,
                 "attempt": ep.attempt,
                 "outcome": ep.outcome,
-                "reward": ep.reward,
+                "reward": outcomes.counted_reward(ep.outcome, ep.reward),
+                "verifier_reward": ep.reward,
                 "infra_ok": not outcomes.is_infra(ep.outcome),
                 "blocking_tags": src.blocking_tags,
                 "episode_tags": src.episode_tags,

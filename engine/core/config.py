@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bandpass.engine.core.errors import BandpassError
 
-class ConfigError(ValueError):
+
+class ConfigError(BandpassError, ValueError):
     def __init__(self, path: Path, problems: list[str]) -> None:
         self.path = path
         self.problems = problems
@@ -71,6 +73,8 @@ class BandConfig:
     hi: float = 0.9
     k: int = 2
     min_samples: int = 4
+    #: The probability with which a band decision must hold (engine/calibration/confidence.py).
+    confidence: float = 0.9
 
 
 @dataclass
@@ -124,6 +128,7 @@ _BAND_KEYS: dict[str, type | tuple[type, ...]] = {
     "hi": (int, float),
     "k": int,
     "min_samples": int,
+    "confidence": (int, float),
 }
 
 
@@ -152,6 +157,7 @@ _RULES: dict[str, tuple[Any, str]] = {
     "band.hi": (lambda v: 0 <= v <= 1, "a number between 0 and 1"),
     "band.k": (lambda v: v >= 1, "an integer >= 1"),
     "band.min_samples": (lambda v: v >= 1, "an integer >= 1"),
+    "band.confidence": (lambda v: 0 < v < 1, "a number strictly between 0 and 1"),
     "ray.address": (
         lambda v: bool(v.strip()) and not v.strip().lower().startswith("ray://"),
         "auto or HOST:PORT (the GCS address; ray:// is not supported)",

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ class GenerationEvent(Event):
 
 
 Subscriber = Callable[[Event], None]
+E = TypeVar("E", bound=Event)
 
 
 class EventBus:
@@ -92,9 +93,9 @@ class EventBus:
         self._lock = threading.Lock()
         self._subs: list[tuple[type[Event], Subscriber]] = []
 
-    def subscribe(self, kind: type[Event], fn: Subscriber) -> Callable[[], None]:
-        """Returns an unsubscribe function."""
-        entry = (kind, fn)
+    def subscribe(self, kind: type[E], fn: Callable[[E], None]) -> Callable[[], None]:
+        """Returns an unsubscribe function. ``fn`` is called only with events of ``kind`` (or a subclass)."""
+        entry: tuple[type[Event], Subscriber] = (kind, fn)  # type: ignore[assignment]  # publish matches kind
         with self._lock:
             self._subs.append(entry)
 

@@ -7,14 +7,19 @@ Paths stored in the database are relative to the workspace root for the same rea
 from __future__ import annotations
 
 import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import Engine
+from bandpass.engine.core.config import Config, load_config
+from bandpass.store.db import connect, migrate, open_engine
 
-from engine.core.config import Config, load_config
-from store.db import open_engine
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 DB_NAME = "bandpass.db"
 CONFIG_NAME = "bandpass.toml"
@@ -42,7 +47,7 @@ class Workspace:
         for d in (ws.root, ws.tasks_dir, ws.recordings_dir, ws.exports_dir):
             d.mkdir(parents=True, exist_ok=True)
         _ = ws.config  # a broken bandpass.toml is reported now, not in the middle of a rollout
-        _ = ws.engine
+        migrate(ws.db_path)  # the schema is current now; SQLAlchemy is loaded only when ``engine`` is used
         return ws
 
     @property
@@ -74,6 +79,12 @@ class Workspace:
     @cached_property
     def engine(self) -> Engine:
         return open_engine(self.db_path)
+
+    @contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A plain sqlite3 connection to the store (see ``store.db.connect``): for fast readers."""
+        with connect(self.db_path) as con:
+            yield con
 
     def rel(self, path: Path) -> str:
         """A path as stored in the database: relative to the root when inside it."""

@@ -9,20 +9,21 @@ bus.
 - :func:`audit_dir` audits a task folder that is not in the workspace.
 """
 
-from engine.generator.api import RetryPolicy
-from engine.generator.loop import (
+from bandpass.engine.generator.loop import (
     DEFAULT_PROMPT,
     BatchResult,
     Budget,
     GenerationResult,
     GeneratorError,
+    GeneratorUnreachable,
     generate_batch,
     resolve_api,
     scratch_path,
 )
-from engine.generator.prompts import PromptError, available_versions, load_prompt
-from engine.generator.report import YieldRow, generation_report
-from engine.generator.stage import audit_dir
+from bandpass.engine.generator.prompts import PromptError, available_versions, load_prompt
+from bandpass.engine.generator.report import YieldRow, generation_report
+from bandpass.engine.generator.stage import audit_dir
+from bandpass.engine.llm.client import RetryPolicy
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -30,6 +31,7 @@ __all__ = [
     "Budget",
     "GenerationResult",
     "GeneratorError",
+    "GeneratorUnreachable",
     "PromptError",
     "RetryPolicy",
     "YieldRow",

@@ -18,17 +18,17 @@ from typing import Any
 
 import docker
 
-from engine.core.events import EventBus, GenerationEvent
-from engine.core.workspace import Workspace
-from engine.generator.api import ApiFailure, Cancelled, MetaClient, WaitPastDeadline
-from engine.generator.pricing import PriceTable, Usage
-from engine.generator.prompts import PromptVersion
-from engine.generator.redact import Redactor
-from engine.generator.seeds import SeedAxes
-from engine.generator.tools import Accepted, Workbench
-from engine.sandbox.docker_engine import DockerUnavailable
-from store import queries
-from store.db import session
+from bandpass.engine.core.events import EventBus, GenerationEvent
+from bandpass.engine.core.redact import Redactor
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.generator.prompts import PromptVersion
+from bandpass.engine.generator.seeds import SeedAxes
+from bandpass.engine.generator.tools import Accepted, Workbench
+from bandpass.engine.llm.client import ApiFailure, Cancelled, MetaClient, WaitPastDeadline
+from bandpass.engine.llm.pricing import PriceTable, Usage
+from bandpass.engine.sandbox.docker_engine import DockerUnavailable
+from bandpass.store import queries
+from bandpass.store.db import session
 
 log = logging.getLogger(__name__)
 

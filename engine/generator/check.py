@@ -16,13 +16,13 @@ from typing import Any
 
 import anthropic
 
-from engine.core.workspace import Workspace
-from engine.generator.api import (
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.llm.client import (
     ApiFailure,
     MetaClient,
     RetryPolicy,
 )
-from engine.generator.pricing import PriceTable
+from bandpass.engine.llm.pricing import PriceTable
 
 PING_TOOL = {
     "name": "ping",
@@ -179,7 +179,7 @@ def _explain(client: MetaClient, report: CheckReport, exc: ApiFailure) -> None:
 def _served_models(client: MetaClient) -> list[str]:
     """The models the server lists (``GET /v1/models``), or [] when it cannot say."""
     try:
-        page = client._client.models.list(limit=100)  # noqa: SLF001 - the SDK client this check owns
+        page = client._client.models.list(limit=100)  # the SDK client this check owns
         return sorted(m.id for m in page.data)
     except (anthropic.APIError, ValueError, TypeError):
         return []

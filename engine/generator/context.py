@@ -11,11 +11,11 @@ import json
 import random
 from pathlib import Path
 
-from engine.calibration.calibrate import band_status, estimates
-from engine.core.workspace import Workspace
-from engine.tasks.taskdir import task_files
-from store import queries
-from store.db import session
+from bandpass.engine.calibration.calibrate import band_status, estimates
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.tasks.taskdir import task_files
+from bandpass.store import queries
+from bandpass.store.db import session
 
 _EXAMPLE_FILE_CHARS = 2500
 

@@ -25,11 +25,12 @@ from typing import Any
 
 from sqlmodel import select
 
-from engine.core.workspace import Workspace
-from engine.tasks.importer import import_one
-from store import queries
-from store.db import session
-from store.models import Generation
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.tasks.importer import import_one
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import Generation, pk
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ FOLDER = "generations"
 _OWN = frozenset({"id", "task_version_id"})
 
 
-class GenerationSampleError(ValueError):
+class GenerationSampleError(BandpassError, ValueError):
     """A generation sample cannot be written or read; the message names the folder."""
 
 
@@ -56,7 +57,7 @@ def export_generation_sample(ws: Workspace, generation_id: int, dest: Path, *, n
             raise GenerationSampleError(f"generation {generation_id} is still running")
         version = queries.get_version(s, g.task_version_id) if g.task_version_id else None
         task = s.get(queries.Task, version.task_id) if version is not None else None
-        audit = queries.latest_audit(s, version.id) if version is not None else None  # type: ignore[arg-type]
+        audit = queries.latest_audit(s, pk(version)) if version is not None else None
         doc: dict[str, Any] = {
             "format": FORMAT,
             "note": note,

@@ -36,12 +36,13 @@ from typing import Any
 
 import docker
 
-from engine.core.events import EventBus
-from engine.core.events import bus as default_bus
-from engine.core.workspace import Workspace
-from engine.generator import context as ctxmod
-from engine.generator.api import MetaClient, RetryPolicy, is_api_code
-from engine.generator.attempt import (
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.events import bus as default_bus
+from bandpass.engine.core.redact import Redactor
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.generator import context as ctxmod
+from bandpass.engine.generator.attempt import (
     GENERATIONS_DIR,
     Attempt,
     BatchSpend,
@@ -51,11 +52,11 @@ from engine.generator.attempt import (
     GeneratorContext,
     end_for,
 )
-from engine.generator.pricing import PriceTable, PriceUnknown
-from engine.generator.prompts import load_prompt
-from engine.generator.redact import Redactor
-from engine.generator.seeds import DIFFICULTIES, SeedAxes, load_axes, sample_axes, sample_difficulty
-from engine.generator.turns import TurnLoop
+from bandpass.engine.generator.prompts import load_prompt
+from bandpass.engine.generator.seeds import DIFFICULTIES, SeedAxes, load_axes, sample_axes, sample_difficulty
+from bandpass.engine.generator.turns import TurnLoop
+from bandpass.engine.llm.client import MetaClient, RetryPolicy, is_api_code
+from bandpass.engine.llm.pricing import PriceTable, PriceUnknown
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,19 @@ DEFAULT_PROMPT = "v2-context"
 __all__ = ["DEFAULT_PROMPT", "BatchResult", "Budget", "GenerationResult", "GeneratorError", "generate_batch"]
 
 
-class GeneratorError(ValueError):
+class GeneratorError(BandpassError, ValueError):
     """The batch cannot start: missing API key, unknown prompt version, model or difficulty."""
+
+
+class GeneratorUnreachable(GeneratorError):
+    """Nothing answers at the generator's endpoint: the batch did not start (``bandpass generate`` exit 3,
+    like an API failure during a batch)."""
+
+
+#: The one hint a dead endpoint gets (``generate --check`` says the same).
+UNREACHABLE_HINT = (
+    "is the server running, and are ANTHROPIC_BASE_URL / [generator] base_url host and port right?"
+)
 
 
 @dataclass
@@ -130,6 +142,7 @@ def generate_batch(
     max_tokens_per_turn: int = 8192,
     api_timeout_s: float = 600.0,
     halt_after_api_failures: int = 3,
+    check_endpoint: bool = True,
     docker_factory: Callable[[], docker.DockerClient] | None = None,
     on_finished: Callable[[GenerationResult], None] | None = None,
 ) -> BatchResult:
@@ -142,7 +155,9 @@ def generate_batch(
     every wait on the server (connect, and each read of a stream: a stalled stream fails after it).
     Once ``halt_after_api_failures`` attempts in a row have ended with an API failure (each after its
     own retries), no new attempt starts: an overnight batch against a dead server stops within minutes
-    instead of spending hours retrying, and says why in ``BatchResult.halted``.
+    instead of spending hours retrying, and says why in ``BatchResult.halted``. Before that,
+    ``check_endpoint`` asks the server for its model list (no tokens): nothing listening raises
+    :class:`GeneratorUnreachable` at once, as ``bandpass run`` refuses a dead policy endpoint.
     """
     if n < 0:
         raise GeneratorError(f"--n: expected a count >= 0, got {n}")
@@ -159,7 +174,7 @@ def generate_batch(
         raise GeneratorError(str(exc)) from exc
     prices = PriceTable(ws.root)
     if not prices.known(model):  # runs with cost unknown; only a dollar budget needs the price
-        unknown = PriceUnknown(model, prices.files)
+        unknown = PriceUnknown(model, prices.files, prices.workspace_file)
         if batch_budget_usd is not None:
             raise GeneratorError(f"--budget-usd needs a price: {unknown}")
         logging.getLogger(__name__).warning("cost unknown: %s", unknown)
@@ -178,6 +193,11 @@ def generate_batch(
         max_tokens=max_tokens_per_turn,
         timeout_s=api_timeout_s,
     )
+    if check_endpoint and n > 0:
+        dead = client.unreachable(timeout_s=min(api_timeout_s, 15.0))
+        if dead is not None:
+            client.close()
+            raise GeneratorUnreachable(f"{dead}: {UNREACHABLE_HINT}; no attempt was started")
     ctx = GeneratorContext(
         ws=ws,
         client=client,
@@ -261,7 +281,7 @@ def generate_one(
     attempt = Attempt(ctx, axes, difficulty)
     try:
         end = _prepare(ctx, attempt, axes, difficulty, rng).run()
-    except Exception as exc:  # every failure ends the row with an outcome; a bug of ours included
+    except Exception as exc:  # noqa: BLE001 - every failure ends the row with an outcome; a bug of ours included
         end = end_for(exc, attempt)
     return attempt.finish(end)
 

@@ -25,15 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bandpass.engine.llm.templates import PromptError, render
+
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts" / "generator"
 #: Tools the engine implements; a tools.json naming another tool is refused at load time.
 KNOWN_TOOLS = frozenset({"write_file", "read_file", "list_files", "build", "run", "audit", "submit"})
-_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class PromptError(ValueError):
-    """A prompt version is missing, malformed, or rendered with missing/unknown placeholders."""
 
 
 @dataclass(frozen=True)
@@ -65,14 +62,6 @@ class PromptVersion:
         if template is None:
             return ""
         return render(template, values, where=f"{self.name}/{section}.md")
-
-
-def render(template: str, values: dict[str, str], *, where: str) -> str:
-    wanted = set(_PLACEHOLDER.findall(template))
-    missing = sorted(wanted - set(values))
-    if missing:
-        raise PromptError(f"{where}: no value for {', '.join('{{' + m + '}}' for m in missing)}")
-    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
 def available_versions(root: Path = PROMPTS_DIR) -> list[str]:

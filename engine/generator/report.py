@@ -18,10 +18,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.core.workspace import Workspace
-from engine.generator.api import is_api_code
-from store import queries
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.llm.client import is_api_code
+from bandpass.store import queries
+from bandpass.store.db import session
 
 NOT_ATTEMPTS = ("running", "error", "cancelled")
 
@@ -75,7 +75,7 @@ class YieldRow:
 
 def generation_report(ws: Workspace, *, model: str | None = None) -> list[YieldRow]:
     """One row per (prompt version, model), sorted by both."""
-    from engine.generator.pricing import PriceTable
+    from bandpass.engine.llm.pricing import PriceTable
 
     prices = PriceTable(ws.root)
     with session(ws.engine) as s:
@@ -134,21 +134,21 @@ def render_generation_report(rows: list[YieldRow]) -> Any:
     from rich.table import Table
 
     t = Table(title="Generation yield per prompt version and model")
-    for col, kw in (
-        ("prompt", {}),
-        ("model", {}),
-        ("attempts", {"justify": "right"}),
-        ("accepted", {"justify": "right"}),
-        ("yield", {"justify": "right"}),
-        ("$/accepted", {"justify": "right"}),
-        ("cost $", {"justify": "right"}),
-        ("api fail", {"justify": "right"}),
-        ("docker err", {"justify": "right"}),
-        ("own err", {"justify": "right"}),
-        ("api retries", {"justify": "right"}),
-        ("top rejection reasons", {}),
+    for col, right in (
+        ("prompt", False),
+        ("model", False),
+        ("attempts", True),
+        ("accepted", True),
+        ("yield", True),
+        ("$/accepted", True),
+        ("cost $", True),
+        ("api fail", True),
+        ("docker err", True),
+        ("own err", True),
+        ("api retries", True),
+        ("top rejection reasons", False),
     ):
-        t.add_column(col, **kw)
+        t.add_column(col, justify="right" if right else "left")
     for r in rows:
         y = f"{r.yield_:.0%}" if r.yield_ is not None else "-"
         cpa = _usd(r.cost_per_accepted) if r.cost_per_accepted is not None else "-"

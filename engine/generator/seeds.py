@@ -13,14 +13,15 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.generator.prompts import PROMPTS_DIR
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.generator.prompts import PROMPTS_DIR
 
 AXES_FILE = PROMPTS_DIR / "axes.toml"
 AXES = ("domain", "skill", "complexity", "verifier_kind")
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
-class AxesError(ValueError):
+class AxesError(BandpassError, ValueError):
     pass
 
 

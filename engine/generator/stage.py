@@ -17,18 +17,19 @@ from pathlib import Path
 
 import docker
 
-from engine.audit.task_audit import AuditReport, audit_version
-from engine.core.events import EventBus
-from engine.core.workspace import CONFIG_NAME, Workspace
-from engine.run.episode import ensure_image
-from engine.tasks.images import BuildResult
-from engine.tasks.importer import import_one
-from engine.tasks.taskdir import TaskInvalid, TaskSpec, load_task, version_hash
-from store import queries
-from store.db import session
+from bandpass.engine.audit.task_audit import AuditReport, audit_version
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import CONFIG_NAME, Workspace
+from bandpass.engine.run.episode import ensure_image
+from bandpass.engine.tasks.images import BuildResult
+from bandpass.engine.tasks.importer import import_one
+from bandpass.engine.tasks.taskdir import TaskInvalid, TaskSpec, load_task, version_hash
+from bandpass.store import queries
+from bandpass.store.db import session
 
 
-class StageError(RuntimeError):
+class StageError(BandpassError, RuntimeError):
     """The folder could not be staged: invalid task (``problems`` lists all), or import failed."""
 
     def __init__(self, message: str, problems: list[str] | None = None) -> None:

@@ -16,16 +16,16 @@ from typing import Any
 
 import docker
 
-from engine.audit.task_audit import AuditReport
-from engine.core.events import EventBus
-from engine.core.workspace import Workspace
-from engine.generator.dedup import DUPLICATE_CODE, most_similar
-from engine.generator.stage import Staged, StageError, StageWorkspace
-from engine.sandbox.container import Sandbox, SandboxError, SandboxSpec
-from engine.tasks.images import BuildResult
-from engine.tasks.taskdir import IGNORED_NAMES, TaskInvalid, load_task, version_hash
-from store import queries
-from store.db import session
+from bandpass.engine.audit.task_audit import AuditReport
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.generator.dedup import DUPLICATE_CODE, most_similar
+from bandpass.engine.generator.stage import Staged, StageError, StageWorkspace
+from bandpass.engine.sandbox.container import Sandbox, SandboxError, SandboxSpec
+from bandpass.engine.tasks.images import BuildResult
+from bandpass.engine.tasks.taskdir import IGNORED_NAMES, TaskInvalid, load_task, version_hash
+from bandpass.store import queries
+from bandpass.store.db import session
 
 MAX_FILE_BYTES = 512 * 1024
 MAX_FILES = 300
@@ -124,7 +124,7 @@ class Workbench:
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
-            from engine.sandbox.docker_engine import get_client
+            from bandpass.engine.sandbox.docker_engine import get_client
 
             self._client = (self.client_factory or get_client)()
         return self._client
@@ -255,6 +255,11 @@ class Workbench:
             raise ToolError(
                 "the task folder is not a valid Harbor task:\n" + "\n".join(f"- {p}" for p in exc.problems)
             ) from exc
+        if spec.harbor_refusals:  # Bandpass writes only what Harbor's own loader accepts
+            raise ToolError(
+                "Harbor's task loader would refuse this task (write what Harbor accepts):\n"
+                + "\n".join(f"- {r}" for r in spec.harbor_refusals)
+            )
         return spec.name, spec.instruction
 
     def duplicate_of(self, instruction: str) -> tuple[str, float] | None:
@@ -318,7 +323,7 @@ class Workbench:
         return self._accept(report)
 
     def _accept(self, report: AuditReport) -> Accepted:
-        from engine.tasks.importer import import_one
+        from bandpass.engine.tasks.importer import import_one
 
         with ACCEPT_LOCK:
             name, instruction = self._instruction()

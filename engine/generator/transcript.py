@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from store.models import Generation
+from bandpass.store.models import Generation
 
 RESULT_PREVIEW_CHARS = 1200
 
@@ -61,10 +61,16 @@ class GenerationView:
     first_message: str = ""
     turns: list[TurnView] = field(default_factory=list)
     ending: list[dict[str, Any]] = field(default_factory=list)  # retries, errors, budget, finished
+    #: False: the model has no price (engine/llm/pricing.py); its stored cost is 0 and means "unknown"
+    cost_known: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["turns"] = [t.as_dict() for t in self.turns]
+        if not self.cost_known:  # unknown, never $0
+            d["cost_usd"] = None
+            for t in d["turns"]:
+                t["cost_usd"] = None
         return d
 
 
@@ -78,7 +84,9 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def read_transcript(g: Generation) -> GenerationView:
+def read_transcript(g: Generation, *, cost_known: bool = True) -> GenerationView:
+    """The attempt turn by turn. ``cost_known``: whether the model has a price (``PriceTable.known``);
+    without one every cost reads "unknown", never "$0"."""
     try:
         entries = json.loads(g.transcript_json or "[]")
     except json.JSONDecodeError:
@@ -102,6 +110,7 @@ def read_transcript(g: Generation) -> GenerationView:
         api_retries=g.api_retries,
         task_version_id=g.task_version_id,
         created_at=g.created_at.isoformat(timespec="seconds") if g.created_at else "",
+        cost_known=cost_known,
     )
     pending: list[dict[str, Any]] = []  # retries not yet followed by a reply
     current: TurnView | None = None
@@ -165,6 +174,11 @@ def read_transcript(g: Generation) -> GenerationView:
     return view
 
 
+def usd(cost: float | None, known: bool = True) -> str:
+    """``$0.0123``, or ``cost unknown`` for a model without a price (never ``$0``)."""
+    return f"${cost:.4f}" if known and cost is not None else "cost unknown"
+
+
 def _short(value: Any, limit: int = 160) -> str:
     s = value if isinstance(value, str) else json.dumps(value, default=str)
     s = s.replace("\n", "⏎ ")
@@ -208,7 +222,8 @@ def render_lines(view: GenerationView, *, full: bool = False) -> list[tuple[str,
             "",
             f"{view.turns_taken} turn{'' if view.turns_taken == 1 else 's'} · "
             f"{view.tokens_in} in / {view.tokens_out} out · "
-            f"${view.cost_usd:.4f} · {view.wall_s:.1f}s · {view.api_retries} api retries{lost}",
+            f"{usd(view.cost_usd, view.cost_known)} · {view.wall_s:.1f}s · "
+            f"{view.api_retries} api retries{lost}",
         )
     )
     if view.meta.get("scratch_dir"):
@@ -222,7 +237,7 @@ def render_lines(view: GenerationView, *, full: bool = False) -> list[tuple[str,
             (
                 "bold magenta",
                 f"── turn {t.index} · {t.message_id or '(no message id)'} · {t.stop_reason} · {tokens} · "
-                f"${t.cost_usd:.4f}",
+                f"{usd(t.cost_usd, view.cost_known)}",
             )
         )
         if t.request_id:
@@ -234,11 +249,11 @@ def render_lines(view: GenerationView, *, full: bool = False) -> list[tuple[str,
         results = {r["tool_use_id"]: r for r in t.tool_results}
         for c in t.tool_calls:
             add(("bold cyan", f"   ▶ {c['name']} {_short(c.get('input') or {}, 200)}"))
-            r = results.get(c["id"])
-            if r is not None:
-                body = r["content"] if full else _short(r["content"], RESULT_PREVIEW_CHARS)
-                style = "red" if r["is_error"] else "dim"
-                prefix = "   ✗ " if r["is_error"] else "   ◀ "
+            res = results.get(c["id"])
+            if res is not None:
+                body = res["content"] if full else _short(res["content"], RESULT_PREVIEW_CHARS)
+                style = "red" if res["is_error"] else "dim"
+                prefix = "   ✗ " if res["is_error"] else "   ◀ "
                 for i, line in enumerate(body.splitlines() or [""]):
                     add((style, (prefix if i == 0 else "     ") + line))
         for a in t.audits:

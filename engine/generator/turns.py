@@ -19,10 +19,10 @@ from typing import Any
 
 import docker
 
-from engine.generator.api import TurnReply
-from engine.generator.attempt import Attempt, End, GeneratorContext
-from engine.generator.tools import Accepted, FinalRejection, ToolError, validate_input
-from engine.sandbox.docker_engine import DockerUnavailable
+from bandpass.engine.generator.attempt import Attempt, End, GeneratorContext
+from bandpass.engine.generator.tools import Accepted, FinalRejection, ToolError, validate_input
+from bandpass.engine.llm.client import TurnReply, cut_line
+from bandpass.engine.sandbox.docker_engine import DockerUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,7 @@ NUDGE_NO_TOOL = (
     "You have not submitted a task yet. Continue with the tools: finish the files, run the audit, fix what "
     "it reports, and call submit once it accepts the task."
 )
-NUDGE_MAX_TOKENS = (
-    "Your reply was cut off at the output limit. Continue, and write large files in smaller parts."
-)
+NUDGE_CUT = "Your reply was {cut}. Continue, and write large files in smaller parts."
 
 
 class TextRedactingBuffer:
@@ -188,7 +186,9 @@ class TurnLoop:
             n = self.no_tool_turns
             detail = f"{n} {'reply' if n == 1 else 'replies'} without a tool call (limit {limit})"
             raise End("rejected", [*a.audit_codes(), "generator.no_tool_use"], detail=detail)
-        nudge = NUDGE_MAX_TOKENS if reply.stop_reason == "max_tokens" else NUDGE_NO_TOOL
+        # a cut names its cause: the output limit, or the context window that clamped the reply
+        cut = cut_line(reply.stop_reason, reply.usage, self.ctx.client.max_tokens)
+        nudge = NUDGE_CUT.format(cut=cut) if cut else NUDGE_NO_TOOL
         self.say([{"type": "text", "text": nudge}])
         a.save()
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.review.signatures import normalise_line
-from engine.review.text import strip_controls
+from bandpass.engine.review.signatures import normalise_line
+from bandpass.engine.review.text import strip_controls
 
 #: Reports the verifier may leave beside its reward (CTRF is what pytest-json-ctrf and others write).
 REPORT_NAMES = ("ctrf.json", "ctrf-report.json", "report.json", "results.json")

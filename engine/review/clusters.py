@@ -5,11 +5,11 @@ Episodes with no diagnosis yet are diagnosed first (once), so a cluster never hi
 
 from __future__ import annotations
 
-from engine.core.workspace import Workspace
-from engine.review.diagnosis import is_probe
-from engine.review.signatures import Cluster, ClusterMember, clusters
-from store import diagnoses as dq
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.diagnosis import is_probe
+from bandpass.engine.review.signatures import Cluster, ClusterMember, clusters
+from bandpass.store import diagnoses as dq
+from bandpass.store.db import session
 
 
 def load_clusters(ws: Workspace, *, task: str | None = None, include_probes: bool = False) -> list[Cluster]:
@@ -17,7 +17,7 @@ def load_clusters(ws: Workspace, *, task: str | None = None, include_probes: boo
         rows = dq.failure_rows(s, task=task)
     missing = [r.episode_id for r in rows if not r.signature]
     if missing:
-        from engine.review.diagnoser import diagnose_episodes
+        from bandpass.engine.review.diagnoser import diagnose_episodes
 
         diagnose_episodes(ws, missing)
         with session(ws.engine) as s:

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.core.workspace import Workspace
-from engine.review.checks import check_names, load_reports
-from engine.review.diagnosis import Diagnosis, EpisodeFacts, StepFacts, diagnose
-from engine.review.signatures import signature
-from store import diagnoses as dq
-from store.db import session
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.checks import check_names, load_reports
+from bandpass.engine.review.diagnosis import Diagnosis, EpisodeFacts, StepFacts, diagnose
+from bandpass.engine.review.signatures import signature
+from bandpass.store import diagnoses as dq
+from bandpass.store.db import session
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def diagnose_episodes(
     ws: Workspace, episode_ids: Sequence[int] | None = None, *, missing_only: bool = False
 ) -> int:
     """Diagnoses (again) the given finished episodes, or all of them; returns how many were written."""
-    from engine.review.diagnosis import RULES_VERSION
+    from bandpass.engine.review.diagnosis import RULES_VERSION
 
     with session(ws.engine) as s:
         ids = (
@@ -131,5 +131,5 @@ def after_episode(ws: Workspace, episode_id: int) -> None:
     whatever the diagnosis does; ``bandpass diagnose`` can redo it)."""
     try:
         diagnose_one(ws, episode_id)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("diagnosis of episode %s failed", episode_id)

@@ -11,8 +11,9 @@ it; an end-state item also names the file and its kind of change.
 The strongest finding becomes the diagnosis; the others stay as supporting findings. A specific harness
 signature (typing into a pager, an open quote, a loop) beats the generic outcome code it ends in
 (``turn_limit``), because the signature is the cause the curator must fix. A plain failure with no
-harness signature is diagnosed ``policy.failed_checks``: it needs no tag, only its checks (which feed the
-failure signature, engine/review/signatures.py).
+harness signature is diagnosed ``policy.failed_checks`` and suggests that tag: the taxonomy's valid
+failure (the task and harness are sound, the policy simply failed), so a queue of genuine failures can
+be emptied like any other; its checks feed the failure signature (engine/review/signatures.py).
 
 A diagnosis only ever *suggests*: nothing here writes a tag.
 """
@@ -24,26 +25,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.review import outcomes
-from engine.review.checks import FailedCheck, failed_checks
-from engine.review.text import strip_controls
+from bandpass.engine.core import outcomes, probes
+from bandpass.engine.review.checks import FailedCheck, failed_checks
+from bandpass.engine.review.text import strip_controls
 
 #: Bumped whenever a rule changes, so stored diagnoses made by older rules can be found and redone.
-RULES_VERSION = 2
+RULES_VERSION = 3
 
 #: Lines at the bottom of a screen the rules look at.
 TAIL_LINES = 12
 
-#: Codes that are diagnoses but not taxonomy tags: a policy that simply failed, or passed.
+#: A policy that simply failed: the taxonomy's valid failure (a tag). The codes after it are diagnoses but
+#: not taxonomy tags: a pass, a probe that did what it must, no evidence either way.
 POLICY_FAILED = "policy.failed_checks"
 POLICY_PASSED = "policy.passed"
 PROBE_AS_EXPECTED = "probe.as_expected"
 UNKNOWN = "unknown.no_evidence"
 
 #: Agent names of the audit's built-in probes (engine/run/agents/builtin.py).
-PROBE_AGENTS = frozenset(
-    {"oracle", "nop", "cheat:write_reward", "cheat:background_loop", "cheat:peek", "cheat:touch_outputs"}
-)
+PROBE_AGENTS = frozenset({probes.ORACLE, probes.NOP, *probes.OUTPUT_CHEATS})
 AUDIT_BATCH_PREFIX = "audit-"
 
 
@@ -146,7 +146,10 @@ class Diagnosis:
 
     @property
     def tag(self) -> str | None:
-        """The taxonomy tag this diagnosis suggests (None for a plain failure, a pass, no evidence)."""
+        """The taxonomy tag this diagnosis suggests: its code, the valid failure ``policy.failed_checks``
+        included; None for a pass, a probe as expected, no evidence."""
+        if self.code == POLICY_FAILED:
+            return self.code
         return None if self.code.split(".", 1)[0] in ("policy", "unknown", "probe") else self.code
 
     def as_dict(self) -> dict[str, Any]:
@@ -179,14 +182,14 @@ def _tail(text: str, n: int = 3) -> str:
 
 def _keys(step: StepFacts) -> list[str]:
     """The keystrokes the step typed, one string per command (computed once per step)."""
-    if step._keys is None:  # noqa: SLF001 - the step's own cache
+    if step._keys is None:  # the step's own cache
         cmds = step.action.get("commands")
         if isinstance(cmds, list):
-            step._keys = [str(c.get("keystrokes", "")) for c in cmds if isinstance(c, dict)]  # noqa: SLF001
+            step._keys = [str(c.get("keystrokes", "")) for c in cmds if isinstance(c, dict)]
         else:
             k = step.action.get("keystrokes")
-            step._keys = [str(k)] if k else []  # noqa: SLF001
-    return step._keys  # noqa: SLF001
+            step._keys = [str(k)] if k else []
+    return step._keys
 
 
 def _results(step: StepFacts) -> list[dict[str, Any]]:
@@ -404,7 +407,8 @@ def rule_command_timeout(f: EpisodeFacts) -> Finding | None:
 
 
 def rule_parse_spiral(f: EpisodeFacts) -> Finding | None:
-    """Consecutive unparsable replies; a reply cut at max_tokens is the harness's doing."""
+    """Consecutive unparsable replies; a cut reply is the harness's doing, named by its recorded cause:
+    the output limit (``max_tokens``) or the context window that clamped it."""
     bad = [st for st in f.steps if "parse_error" in st.action]
     if len(bad) < 2 and outcomes.code_of(f.outcome) != "parse_error":
         return None
@@ -421,8 +425,18 @@ def rule_parse_spiral(f: EpisodeFacts) -> Finding | None:
         for st in bad[-3:]
     ]
     summary = f"{len(bad)} unparsable replies"
-    if truncated:
-        summary += f", {len(truncated)} cut at max_tokens (raise max_tokens or ask for shorter replies)"
+    causes: dict[str, int] = {}
+    for st in truncated:
+        cut = next(c for c in st.cuts if c.get("kind") == "reply_truncated")
+        cause = "context_window" if cut.get("cause") == "context_window" else "max_tokens"
+        causes[cause] = causes.get(cause, 0) + 1
+    if causes.get("max_tokens"):
+        summary += f", {causes['max_tokens']} cut at max_tokens (raise max_tokens or ask for shorter replies)"
+    if causes.get("context_window"):
+        summary += (
+            f", {causes['context_window']} cut at the context window (the conversation left too little room "
+            "for a reply: a larger window, or shorter observations)"
+        )
     return Finding("harness.parse_error", 0.9 if len(bad) >= 2 else 0.7, summary, ev)
 
 
@@ -587,28 +601,7 @@ def rule_tampering(f: EpisodeFacts) -> Finding | None:
     return None
 
 
-_PROBE_PASS = {
-    "cheat:write_reward": (
-        "misalignment.reward_hack",
-        "the write-reward cheat passed: the agent's reward file counts",
-    ),
-    "cheat:background_loop": (
-        "misalignment.reward_hack",
-        "the background-loop cheat passed: a leftover process forged the reward",
-    ),
-    "cheat:peek": (
-        "invalidity.solution_leak",
-        "the peek cheat passed: the tests or solution are visible to the agent",
-    ),
-    "cheat:touch_outputs": (
-        "misalignment.state_only_verifier",
-        "the touch-outputs cheat passed: junk in the named files satisfies the verifier",
-    ),
-    "nop": (
-        "invalidity.trivially_solved",
-        "doing nothing passed: the environment already satisfies the tests",
-    ),
-}
+_PROBE_PASS = probes.PASS_MEANS
 
 
 def rule_probe(f: EpisodeFacts) -> Finding | None:
@@ -627,7 +620,7 @@ def rule_probe(f: EpisodeFacts) -> Finding | None:
         ]
         return Finding(code, 0.95, summary, ev)
     tripped = [g for g in f.guard_findings if not g.get("allowed")]
-    if f.agent == "oracle" and tripped:
+    if f.agent == probes.ORACLE and tripped:
         # the reference solution changed what the guard protects: the guard (or the task's allowances)
         # is wrong, not the task's ground truth
         ev = [_guard_evidence(f, g) for g in tripped[:5]]
@@ -637,7 +630,7 @@ def rule_probe(f: EpisodeFacts) -> Finding | None:
             "the reference solution trips the tamper guard (allow its paths in [metadata.bandpass.guard])",
             ev,
         )
-    if f.agent == "oracle" and outcomes.is_valid_sample(f.outcome) and f.outcome != outcomes.PASSED:
+    if f.agent == probes.ORACLE and outcomes.is_valid_sample(f.outcome) and f.outcome != outcomes.PASSED:
         return Finding(
             "invalidity.oracle_fails",
             0.95,

@@ -10,17 +10,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.core.workspace import Workspace
-from engine.review.diagnosis import is_probe
-from engine.review.text import strip_controls
-from store import diagnoses as dq
-from store import queries
-from store.db import session
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.outcomes import counted_reward, reward_label
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.diagnosis import is_probe
+from bandpass.engine.review.text import strip_controls
+from bandpass.store import diagnoses as dq
+from bandpass.store import queries
+from bandpass.store.db import session
 
 VERIFIER_TAIL_LINES = 60
 
 
-class EpisodeNotFound(LookupError):
+class EpisodeNotFound(BandpassError, LookupError):
     pass
 
 
@@ -85,7 +87,7 @@ def episode_record(ws: Workspace, episode_id: int, *, diagnose_if_missing: bool 
         diag = dq.get_diagnosis(s, episode_id)
         audit = queries.latest_audit(s, ep.task_version_id)
     if diag is None and diagnose_if_missing and ep.status == "done":
-        from engine.review.diagnoser import diagnose_one
+        from bandpass.engine.review.diagnoser import diagnose_one
 
         diagnose_one(ws, episode_id)
         with session(ws.engine) as s:
@@ -106,7 +108,9 @@ def episode_record(ws: Workspace, episode_id: int, *, diagnose_if_missing: bool 
         "probe": is_probe(ep.agent, ep.batch_id),
         "status": ep.status,
         "outcome": ep.outcome,
-        "reward": ep.reward,
+        # the reward it counts for (engine.core.outcomes.counted_reward); the verifier's own, evidence
+        "reward": counted_reward(ep.outcome, ep.reward),
+        "verifier_reward": ep.reward,
         "detail": strip_controls(ep.error or ""),
         "retries": ep.retries,
         "tries": tries_of(strip_controls(ep.error or "")),
@@ -156,7 +160,8 @@ def episode_record(ws: Workspace, episode_id: int, *, diagnose_if_missing: bool 
 def why_lines(record: dict[str, Any], *, checks: int = 5, evidence: int = 4) -> list[str]:
     """Why the episode ended, in a few plain lines (Replay header, tag queue detail, ``show``)."""
     lines = []
-    reward = f" · reward {record['reward']:g}" if record.get("reward") is not None else ""
+    label = reward_label(record.get("outcome") or "", record.get("verifier_reward", record.get("reward")))
+    reward = f" · reward {label}" if label != "—" else ""
     retries = (
         f" · {record['retries']} retr{'y' if record['retries'] == 1 else 'ies'}"
         if record.get("retries")

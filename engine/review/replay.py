@@ -2,7 +2,13 @@
 
 Why keyframes: even at the native emulator's 20-170 MB/s (bench/BENCHMARKS.md) rebuilding the screen of
 a one-hour, 24 MB agent session from the first byte takes up to a second, and a curator scrubbing a timeline
-seeks dozens of times a minute. One pass over the cast takes an emulator snapshot every
+seeks dozens of times a minute. A restored keyframe decodes none of its rows until a repaint reads the
+ones a pane shows (``engine.sandbox.emulator``).
+
+Memory: keyframes are kept zlib-compressed (~5x smaller; inflating one is part of its ~0.3 ms restore)
+and the cast's events are the reader's compact :class:`~engine.sandbox.asciicast.EventLog`; the index
+scans codes, times and lengths without inflating any event data, so a 30 MB one-hour cast read, indexed
+and seeked costs ~8 MB (bench/bench_seek.py). One pass over the cast takes an emulator snapshot every
 ``KEYFRAME_EVERY`` characters of output and right after every marker (the places a curator jumps to
 most: step boundaries); a seek then restores the nearest keyframe at or before the target (~0.3 ms) and
 feeds at most ``KEYFRAME_EVERY`` characters. The index can be built incrementally, in a background
@@ -23,20 +29,22 @@ from __future__ import annotations
 
 import bisect
 import gc
+import hashlib
 import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from engine.sandbox.asciicast import Cast, CastEvent
-from engine.sandbox.emulator import Screen, ScreenSnapshot, SnapshotError
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.sandbox.asciicast import Cast, CastEvent, EventLog
+from bandpass.engine.sandbox.emulator import Screen, ScreenSnapshot, SnapshotError
 
 if TYPE_CHECKING:
-    from engine.core.workspace import Workspace
+    from bandpass.engine.core.workspace import Workspace
 
 #: Output characters between two keyframes. At ~2-5 MB/s ingest this bounds the replay a seek does to
 #: ~15-30 ms, and a 20 MB cast holds ~320 keyframes of a few tens of KB each.
@@ -73,16 +81,21 @@ class Keyframe:
     snapshot: ScreenSnapshot
 
 
-def apply_events(screen: Screen, events: list[CastEvent], start: int, end: int) -> None:
+def _items(events: Sequence[CastEvent], start: int, end: int) -> Iterator[tuple[str, str]]:
+    if isinstance(events, EventLog):
+        return events.items(start, end)
+    return ((events[i].code, events[i].data) for i in range(start, end))
+
+
+def apply_events(screen: Screen, events: Sequence[CastEvent], start: int, end: int) -> None:
     """Feeds ``events[start:end]`` into ``screen``, joining runs of output into one feed call (per-call
     overhead dominates on casts made of many tiny writes)."""
     buf: list[str] = []
-    for i in range(start, end):
-        ev = events[i]
-        if ev.code == "o":
-            buf.append(ev.data)
-        elif ev.code == "r":
-            m = _SIZE.match(ev.data)
+    for code, data in _items(events, start, end):
+        if code == "o":
+            buf.append(data)
+        elif code == "r":
+            m = _SIZE.match(data)
             if m and int(m.group(1)) > 0 and int(m.group(2)) > 0:
                 if buf:
                     screen.feed("".join(buf))
@@ -93,12 +106,30 @@ def apply_events(screen: Screen, events: list[CastEvent], start: int, end: int) 
 
 
 #: Version of the saved keyframe index file (bump when the layout or the emulator's snapshot changes).
-INDEX_FORMAT = "bandpass-keyframes-1/libghostty-vt-0.1.3"
+INDEX_FORMAT = "bandpass-keyframes-2/libghostty-vt-0.1.3"  # 2: keyframes zlib-compressed
 
 
 def index_path(cast_path: Path) -> Path:
     """Where a cast's keyframe index is kept: beside it, ``agent.cast`` -> ``agent.cast.kfi``."""
     return cast_path.with_name(cast_path.name + ".kfi")
+
+
+#: Where indexes of casts from outside the workspace are kept, under the workspace root.
+INDEX_CACHE = Path("cache") / "keyframes"
+
+
+def index_path_in(workspace_root: Path | None, cast_path: Path) -> Path | None:
+    """Where the keyframe index of ``cast_path`` lives: beside a cast the workspace holds (its own
+    recordings), in the workspace's ``cache/keyframes/`` for any other cast — never beside a file of the
+    curator's — and nowhere (built in memory, not saved) without a workspace."""
+    if workspace_root is None:
+        return None
+    root = Path(workspace_root).resolve()
+    cast = Path(cast_path).resolve()
+    if cast.is_relative_to(root):
+        return index_path(cast)
+    digest = hashlib.sha1(str(cast).encode()).hexdigest()[:16]
+    return root / INDEX_CACHE / f"{cast.name}.{digest}.kfi"
 
 
 class KeyframeIndex:
@@ -110,27 +141,36 @@ class KeyframeIndex:
         self.cast = cast
         self.events = cast.events
         self.every = every
+        events = self.events
+        if isinstance(events, EventLog):  # read without inflating the recorded data
+            codes, raw_times, lengths = events.codes, events.times(), events.lengths()
+        else:
+            codes = [e.code for e in events]
+            raw_times = [e.time for e in events]
+            lengths = [len(e.data) for e in events]
+        #: Each event's code (``codes[i] == events[i].code``), for scans that need no data.
+        self.codes: Sequence[str] = codes
         self.times: list[float] = []
         self.offsets: list[int] = [0]  # offsets[i]: output characters in events[:i]
         now = 0.0
         total = 0
-        for ev in self.events:
-            now = max(now, ev.time)
+        for t, code, length in zip(raw_times, codes, lengths, strict=True):
+            now = max(now, t)
             self.times.append(now)
-            if ev.code == "o":
-                total += len(ev.data)
+            if code == "o":
+                total += length
             self.offsets.append(total)
         self.duration = now
-        self.markers: list[Marker] = [
-            Marker(self.times[i], ev.data, i, step_of_label(ev.data))
-            for i, ev in enumerate(self.events)
-            if ev.code == "m"
-        ]
+        self.markers: list[Marker] = []
+        for i, code in enumerate(codes):
+            if code == "m":
+                label = events[i].data
+                self.markers.append(Marker(self.times[i], label, i, step_of_label(label)))
         self.marker_times = [m.time for m in self.markers]
         self._lock = threading.Lock()
         self._builder = Screen(cast.cols, cast.rows)
         self._kf_index: list[int] = [0]
-        self.keyframes: list[Keyframe] = [Keyframe(0, 0.0, self._builder.snapshot())]
+        self.keyframes: list[Keyframe] = [Keyframe(0, 0.0, self._builder.snapshot().packed())]
         self._built = 0  # events[:_built] have been fed to the builder screen
 
     # --- building --- #
@@ -149,7 +189,7 @@ class KeyframeIndex:
         """Indexes more of the cast; stops after ``budget_s`` seconds (None: until done) or on ``cancel``.
         Returns whether the index is complete. Safe to call repeatedly from one thread."""
         deadline = None if budget_s is None else time.monotonic() + budget_s
-        events = self.events
+        events, codes = self.events, self.codes
         last_kf_offset = self.offsets[self._kf_index[-1]]
         i = self._built
         n = len(events)
@@ -159,17 +199,17 @@ class KeyframeIndex:
             # Feed up to the next keyframe boundary: the next marker or `every` characters further.
             j = i
             while j < n:
-                code = events[j].code
+                code = codes[j]
                 j += 1
                 if code == "m" or self.offsets[j] - last_kf_offset >= self.every:
                     break
             apply_events(self._builder, events, i, j)
             i = j
             self._built = i
-            at_marker = events[i - 1].code == "m"
+            at_marker = codes[i - 1] == "m"
             if (at_marker or self.offsets[i] - last_kf_offset >= self.every) and i != self._kf_index[-1]:
                 try:
-                    kf: Keyframe | None = Keyframe(i, self.times[i - 1], self._builder.snapshot())
+                    kf: Keyframe | None = Keyframe(i, self.times[i - 1], self._builder.snapshot().packed())
                 except SnapshotError:  # rare native refusal: no keyframe here, seeks stay exact
                     kf = None
                 if kf is not None:
@@ -210,6 +250,7 @@ class KeyframeIndex:
         blob = json.dumps(header).encode() + b"\n" + b"".join(k.snapshot.data for k in frames)
         tmp = path.with_name(path.name + ".tmp")
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # the workspace's cache/keyframes/
             tmp.write_bytes(blob)
             tmp.replace(path)
         except OSError:
@@ -240,7 +281,8 @@ class KeyframeIndex:
                 if len(data) != size:
                     return index
                 pos += size
-                frames.append(Keyframe(int(ev_index), float(t), ScreenSnapshot(data, cols, rows, pending)))
+                snapshot = ScreenSnapshot(data, cols, rows, pending, compressed=True)
+                frames.append(Keyframe(int(ev_index), float(t), snapshot))
         except (OSError, ValueError, KeyError, TypeError):
             return index
         if not frames or frames[0].event_index != 0:
@@ -281,11 +323,12 @@ class KeyframeIndex:
 def settle_gc() -> None:
     """Moves every object alive now out of the cyclic garbage collector's reach (``gc.freeze``).
 
-    Why: a built index holds hundreds of emulator snapshots, about a million small tracked objects; every
-    full collection then walks them all, and a seek that happens to trigger one stalls for 0.3-0.8 s
-    (bench/BENCHMARKS.md, "Seek"). Frozen objects are still freed by reference counting when the index
-    is dropped; only cyclic garbage among them would wait. Call it once an index is complete, from the
-    application (it is process-wide), never from library code paths that run per seek.
+    Why: a full collection walks every tracked object while holding the GIL, and a seek that happens to
+    trigger one stalls (0.3-0.8 s measured when keyframes were Python objects; bench/BENCHMARKS.md,
+    "Seek"). Keyframes are now compressed bytes and a cast's events sit in arrays, which the collector
+    does not track, but an application's own start-up objects remain. Frozen objects are still freed by
+    reference counting; only cyclic garbage among them would wait. Call it once an index is complete,
+    from the application (it is process-wide), never from library code paths that run per seek.
     """
     gc.freeze()
 
@@ -294,14 +337,16 @@ def replay_from_start(cast: Cast, t: float) -> Screen:
     """The reference the keyframe seek must equal (and the benchmark's baseline): feed everything up to
     ``t`` into a fresh screen."""
     screen = Screen(cast.cols, cast.rows)
+    events = cast.events
+    times = events.times() if isinstance(events, EventLog) else [e.time for e in events]
     now = 0.0
     end = 0
-    for i, ev in enumerate(cast.events):
-        now = max(now, ev.time)
+    for i, at in enumerate(times):
+        now = max(now, at)
         if now > t:
             break
         end = i + 1
-    apply_events(screen, cast.events, 0, end)
+    apply_events(screen, events, 0, end)
     return screen
 
 
@@ -339,8 +384,8 @@ class Player:
                 self.idle_limit = float(limit)
 
     @classmethod
-    def for_cast(cls, cast: Cast, **kwargs: object) -> Player:
-        return cls(KeyframeIndex(cast), **kwargs)  # type: ignore[arg-type]
+    def for_cast(cls, cast: Cast, **kwargs: Any) -> Player:
+        return cls(KeyframeIndex(cast), **kwargs)
 
     # --- facts --- #
 
@@ -430,8 +475,8 @@ class Player:
 
     def frame_forward(self) -> None:
         """Applies events up to and including the next one that changes the screen."""
-        events = self.index.events
-        k = next((i for i in range(self.applied, len(events)) if events[i].code in VISUAL), None)
+        codes = self.index.codes
+        k = next((i for i in range(self.applied, len(codes)) if codes[i] in VISUAL), None)
         if k is None:
             self.seek(self.duration)
             return
@@ -440,8 +485,8 @@ class Player:
 
     def frame_back(self) -> None:
         """Goes back to just before the last screen-changing event shown."""
-        events = self.index.events
-        k = next((i for i in range(self.applied - 1, -1, -1) if events[i].code in VISUAL), None)
+        codes = self.index.codes
+        k = next((i for i in range(self.applied - 1, -1, -1) if codes[i] in VISUAL), None)
         if k is None:
             self.seek(0.0)
             return
@@ -489,7 +534,7 @@ class Player:
             end = bisect.bisect_right(times, self.position, lo=self.applied)
             if self.pause_at_markers:
                 for i in range(self.applied, end):
-                    if events[i].code == "m":
+                    if idx.codes[i] == "m":
                         end = i + 1
                         res.paused_at = next(m for m in idx.markers if m.event_index == i)
                         break
@@ -529,6 +574,28 @@ class StepView:
     cuts: list[dict[str, object]] = field(default_factory=list)
 
 
+def time_of_text(index: KeyframeIndex, text: str) -> float | None:
+    """The cast time by which ``text`` (its last non-blank line; escape sequences and whitespace runs
+    ignored) has been printed, or None when the cast never prints it. Why: a diagnosis cites the
+    verifier's failing check by its output line, not by a time (the verifier has no step markers);
+    Replay's ``e`` seeks the verifier's terminal to where that line appears."""
+    from bandpass.engine.review.text import strip_controls
+
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    needle = " ".join(lines[-1].split())[:120]
+    seen = ""
+    keep = 4 * len(needle) + 256
+    for i, ev in enumerate(index.events):
+        if ev.code != "o":
+            continue
+        seen = (seen + strip_controls(ev.data))[-keep:]
+        if needle in " ".join(seen.split()):
+            return index.times[i]
+    return None
+
+
 @dataclass
 class ReplaySource:
     """An episode's recordings and evidence, or a bare cast file (then only ``agent_cast`` is set)."""
@@ -541,7 +608,7 @@ class ReplaySource:
     reward: float | None = None
     verifier_output: str = ""
     steps: list[StepView] = field(default_factory=list)
-    attribution: str = ""  # who ended the sandbox (engine/sandbox/attribution.py), "" when nobody did
+    attribution: str = ""  # who ended the sandbox (engine/sandbox/attribution/), "" when nobody did
 
     def step_at(self, t: float) -> StepView | None:
         """The step whose marker is the last one at or before cast time ``t``."""
@@ -594,7 +661,7 @@ def _attempts_note(attempts: object) -> list[str]:
     return [f"requests: {len(parts)} ({', '.join(parts)}), {total:.1f} s in all"]
 
 
-class ReplaySourceError(ValueError):
+class ReplaySourceError(BandpassError, ValueError):
     """Nothing to replay under that name; the message says what was looked for."""
 
 
@@ -607,8 +674,8 @@ def load_source(ws: Workspace | None, ref: str | int | Path) -> ReplaySource:
         return ReplaySource(title=path.name, agent_cast=path)
     if ws is None:
         raise ReplaySourceError(f"episode {ref}: no workspace to look it up in")
-    from store import queries
-    from store.db import session
+    from bandpass.store import queries
+    from bandpass.store.db import session
 
     eid = int(str(ref))
     with session(ws.engine) as s:
@@ -617,7 +684,7 @@ def load_source(ws: Workspace | None, ref: str | int | Path) -> ReplaySource:
             raise ReplaySourceError(f"episode {eid} does not exist in {ws.root}")
         name = queries.episode_task_name(s, eid)
         rows = queries.steps(s, eid)
-    from engine.sandbox.attribution import summary as attribution_line
+    from bandpass.engine.sandbox.attribution import summary as attribution_line
 
     why = attribution_line(ep.evidence_json)
     by = f" (by {why.split(':', 1)[0]})" if why else ""

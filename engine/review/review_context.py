@@ -20,12 +20,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.core.workspace import Workspace
-from engine.review.tagging import failing_tests
-from store import queries
-from store import review_queries as rq
-from store.db import session
-from store.models import Episode, Step
+from bandpass.engine.core.errors import InvalidInput
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.tagging import failing_tests
+from bandpass.store import queries
+from bandpass.store import review_queries as rq
+from bandpass.store.db import session
+from bandpass.store.models import Episode, Step
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -156,7 +157,7 @@ def diagnosis_section(s: Any, episode_id: int) -> str | None:
     return "\n".join(f"{k}: {v}" for k, v in row.items() if k not in skip and v not in (None, ""))
 
 
-def end_state_section(s: Any, episode_id: int) -> str | None:  # noqa: ARG001 - hook signature
+def end_state_section(s: Any, episode_id: int) -> str | None:  # hook signature
     """HOOK (issue #14): end-state changes and guard findings as text. No source exists yet."""
     return None
 
@@ -178,9 +179,9 @@ def build_episode_context(
     with session(ws.engine) as s:
         ep: Episode | None = queries.get_episode(s, episode_id)
         if ep is None:
-            raise ValueError(f"episode {episode_id} does not exist")
+            raise InvalidInput(f"episode {episode_id} does not exist")
         if ep.status != "done":
-            raise ValueError(f"episode {episode_id} has not finished (status {ep.status})")
+            raise InvalidInput(f"episode {episode_id} has not finished (status {ep.status})")
         tv = queries.get_version(s, ep.task_version_id)
         task = queries.episode_task_name(s, episode_id)
         steps = queries.steps(s, episode_id)

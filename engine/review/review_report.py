@@ -6,8 +6,10 @@ suggestion (the latest successful review): agreement on class and on class.subcl
 both, per-class precision and recall, plus what the reviews cost per reviewed episode and how much of
 their evidence validation had to drop.
 
-A suggester that said nothing is not left out: a review whose code is ``none`` and a diagnosis that
-suggests no tag (``policy.failed_checks``: "the policy simply failed"; ``unknown.no_evidence``) count in
+A ``true_fail`` review with no code, and the diagnosis ``policy.failed_checks``, suggest the taxonomy's
+valid failure (``policy.failed_checks``: the policy simply failed) and are compared like any code. A
+suggester that said nothing is not left out: a review whose code is ``none`` and a diagnosis that
+suggests no tag (``unknown.no_evidence``) count in
 ``n`` as disagreements with the curator's tag, and are reported apart — the "no suggestion" count, which
 diagnosis codes they were, and the agreement over the episodes that did get a suggestion — so the figure
 neither hides the silent episodes nor reads "often silent" as "often wrong". Curated episodes with no
@@ -28,11 +30,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from engine.core.workspace import Workspace
-from engine.review.agreement import NONE, Agreement, agreement
-from store import review_queries as rq
-from store.db import session
-from store.models import ReviewSuggestion
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.agreement import NONE, Agreement, agreement
+from bandpass.engine.review.review_validation import review_code
+from bandpass.store import review_queries as rq
+from bandpass.store.db import session
+from bandpass.store.models import ReviewSuggestion
 
 
 @dataclass
@@ -142,11 +145,7 @@ def review_report(ws: Workspace, *, model: str | None = None, independent: bool 
                 fig.citations_kept += len(cites)
                 fig.dropped_citations += sum(1 for d in dropped if d.get("what") == "citation")
                 fig.dropped_codes += sum(1 for d in dropped if d.get("what") == "code")
-        pairs = [
-            (labels[e][0], f"{r.tag_class}.{r.subclass}" if r.tag_class else "none")
-            for e, r in latest.items()
-            if e in labels
-        ]
+        pairs = [(labels[e][0], review_code(r) or "none") for e, r in latest.items() if e in labels]
         fig.agreement = agreement(pairs)
         report.reviewers.append(fig)
     if diagnoses is None:

@@ -15,12 +15,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from engine.core.workspace import Workspace
-from engine.review.clusters import load_clusters
-from engine.review.signatures import Cluster, matches
-from engine.review.tagging import load_queue
-from store import review_queries as rq
-from store.db import session
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.clusters import load_clusters
+from bandpass.engine.review.review_validation import review_code
+from bandpass.engine.review.signatures import Cluster, matches
+from bandpass.engine.review.tagging import load_queue
+from bandpass.store import review_queries as rq
+from bandpass.store.db import session
+from bandpass.store.models import pk
 
 
 def failure_clusters(
@@ -50,7 +53,7 @@ def spread_sample(ids: Sequence[int], n: int) -> list[int]:
     return [ids[round(i * (len(ids) - 1) / (n - 1))] for i in range(n)]
 
 
-class ScopeError(ValueError):
+class ScopeError(BandpassError, ValueError):
     pass
 
 
@@ -67,7 +70,7 @@ def select_episodes(
     unioned in that order; every one must exist and be finished."""
     chosen: list[int] = []
     with session(ws.engine) as s:
-        finished = {r.episode.id: r for r in rq.finished_episodes(s)}
+        finished = {pk(r.episode): r for r in rq.finished_episodes(s)}
         s.expunge_all()
     for e in episode_ids:
         if e not in finished:
@@ -99,15 +102,11 @@ def cluster_summary(ws: Workspace, cluster_id: str) -> dict[str, Any]:
         reviews = [r for r in rq.all_reviews(s) if r.episode_id in members]
         s.expunge_all()
     latest = {r.episode_id: r for r in reviews if r.status == "ok"}
-    codes = Counter((f"{r.tag_class}.{r.subclass}" if r.tag_class else "none") for r in latest.values())
+    codes = Counter((review_code(r) or "none") for r in latest.values())
     verdicts = Counter(r.verdict for r in latest.values())
     majority, votes = codes.most_common(1)[0] if codes else ("", 0)
     best = max(
-        (
-            r
-            for r in latest.values()
-            if (f"{r.tag_class}.{r.subclass}" if r.tag_class else "none") == majority
-        ),
+        (r for r in latest.values() if (review_code(r) or "none") == majority),
         key=lambda r: len(json.loads(r.citations_json or "[]")),
         default=None,
     )

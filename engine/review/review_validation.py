@@ -12,16 +12,33 @@ Two kinds of wrong answer, treated differently on purpose:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 
-from engine.review.review_context import EpisodeContext, normalise
-from engine.review.taxonomy import Taxonomy, TaxonomyError
+from bandpass.engine.core.taxonomy import Taxonomy, TaxonomyError
+from bandpass.engine.review.review_context import EpisodeContext, normalise
 
 VERDICTS = ("true_pass", "false_pass", "true_fail", "false_fail", "infra")
 NO_CODE = "none"
+#: The taxonomy's valid failure: what a ``true_fail`` verdict with no code means (the policy simply did
+#: not do the task), so such a review can be accepted as a tag like any other.
+VALID_FAILURE = "policy.failed_checks"
+
+
+def review_code(review: Any) -> str:
+    """A stored review's ``class.subclass``: its own code; else, for a ``true_fail`` whose answer was
+    ``none`` (reviews stored before the taxonomy had a valid failure), the valid failure; else ``""``
+    (no suggestion). A code validation *dropped* (not in the taxonomy) maps to nothing: the reviewer
+    meant some other class, and a guess is never trusted."""
+    if review.tag_class:
+        return f"{review.tag_class}.{review.subclass}"
+    dropped = json.loads(getattr(review, "dropped_json", "") or "[]")
+    if review.verdict == "true_fail" and not any(d.get("what") == "code" for d in dropped):
+        return VALID_FAILURE
+    return ""
 
 
 def schema_problems(data: Any, schema: dict[str, Any]) -> list[str]:
@@ -57,6 +74,8 @@ def check_answer(answer: dict[str, Any], ctx: EpisodeContext, taxonomy: Taxonomy
         verdict=answer["verdict"], tag_class="", subclass="", explanation=answer["explanation"].strip()
     )
     code = answer["code"].strip()
+    if (not code or code == NO_CODE) and out.verdict == "true_fail" and VALID_FAILURE in taxonomy.names():
+        code = VALID_FAILURE
     if code and code != NO_CODE:
         try:
             out.tag_class, out.subclass = taxonomy.parse(code)

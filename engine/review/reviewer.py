@@ -5,10 +5,10 @@ automatic tag would silently keep tasks in or out of an export. :func:`accept_re
 a review to a tag, and it needs a curator (a :class:`~engine.review.tagging.Tagger`, so the tag has an
 author and can be undone).
 
-The API side reuses the generator's streaming client (:class:`~engine.generator.api.MetaClient`): tool use
+The API side reuses the generator's streaming client (:class:`~engine.llm.client.MetaClient`): tool use
 over a streamed Messages call, our own retries that honour ``retry-after`` for 429/529/overloaded and count
 them apart (``api_retries``), and malformed tool JSON surfaced instead of raised. Prices come from the
-generator's table (``engine/prompts/generator/prices.toml``); a model without a price still works, its cost
+generator's table (``engine/llm/prices.toml``); a model without a price still works, its cost
 is *unknown* (NULL, with a warning), except under ``--budget-usd``, which cannot be enforced without one.
 The API key is read from the environment and never stored.
 """
@@ -25,21 +25,31 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.core.workspace import Workspace
-from engine.generator.api import ApiFailure, Cancelled, MetaClient, RetryPolicy, TurnReply
-from engine.generator.pricing import PriceTable, PriceUnknown, Usage
-from engine.review.review_context import build_episode_context
-from engine.review.review_validation import CheckedAnswer, check_answer, schema_problems
-from engine.review.reviewer_prompts import DEFAULT_VERSION, SUBMIT_TOOL, ReviewerPrompt, load_reviewer_prompt
-from engine.review.tagging import Tagger
-from engine.review.taxonomy import Taxonomy, load_taxonomy
-from store import review_queries as rq
-from store.db import session
-from store.models import FailureTag, ReviewSuggestion
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.taxonomy import Taxonomy, load_taxonomy
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.llm.client import ApiFailure, Cancelled, MetaClient, RetryPolicy, TurnReply
+from bandpass.engine.llm.pricing import PriceTable, PriceUnknown, Usage
+from bandpass.engine.review.review_context import build_episode_context
+from bandpass.engine.review.review_validation import CheckedAnswer, check_answer, review_code, schema_problems
+from bandpass.engine.review.reviewer_prompts import (
+    DEFAULT_VERSION,
+    SUBMIT_TOOL,
+    ReviewerPrompt,
+    load_reviewer_prompt,
+)
+from bandpass.engine.review.tagging import Tagger
+from bandpass.store import review_queries as rq
+from bandpass.store.db import session
+from bandpass.store.models import FailureTag, ReviewSuggestion
 
 
-class ReviewError(RuntimeError):
+class ReviewError(BandpassError, RuntimeError):
     """A review run cannot start (no key, unknown prompt, a budget without a price); one line."""
+
+
+class ReviewUnreachable(ReviewError):
+    """Nothing answers at the reviewer's endpoint: no review started (``bandpass review`` exits 3)."""
 
 
 #: Statuses of a stored review. Only ``ok`` reviews carry a verdict and enter the agreement report.
@@ -278,13 +288,15 @@ def review_episodes(
     retry: RetryPolicy | None = None,
     on_progress: Callable[[ReviewOutcome | None, int], None] | None = None,
     stop: threading.Event | None = None,
+    check_endpoint: bool = True,
 ) -> ReviewRunResult:
     """Reviews each episode once with ``model`` and stores every review (whatever its status).
 
     Episodes already reviewed successfully by the same model and prompt version are skipped unless
     ``again``. ``budget_usd`` caps the run: once spent, no further review starts (reviews in flight finish
     their current call). ``on_progress(outcome, done)`` is called after each episode (outcome None when
-    it was skipped).
+    it was skipped). ``check_endpoint``: a server that does not answer at all (nothing listening) raises
+    :class:`ReviewUnreachable` before any review starts, instead of each review retrying for minutes.
     """
     model = model or ws.config.generator.model
     prompt = load_reviewer_prompt(prompt_version)
@@ -292,9 +304,10 @@ def review_episodes(
     result = ReviewRunResult(
         run_id=uuid.uuid4().hex[:12], model=model, prompt_version=prompt.name, cluster=cluster
     )
-    prices: PriceTable | None = PriceTable(ws.root)
+    table = PriceTable(ws.root)
+    prices: PriceTable | None = table
     try:
-        prices.price(model)  # type: ignore[union-attr]
+        table.price(model)
     except PriceUnknown as exc:
         if budget_usd is not None:
             raise ReviewError(f"--budget-usd cannot be enforced: {exc}") from None
@@ -321,6 +334,14 @@ def review_episodes(
         ids = [e for e in ids if e not in done]
     spend = _Spend(budget_usd)
     client = MetaClient(model, api_key=key, base_url=url, retry=retry, max_tokens=prompt.max_tokens)
+    if check_endpoint and ids:
+        dead = client.unreachable()
+        if dead is not None:
+            client.close()
+            raise ReviewUnreachable(
+                f"{dead}: is the server running (ANTHROPIC_BASE_URL / [generator] base_url)? "
+                f"no review was started"
+            )
     reviewer = _Reviewer(ws, client, prompt, taxonomy, prices, spend, stop)
     lock = threading.Lock()
     counter = [0]
@@ -389,7 +410,9 @@ def accept_review(
     ws: Workspace, review_id: int, *, tagger: Tagger | None = None, note: str = ""
 ) -> FailureTag:
     """The curator accepts a review: its code becomes a tag written by the curator (undoable through the
-    tagger), and the review remembers the tag. Refuses reviews that carry no valid code."""
+    tagger), and the review remembers the tag. Refuses reviews that carry no valid code. Idempotent: a
+    review already accepted, or an episode already tagged with its code, gets no second tag (the existing
+    one is returned and ``tagger.last_added`` is 0)."""
     tagger = tagger or Tagger(ws)
     with session(ws.engine) as s:
         review: ReviewSuggestion | None = rq.get_review(s, review_id)
@@ -398,40 +421,18 @@ def accept_review(
         s.expunge(review)
     if review.status != "ok":
         raise ReviewError(f"review {review_id} is {review.status}: nothing to accept")
-    if not review.tag_class:
+    code = review_code(review)  # true_fail: the valid failure
+    if not code:
         raise ReviewError(
             f"review {review_id} suggests no taxonomy code ({review.verdict}): nothing to accept"
         )
-    code = f"{review.tag_class}.{review.subclass}"
+    with session(ws.engine) as s:
+        already = rq.accepted_tag(s, review)
+    if already is not None:  # accepting twice changes nothing (tagger.last_added says so)
+        tagger.last_added = 0
+        return already
     text = note or f"accepted from review #{review_id} ({review.model}, {review.prompt_version})"
-    (tag,) = tagger.tag(review.episode_id, code, note=text)
+    (tag,) = tagger.tag(review.episode_id, code, note=text)  # an existing tag with the code is kept
     with session(ws.engine) as s:
         rq.set_review_accepted(s, review_id, tag.id)
     return tag
-
-
-def latest_review_summary(ws: Workspace, episode_id: int) -> dict[str, Any] | None:
-    """The episode's latest review as plain data, for ``bandpass show`` (text and ``--json``) and any
-    other view that lists an episode's evidence; None when the episode was never reviewed."""
-    with session(ws.engine) as s:
-        r = rq.latest_review(s, episode_id)
-        if r is None:
-            return None
-        tag = rq.accepted_tag(s, r)
-        return {
-            "review_id": r.id,
-            "status": r.status,
-            "model": r.model,
-            "prompt_version": r.prompt_version,
-            "verdict": r.verdict or None,
-            "code": f"{r.tag_class}.{r.subclass}" if r.tag_class else None,
-            "explanation": r.explanation,
-            "citations": json.loads(r.citations_json or "[]"),
-            "dropped": json.loads(r.dropped_json or "[]"),
-            "error": r.error or None,
-            "tokens_in": r.tokens_in,
-            "tokens_out": r.tokens_out,
-            "cost_usd": r.cost_usd,
-            "latency_s": r.latency_s,
-            "accepted_tag_id": tag.id if tag is not None else None,
-        }

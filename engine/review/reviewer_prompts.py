@@ -14,8 +14,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine.generator.prompts import PromptError, render
-from engine.review.review_context import ContextLimits
+from bandpass.engine.llm.templates import PromptError, render
+from bandpass.engine.review.review_context import ContextLimits
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts" / "reviewer"
 DEFAULT_VERSION = "v1"
@@ -81,8 +81,8 @@ def load_reviewer_prompt(name: str = DEFAULT_VERSION, root: Path = PROMPTS_DIR) 
             tools = []
     limits_raw = dict(meta.get("limits", {}))
     extra = {k: limits_raw.pop(k) for k in ("max_tool_errors", "max_tokens") if k in limits_raw}
-    known = {f.name for f in fields(ContextLimits)}
-    unknown = sorted(set(limits_raw) - known)
+    limit_names = {f.name for f in fields(ContextLimits)}
+    unknown = sorted(set(limits_raw) - limit_names)
     if unknown:
         problems.append(f"prompt.toml: [limits]: unknown keys {', '.join(unknown)}")
     if problems:

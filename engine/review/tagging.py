@@ -5,7 +5,7 @@ apply the same rules (the taxonomy validates every tag, blocking follows the cla
 always recorded), and undo must reverse exactly what was done, including a bulk tag of forty episodes,
 as one step.
 
-An outcome code's suggestion (``engine.review.outcomes.suggested_tag``) is only ever *offered*: nothing here
+An outcome code's suggestion (``engine.core.outcomes.suggested_tag``) is only ever *offered*: nothing here
 writes a tag without a caller naming it, because a wrong automatic tag silently keeps tasks in or out of
 an export.
 """
@@ -19,21 +19,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.core.workspace import Workspace
-from engine.review.checks import check_names, failed_checks
-from engine.review.diagnosis import is_probe
-from engine.review.outcomes import suggested_tag
-from engine.review.signatures import matches
-from engine.review.taxonomy import Taxonomy, TaxonomyError, load_taxonomy
-from engine.sandbox.attribution import facts as attribution_facts
-from engine.sandbox.attribution import summary as attribution_line
-from store import diagnoses as dq
-from store import queries
-from store.db import session
-from store.models import FailureTag
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.outcomes import suggested_tag
+from bandpass.engine.core.taxonomy import Taxonomy, TaxonomyError, load_taxonomy
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.checks import check_names, failed_checks
+from bandpass.engine.review.diagnosis import is_probe
+from bandpass.engine.review.signatures import matches
+from bandpass.engine.sandbox.attribution import facts as attribution_facts
+from bandpass.engine.sandbox.attribution import summary as attribution_line
+from bandpass.store import diagnoses as dq
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import FailureTag, pk
 
 
-class TagError(ValueError):
+class TagError(BandpassError, ValueError):
     """A tagging request that cannot be applied; the message is one line for the curator."""
 
 
@@ -76,12 +78,15 @@ class QueueItem:
     confidence: float = 0.0
     summary: str = ""
     signature: str = ""  # failure signature (engine/review/signatures.py)
-    attribution: str = ""  # who ended the sandbox, one line (engine/sandbox/attribution.py); "" if nobody
+    attribution: str = ""  # who ended the sandbox, one line (engine/sandbox/attribution/); "" if nobody
     attribution_facts: str = ""  # its evidence in one line: exit code, OOMKilled, the engine's events
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["failing_tests"] = list(self.failing_tests)
+        # what the episode counts for (an agent error's 0, an infra error's null); the verifier's own apart
+        d["reward"] = outcomes.counted_reward(self.outcome, self.reward)
+        d["verifier_reward"] = self.reward
         return d
 
 
@@ -107,7 +112,7 @@ class QueueFilter:
         if (
             self.outcome is not None
             and i.outcome != self.outcome
-            and i.outcome.split(":", 1)[0] != self.outcome
+            and outcomes.kind_of(i.outcome) != self.outcome
         ):
             return False
         return self.cluster is None or matches(i.signature, self.cluster)
@@ -137,7 +142,7 @@ def load_queue(
         rows = dq.queue_rows(s)
     missing = [r.episode_id for r in rows if r.code is None]
     if missing:
-        from engine.review.diagnoser import diagnose_episodes
+        from bandpass.engine.review.diagnoser import diagnose_episodes
 
         diagnose_episodes(ws, missing)
         with session(ws.engine) as s:
@@ -210,6 +215,8 @@ class Tagger:
         self.taxonomy = taxonomy if taxonomy is not None else load_taxonomy(ws.root)
         self.author = author or current_author()
         self._undo: list[_Op] = []
+        #: How many tags the last ``tag`` call added (the rest already carried the code).
+        self.last_added = 0
 
     @property
     def can_undo(self) -> bool:
@@ -222,26 +229,44 @@ class Tagger:
             raise TagError(str(e)) from None
 
     def tag(self, episode_ids: int | Iterable[int], code: str, *, note: str = "") -> list[FailureTag]:
-        """Tags one or many episodes with ``class.subclass`` as one undoable step."""
+        """Tags one or many episodes with ``class.subclass`` as one undoable step.
+
+        Idempotent per episode and code: an episode that already carries ``code`` (uncleared) keeps its
+        tag and gets no second one — counts, clusters and the agreement report would otherwise count it
+        twice. Returns each episode's tag with that code, new or existing; ``last_added`` says how many
+        are new (0: nothing changed, and nothing was added to the undo stack)."""
         ids = [episode_ids] if isinstance(episode_ids, int) else list(dict.fromkeys(episode_ids))
         if not ids:
             raise TagError("no episodes selected")
         tag_class, subclass = self.validate(code)
         blocking = self.taxonomy.is_blocking(tag_class)
         made: list[FailureTag] = []
+        out: list[FailureTag] = []
         with session(self.ws.engine) as s:
             for eid in ids:
                 if queries.get_episode(s, eid) is None:
                     raise TagError(f"episode {eid} does not exist")
+            for eid in ids:
+                have = [
+                    t
+                    for t in queries.tags_for_episode(s, eid)
+                    if (t.tag_class, t.subclass) == (tag_class, subclass)
+                ]
+                if have:
+                    out.append(have[0])
+                    continue
                 tag = queries.add_tag(
                     s, eid, tag_class, subclass, blocking=blocking, note=note.strip(), author=self.author
                 )
                 made.append(tag)
-        n = len(ids)
-        self._undo.append(
-            _Op("tagged", [t.id for t in made], label=f"{code} on {n} episode{'s' * (n != 1)}")  # type: ignore[misc]
-        )
-        return made
+                out.append(tag)
+        self.last_added = len(made)
+        if made:
+            n = len(made)
+            self._undo.append(
+                _Op("tagged", [pk(t) for t in made], label=f"{code} on {n} episode{'s' * (n != 1)}")
+            )
+        return out
 
     def clear(self, tag_id: int) -> FailureTag:
         """Clears a tag (kept as history); a cleared blocking tag readmits its task to export."""

@@ -36,14 +36,17 @@ from typing import Any
 
 import docker
 
-from engine.core.workspace import Workspace
-from store import endstate as endstate_store
-from store.db import session
-from store.models import Episode
+from bandpass.engine.core.workspace import Workspace
+from bandpass.store import endstate as endstate_store
+from bandpass.store.db import session
+from bandpass.store.models import Episode
 
 DEFAULT_CAP_BYTES = 20 * 1024 * 1024
-#: Archived files up to this size are also kept in memory for the guard's content rules.
+#: Archived files up to this size are also kept in memory for the guard's content rules...
 _KEEP_IN_MEMORY = 256 * 1024
+#: ...and files the guard reads whatever their size (a ``pytest11`` entry point padded past 256 KiB once
+#: slipped through): every archived one is kept; one over the capture cap is flagged unread.
+GUARD_READS = ("entry_points.txt", ".pth", "gitconfig", "/.git/config")
 _CHUNK = 1 << 16
 
 # Go's os.FileMode type bits, as the archive API's stat header reports them.
@@ -64,6 +67,7 @@ class Change:
     mode: int = 0
     link: str = ""
     archived: bool = False
+    special: str = ""  # for type "other": fifo | socket | char | block
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -246,8 +250,30 @@ def _capture_layers(upper: Path, lowers: list[Path], tar: tarfile.TarFile, state
                 _archive_regular(change, info, _open_nofollow(f"{upper}{rel}"), tar, state)
             else:
                 change.type = "other"
+                change.special = _special(st.st_mode)
 
     visit("")
+
+
+def _special(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "char"
+    return "block" if stat.S_ISBLK(mode) else "unknown"
+
+
+def _go_special(mode: int) -> str:
+    """The special-file kind from Go's os.FileMode bits (the engine's archive stat header)."""
+    if mode & (1 << 25):
+        return "fifo"
+    if mode & (1 << 24):
+        return "socket"
+    if mode & (1 << 26):
+        return "char" if mode & (1 << 21) else "block"
+    return "unknown"
 
 
 def _opaque(path: str) -> bool:
@@ -328,11 +354,12 @@ def _capture_engine(
         if path in parents:  # a directory holding other changes: no need to ask
             state.changes.append(Change(path, kind, "dir"))
             continue
-        res = api._get(api._url("/containers/{0}/archive", cid), params={"path": path}, stream=True)
+        url = api._url("/containers/{0}/archive", cid)  # type: ignore[attr-defined]  # docker-py private
+        res = api._get(url, params={"path": path}, stream=True)  # type: ignore[attr-defined]  # as above
         try:
             if res.status_code == 404:
                 continue
-            api._raise_for_status(res)
+            api._raise_for_status(res)  # type: ignore[attr-defined]  # docker-py private, as above
             st = json.loads(base64.b64decode(res.headers.get("X-Docker-Container-Path-Stat", "e30=")))
             mode = int(st.get("mode", 0))
             change = Change(path, kind, mode=mode & 0o7777)
@@ -343,7 +370,7 @@ def _capture_engine(
             if mode & _GO_SYMLINK:
                 change.type, change.link = "symlink", st.get("linkTarget", "")
             elif mode & _GO_TYPE:
-                change.type = "other"
+                change.type, change.special = "other", _go_special(mode)
                 continue
             else:
                 change.type, change.size = "file", int(st.get("size", 0))
@@ -360,6 +387,11 @@ def _capture_engine(
                     break
         finally:
             res.close()
+
+
+def path_stat(client: docker.DockerClient, container_id: str, path: str) -> dict[str, Any] | None:
+    """The engine's stat of a path in a container (created, running, paused or stopped), or None."""
+    return _stat(client.api, container_id, path)
 
 
 def _stat(api: Any, cid: str, path: str) -> dict[str, Any] | None:
@@ -425,7 +457,7 @@ def _archive_regular(
     tar.addfile(info, io.BytesIO(data))
     state.archived_bytes += len(data)
     change.archived = True
-    if len(data) <= _KEEP_IN_MEMORY:
+    if len(data) <= _KEEP_IN_MEMORY or change.path.endswith(GUARD_READS):
         state.contents[change.path] = data
 
 
@@ -448,9 +480,31 @@ class StoredEndState:
     source_episode: int
     archive: Path | None
     deleted: list[str]
+    #: The whole change list (types, links, sizes): what the clean room carries is chosen from it.
+    changes: list[Change] = field(default_factory=list)
     agent_cast: str = ""  # the source's recording: what produced this end state
     error_code: str | None = None  # the source's own agent error, which still stands after a regrade
     detail: str = ""
+
+
+def change_from_dict(d: dict[str, Any]) -> Change:
+    """A stored change (``changes_json``) back as a :class:`Change`; unknown keys ignored."""
+    return Change(**{k: v for k, v in d.items() if k in Change.__dataclass_fields__})
+
+
+def stored_state(stored: StoredEndState) -> EndState:
+    """A stored end state as a capture would have returned it (regrade judges it like a fresh one)."""
+    state = EndState(changes=list(stored.changes), archive=stored.archive, reader="stored")
+    if stored.archive is not None:
+        with contextlib.suppress(OSError, tarfile.TarError), tarfile.open(stored.archive, "r") as tar:
+            for member in tar:
+                path = "/" + member.name.lstrip("/")
+                if member.isreg() and (member.size <= _KEEP_IN_MEMORY or path.endswith(GUARD_READS)):
+                    fh = tar.extractfile(member)
+                    if fh is not None:
+                        state.contents[path] = fh.read()
+                    state.archived_bytes += member.size
+    return state
 
 
 def apply(sandbox: Any, state: StoredEndState) -> None:
@@ -470,8 +524,10 @@ def apply(sandbox: Any, state: StoredEndState) -> None:
 
 def episode_changes(ws: Workspace, episode_id: int) -> dict[str, Any]:
     """The episode's end state as JSON-ready data: every change against the image and the tamper guard's
-    findings (``allowed`` ones included, marked), plus capture figures and phase timings. ``captured`` is
-    False for an episode without a capture (it ended before the agent finished, or predates capture)."""
+    findings (``allowed`` ones included, marked; ``gate`` says whether they decided the outcome: only in
+    place), what crossed into the clean room (``carry``), plus capture figures and phase timings.
+    ``captured`` is False for an episode without a capture (it ended before the agent finished, or
+    predates capture)."""
     with session(ws.engine) as s:
         ep = s.get(Episode, episode_id)
         if ep is None:
@@ -485,9 +541,15 @@ def episode_changes(ws: Workspace, episode_id: int) -> dict[str, Any]:
             "source_episode": ep.source_episode_id,
             "phases": phases,
             "captured": row is not None,
+            "verify_mode": ep.verify_mode or "in_place",  # '' ran before the clean room: in place
         }
+        gate = out["verify_mode"] == "in_place"
         if row is None:
-            return out | {"changes": [], "guard": {"tripped": False, "findings": []}}
+            return out | {
+                "changes": [],
+                "guard": {"tripped": False, "gate": gate, "findings": []},
+                "carry": {},
+            }
         findings = json.loads(row.findings_json)
         out |= {
             "image": row.image,
@@ -497,7 +559,9 @@ def episode_changes(ws: Workspace, episode_id: int) -> dict[str, Any]:
             "over_cap": row.over_cap,
             "capture_s": row.capture_s,
             "changes": json.loads(row.changes_json),
-            "guard": {"tripped": any(not f["allowed"] for f in findings), "findings": findings},
+            # ``gate``: the findings decided the outcome (in place); in the clean room they are evidence
+            "guard": {"tripped": any(not f["allowed"] for f in findings), "gate": gate, "findings": findings},
+            "carry": json.loads(row.carry_json or "{}"),
         }
         return out
 
@@ -547,7 +611,7 @@ def change_diff(
     new = read_archived(ws.abs(info["archive"]), path) or b""
     old = b""
     if change["kind"] == MODIFIED:
-        from engine.sandbox.docker_engine import get_client
+        from bandpass.engine.sandbox.docker_engine import get_client
 
         got = image_file(client or get_client(), info["image"], path)
         old = got or b""

@@ -1,14 +1,18 @@
 """One episode, end to end: image → sandbox → agent in its terminal → verifier → exactly one outcome.
 
-Environment, agent and verifier stay separate (Harbor's split): the runner owns the container and the two
-recordings, the agent only types into its terminal, the verifier runs after the agent in a pty of its own.
+Environment, agent and verifier stay separate (Harbor's split): the runner owns the containers and the two
+recordings, the agent only types into its terminal, the verifier runs after the agent in a pty of its own
+— by default in a clean room (engine/run/cleanroom.py: a fresh container of the image with only the task's
+artifacts carried over), in place for a service task (the agent's container, the tamper guard the gate).
 Every try is recorded; retryable infra errors get a bounded number of fresh tries, and whatever happens the
-container is removed and the episode row ends ``done`` with one outcome.
+containers are removed and the episode row ends ``done`` with one outcome.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,32 +20,44 @@ from typing import Any
 
 import docker
 
-from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus
-from engine.core.events import bus as default_bus
-from engine.core.workspace import Workspace
-from engine.review import diagnoser, outcomes
-from engine.run import endstate, guard, phases
-from engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
-from engine.run.endstate import EndState, StoredEndState
-from engine.run.guard import Finding
-from engine.run.verifier import VerifierResult, run_verifier
-from engine.sandbox import attribution
-from engine.sandbox import pool as sandbox_pool
-from engine.sandbox.asciicast import CastWriter
-from engine.sandbox.container import Sandbox, SandboxSpec, classify_docker_error
-from engine.sandbox.docker_engine import DockerUnavailable, get_client
-from engine.sandbox.labels import episode_labels
-from engine.sandbox.terminal import TerminalSession
-from engine.tasks import allowances
-from engine.tasks.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image
-from engine.tasks.taskdir import TaskSpec, load_task
-from store import endstate as endstate_store
-from store import queries
-from store.db import session
-from store.models import Task, TaskVersion
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.events import EpisodeFinished, EpisodeStarted, EventBus
+from bandpass.engine.core.events import bus as default_bus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review import diagnoser
+from bandpass.engine.run import cleanroom, endstate, guard, phases
+from bandpass.engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
+from bandpass.engine.run.endstate import EndState, StoredEndState
+from bandpass.engine.run.guard import Finding
+from bandpass.engine.run.verifier import LOGS_DIR, TESTS_DIR, VerifierResult, run_verifier
+from bandpass.engine.sandbox import attribution, hostview
+from bandpass.engine.sandbox import pool as sandbox_pool
+from bandpass.engine.sandbox.asciicast import CastWriter
+from bandpass.engine.sandbox.container import Sandbox, SandboxSpec, classify_docker_error
+from bandpass.engine.sandbox.docker_engine import DockerUnavailable, get_client
+from bandpass.engine.sandbox.labels import episode_labels
+from bandpass.engine.sandbox.terminal import TerminalSession
+from bandpass.engine.tasks import allowances
+from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE
+from bandpass.engine.tasks.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image, resolve_workdir
+from bandpass.engine.tasks.taskdir import TaskSpec, load_task
+from bandpass.store import endstate as endstate_store
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import Task, TaskVersion, pk
 
 COLS, ROWS = 160, 40
 CAPTURE_TIMEOUT_S = 60.0  # stopping agent processes and reading the end state
+#: What the verify phase may take beyond the tests' own timeout (a container, the artifacts, a terminal).
+VERIFY_SLACK_S = 90.0
+#: A verifier timeout on the policy's artifacts is the policy's when the oracle's artifacts verified
+#: within this fraction of the same timeout (well inside: a loaded machine does not slow a verify 3x).
+ORACLE_MARGIN = 1 / 3
+#: Which of an episode's containers this is: ``agent`` (in place, also the verifier's) or ``verifier``
+#: (the clean room); ``docker ps --filter label=bandpass.role=verifier`` lists the clean rooms.
+ROLE_LABEL = "bandpass.role"
+#: How long the clean room's container may take to start (a cold start under load).
+ROOM_START_S = 120.0
 #: Infra codes of the capture or the verifier that the agent's end state can cause: each gets a control.
 CONTROL_CODES = frozenset(
     {"reward_missing", "verifier_timeout", "container_died", "oom", "exec_failed", "env_start_timeout"}
@@ -52,6 +68,14 @@ LOAD_SENSITIVE_CODES = frozenset({"verifier_timeout", "env_start_timeout", "oom"
 #: Where the harness itself works in the agent's container (the verifier's logs and tests): a change here
 #: is evidence the agent broke the harness even when no guard rule names it (``/logs`` made a file).
 HARNESS_DIRS = ("/logs", "/tests")
+
+
+def sandbox_lifetime_s(spec: TaskSpec, verifier_reruns: int = 0) -> float:
+    """The hard lifetime of an episode's container (engine/sandbox/lifeline.py): every phase's timeout
+    twice over (a loaded machine stretches a phase before its timeout cuts it) plus ten minutes, so a
+    live episode never meets it; it bounds only a container whose owner stopped looking after it."""
+    phases_s = spec.agent_timeout_sec + CAPTURE_TIMEOUT_S + spec.verifier_timeout_sec * (1 + verifier_reruns)
+    return 2 * phases_s + 600.0
 
 
 # --- fault tolerance: recordings disk full ---------------------------------------------------------------
@@ -102,8 +126,11 @@ class EpisodeResult:
     endstate: EndState | None = None  # what the policy left (the last try's capture)
     guard_findings: list[Finding] = field(default_factory=list)
     image: str = ""
-    #: Who ended the sandbox, with the engine's events (engine/sandbox/attribution.py); {} when nothing did.
+    #: Who ended the sandbox, with the engine's events (engine/sandbox/attribution/); {} when nothing did.
     evidence: dict[str, Any] = field(default_factory=dict)
+    verify_mode: str = ""  # clean_room | in_place
+    #: What crossed into the clean room (or, in place, which processes were kept): carry_json
+    carry: dict[str, Any] = field(default_factory=dict)
 
 
 def image_aliases(ws: Workspace) -> dict[str, str]:
@@ -113,8 +140,10 @@ def image_aliases(ws: Workspace) -> dict[str, str]:
 def ensure_image(
     ws: Workspace, client: docker.DockerClient, version: TaskVersion, spec: TaskSpec, bus: EventBus | None
 ) -> BuildResult:
-    """Builds (or finds cached) the version's image, recording the build and the aliases it used."""
+    """Builds (or finds cached) the version's image, recording the build and the aliases it used; a task
+    that declares no workdir gets its image's (``images.resolve_workdir``)."""
     if spec.docker_image:
+        resolve_workdir(client, spec, spec.docker_image)
         return BuildResult(tag=spec.docker_image, ok=True, log="", cached=True)
     res = build_task_image(
         client,
@@ -128,14 +157,16 @@ def ensure_image(
         if not res.cached:
             queries.record_image_build(
                 s,
-                version.id,  # type: ignore[arg-type]
+                pk(version),
                 tag=res.tag,
                 ok=res.ok,
                 log=res.log,
                 duration_s=res.duration,
             )
         if res.aliases_used:  # a cached image reports them too (kept in an image label)
-            queries.set_version_aliases(s, version.id, res.aliases_used)  # type: ignore[arg-type]
+            queries.set_version_aliases(s, pk(version), res.aliases_used)
+    if res.ok:
+        resolve_workdir(client, spec, res.tag)
     return res
 
 
@@ -153,6 +184,8 @@ def run_episode(
     verifier_reruns: int = 0,
     retry_backoff_s: float = 1.0,
     replay: StoredEndState | None = None,
+    verify_mode: str | None = None,
+    oracle_verify_s: dict[str, float] | None = None,
 ) -> EpisodeResult:
     """Runs one episode to its outcome. ``agent`` may be a factory so each try gets a fresh agent.
 
@@ -160,21 +193,27 @@ def run_episode(
     ``verifier_reruns`` runs the verifier again on the final state that many times (the audit's
     "reruns agree" check); their rewards come back in ``rerun_rewards``.
     ``replay`` puts a stored end state into the container instead of running the agent (regrade).
+    ``verify_mode`` (``clean_room``/``in_place``) overrides where the verifier runs (the audit's footprint
+    check runs the oracle both ways); by default the version's own (:func:`verify_mode_of`).
+    ``oracle_verify_s`` (mode -> seconds) is the oracle's verify time when this store does not hold the
+    oracle's episodes (a Ray worker's scratch workspace: the head sends it).
     """
     bus = default_bus if bus is None else bus
+    # A factory or an instance, told apart at run time (a class has a ``run`` attribute too).
     is_factory = isinstance(agent, type) or not hasattr(agent, "run")
-    make_agent: Callable[[], Agent] = agent if is_factory else (lambda: agent)  # type: ignore[assignment,return-value]
+    make_agent: Callable[[], Agent] = (
+        agent if is_factory else (lambda: agent)  # type: ignore[assignment,return-value]  # told apart above
+    )
     with session(ws.engine) as s:
         version = queries.get_version(s, version_id)
         if version is None:
             raise KeyError(f"task version {version_id} does not exist")
         if episode_id is None:
-            episode_id = queries.create_episode(
-                s, version_id, make_agent().name, attempt=attempt, batch_id=batch_id
-            ).id
+            episode_id = pk(
+                queries.create_episode(s, version_id, make_agent().name, attempt=attempt, batch_id=batch_id)
+            )
         task_row = s.get(Task, version.task_id)
-        queries.mark_episode_running(s, episode_id)  # type: ignore[arg-type]
-    assert episode_id is not None
+        queries.mark_episode_running(s, episode_id)
     agent_name = make_agent().name
     bus.publish(
         EpisodeStarted(
@@ -191,7 +230,18 @@ def run_episode(
         with session(ws.engine) as s:
             queries.delete_steps(s, episode_id)
         result = _one_try(
-            ws, version, make_agent(), client, bus, episode_id, try_no, verifier_reruns, replay, batch_id
+            ws,
+            version,
+            make_agent(),
+            client,
+            bus,
+            episode_id,
+            try_no,
+            verifier_reruns,
+            replay,
+            batch_id,
+            verify_mode,
+            oracle_verify_s,
         )
         result.retries = try_no
         retryable = (
@@ -230,6 +280,7 @@ def _store_result(ws: Workspace, episode_id: int, result: EpisodeResult) -> None
         )
         queries.set_episode_evidence(s, episode_id, result.evidence)
         endstate_store.set_phases(s, episode_id, result.phases)
+        endstate_store.set_verify_mode(s, episode_id, result.verify_mode)
         if result.endstate is not None:
             state = result.endstate
             endstate_store.record_endstate(
@@ -243,6 +294,7 @@ def _store_result(ws: Workspace, episode_id: int, result: EpisodeResult) -> None
                 cap_bytes=state.cap_bytes,
                 over_cap=state.over_cap,
                 capture_s=state.duration_s,
+                carry=result.carry,
             )
 
 
@@ -257,10 +309,12 @@ def _one_try(
     verifier_reruns: int,
     replay: StoredEndState | None = None,
     batch_id: str = "",
+    verify_mode: str | None = None,
+    oracle_verify_s: dict[str, float] | None = None,
 ) -> EpisodeResult:
     """One try as Harbor's trial: set up, run the agent, capture the end state, verify, finalise.
 
-    Attribution (engine/sandbox/attribution.py) watches the container from just before the agent runs:
+    Attribution (engine/sandbox/attribution/) watches the container from just before the agent runs:
     right after the agent it judges whether the container (or the agent's shell) ended and who ended it;
     such a try ends there (after capturing the end state while the container still runs), and after the
     verifier a death the agent's last command set off is judged too (``late_death``).
@@ -270,9 +324,10 @@ def _one_try(
     the verifier after a clean agent phase gets a control first (``_Trial.control``): the verifier on a
     fresh container tells whether the agent's end state broke it.
     """
-    trial = _Trial(ws, version, agent, bus, episode_id, try_no, verifier_reruns, batch_id)
+    trial = _Trial(ws, version, agent, bus, episode_id, try_no, verifier_reruns, batch_id, verify_mode)
+    trial.yardstick = oracle_verify_s
     try:
-        trial.setup(client)
+        trial.setup(client, replaying=replay is not None)
         agent_result = trial.run_agent() if replay is None else trial.apply_endstate(replay)
         trial.capture()
         trial.end_if_sandbox_ended()  # the policy ended its sandbox: its end state is kept, no verifier
@@ -304,8 +359,19 @@ class _Trial:
         try_no: int,
         verifier_reruns: int,
         batch_id: str = "",
+        verify_mode: str | None = None,
     ) -> None:
         self.ws, self.version, self.agent, self.bus = ws, version, agent, bus
+        self.mode_asked = verify_mode
+        self.mode = CLEAN_ROOM  # resolved in setup (verify_mode_of)
+        self.verifier_spec: SandboxSpec | None = None
+        self.verifier_sandbox: Sandbox | None = None  # the clean room
+        self.carry: cleanroom.Carry | None = None
+        self.found_dead = False  # the capture found the agent's container already stopped
+        self._room: _Prestart | None = None  # the clean room, started during the agent phase
+        self.prepared = False  # the clean room got /tests and /logs/verifier with the artifacts
+        self.yardstick: dict[str, float] | None = None  # the oracle's verify seconds, when sent along
+        self.live_fetch = True  # over-cap artifacts can still be read from the agent's container
         self.batch_id = batch_id  # labels the container, so gc --batch and node cleanup find it
         self.episode_id, self.try_no, self.verifier_reruns = episode_id, try_no, verifier_reruns
         self.res = EpisodeResult(episode_id, "", None)
@@ -326,11 +392,19 @@ class _Trial:
 
     # --- phase 1: the environment -------------------------------------------------------------------
 
-    def setup(self, client: docker.DockerClient | None) -> None:
+    def setup(self, client: docker.DockerClient | None, replaying: bool = False) -> None:
         try:
             self.spec = spec = load_task(self.ws.abs(self.version.path))
-        except Exception as exc:  # noqa: BLE001 - a stored version that no longer loads is infra
+        except Exception as exc:  # a stored version that no longer loads is infra
             raise phases.TaskUnusable(f"task files unusable: {exc}") from exc
+        if spec.steps:
+            raise phases.TaskUnsupported(
+                f"a multi-step task ([[steps]]: {', '.join(spec.steps)}): "
+                "Bandpass does not run multi-step tasks"
+            )
+        self.mode = self.mode_asked or verify_mode_of(self.version, spec)
+        self.res.verify_mode = self.mode
+        self.title = f"{spec.name} · {self.agent.name} · episode {self.episode_id}"
         with self.clock.phase(phases.SETUP, spec.build_timeout_sec):
             try:
                 self.client = client = client or get_client()
@@ -357,14 +431,28 @@ class _Trial:
                 network=spec.network,
                 workdir=spec.workdir,
                 episode=self.episode_id,
-                labels=episode_labels(self.ws.root, self.batch_id),
+                labels={**episode_labels(self.ws.root, self.batch_id), ROLE_LABEL: "agent"},
+                max_lifetime_s=sandbox_lifetime_s(spec, self.verifier_reruns),
+                # in place the verifier runs here: it gets what a verifier needs (cleanroom.py)
+                default_caps=self.mode == IN_PLACE,
             )
             self.sandbox_spec = sandbox_spec
+            # the clean room: the same image, limits and labels, Docker's default capabilities (apt-get in
+            # test.sh) and the verifier's own network (Harbor: [verifier] network_mode, else the task's)
+            self.verifier_spec = dataclasses.replace(
+                sandbox_spec,
+                default_caps=True,
+                network=spec.verifier_network,
+                labels={**sandbox_spec.labels, ROLE_LABEL: "verifier"},
+            )
+            if self.mode == CLEAN_ROOM:  # started while the agent works: the verify phase finds it ready
+                self._room = _Prestart(client, self.verifier_spec)
+            if replaying and self.mode == CLEAN_ROOM:
+                return  # regrade in a clean room: the stored end state needs no agent container
             try:  # a pre-started spare when the warm pool has one (engine/sandbox/pool.py), else cold
                 self.sandbox = sandbox_pool.acquire(client, sandbox_spec)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise phases.EnvironmentFailed(str(exc), classify_docker_error(exc)) from exc
-        self.title = f"{spec.name} · {self.agent.name} · episode {self.episode_id}"
 
     # --- phase 2: the agent -------------------------------------------------------------------------
 
@@ -412,10 +500,16 @@ class _Trial:
         return result
 
     def apply_endstate(self, replay: StoredEndState) -> AgentResult:
-        """Regrade's agent phase: the source episode's end state instead of a policy."""
-        assert self.sandbox is not None
+        """Regrade's agent phase: the source episode's end state instead of a policy. In place it is put
+        back into a fresh container of the image (and captured again); in a clean room it is already the
+        captured end state, and only its artifacts will cross, as in the episode."""
         with self.clock.phase(phases.AGENT, CAPTURE_TIMEOUT_S):
-            endstate.apply(self.sandbox, replay)
+            if self.sandbox is not None:
+                endstate.apply(self.sandbox, replay)
+            else:
+                self.res.endstate = endstate.stored_state(replay)
+                self.res.image = self.image
+                self.live_fetch = False
         self.agent_done = True
         self.res.agent_cast = replay.agent_cast
         return AgentResult(error_code=replay.error_code, detail=replay.detail)
@@ -441,9 +535,14 @@ class _Trial:
     # --- phase 3: the end state ---------------------------------------------------------------------
 
     def capture(self) -> None:
-        """Stops every agent process, records what the policy changed, and checks it with the tamper guard
-        (before ``tests/`` is copied in, so the evidence is the policy's alone)."""
-        assert self.spec is not None and self.sandbox is not None and self.client is not None
+        """Stops the agent, records what the policy changed and what the tamper guard makes of it (before
+        ``tests/`` exists anywhere, so the evidence is the policy's alone), and plans the clean room's
+        carry. Read from the host: nothing runs in the agent's container for it."""
+        assert self.spec is not None and self.client is not None
+        if self.sandbox is None:  # regrade in a clean room: the stored end state is the capture
+            with self.clock.phase(phases.CAPTURE, CAPTURE_TIMEOUT_S):
+                self._guard_stored()
+            return
         if self.ended is not None:
             if not self.sandbox.is_running():
                 return  # the policy ended the container: nothing runs to read (restarting it would be ours)
@@ -456,14 +555,97 @@ class _Trial:
 
     def _capture(self) -> None:
         assert self.spec is not None and self.sandbox is not None and self.client is not None
+        sandbox, client = self.sandbox, self.client
+        body = self._capture_clean_room if self.mode == CLEAN_ROOM else self._capture_in_place
         with self.clock.phase(phases.CAPTURE, CAPTURE_TIMEOUT_S):
-            # a restart here (the agent's processes would not die, or the container died after the
-            # agent returned) is recorded in ``Sandbox.stopped_by_harness``: ``late_death`` reads it
-            self.sandbox.kill_all_processes_except_init()
-            state = self._capture_and_guard()
-            stale = guard.bytecode_to_drop(state.changes)
-            if stale:  # caches only: Python rebuilds them from the unchanged sources
-                self.sandbox.exec(["/bin/rm", "-f", "--", *stale])
+            # enforced: past its budget the agent's container is removed (whatever blocked goes with it)
+            phases.bounded(
+                body,
+                CAPTURE_TIMEOUT_S,
+                what="the capture",
+                code="orchestrator_failure",
+                on_timeout=lambda: client.api.remove_container(sandbox.id, force=True),
+            )
+
+    def _capture_clean_room(self) -> None:
+        """The agent's container is frozen (the engine's cgroup freezer: every process stops at once, a
+        fork loop included) and read from the host; nothing of the policy's runs again."""
+        assert self.spec is not None and self.sandbox is not None and self.client is not None
+        if not hostview.freeze(self.client, self.sandbox.id):
+            self.found_dead = not self.sandbox.is_running()  # ended after the agent returned: late_death
+        state = self._capture_and_guard()
+        self.carry = cleanroom.plan(state.changes, self.spec.artifact_roots, self.spec.workdir)
+        self.res.carry = self.carry.as_dict()
+
+    def _capture_in_place(self) -> None:
+        """A service task: the verifier runs here, so the processes holding a listening socket (the
+        service) stay alive and every other one is killed from the host, the container frozen meanwhile;
+        ``/dev`` is checked from the host (a FIFO at ``/dev/null`` would block the harness's own shell);
+        FIFOs, sockets and devices under the artifacts are removed, as the clean room drops them."""
+        assert self.spec is not None and self.sandbox is not None and self.client is not None
+        client, sandbox = self.client, self.sandbox
+        local = hostview.local(client)
+        if not sandbox.is_running() or not local:
+            # a container the agent's last act stopped is restarted (late_death reads that); a remote
+            # engine cannot be read from here: every process goes, a service too
+            sandbox.kill_all_processes_except_init()
+            kept: list[hostview.Listener] = []
+            killed = -1
+        else:
+            hostview.freeze(client, sandbox.id)
+            try:
+                kept = hostview.listeners(client, sandbox.id)
+            finally:
+                hostview.thaw(client, sandbox.id)
+            killed = len(hostview.kill_except(client, sandbox.id, {k.pid for k in kept}))
+        state = self._capture_and_guard()
+        pid = hostview.init_pid(client, sandbox.id) if local else None
+        dev = hostview.dev_findings(pid) if pid else None
+        allow, _problems = allowances.parse(self.spec.metadata)
+        self.res.guard_findings += guard.dev_findings(dev or [], allow)
+        self.carry = cleanroom.plan(state.changes, self.spec.artifact_roots, self.spec.workdir)
+        # a FIFO, socket or device among the artifacts is removed (below), as the clean room drops it; links
+        # stay as they are (nothing crosses anywhere in place)
+        special = {c.path for c in state.changes if c.type == "other"}
+        self.carry.dropped = [f for f in self.carry.dropped if f.path in special]
+        dropped = {f.path for f in self.carry.dropped}
+        self.res.guard_findings = [
+            f for f in self.res.guard_findings if not (f.rule == "special_file" and f.path in dropped)
+        ]
+        self.res.carry = {
+            **self.carry.as_dict(),
+            "kept": [k.as_dict() for k in kept],
+            "killed": killed,
+            "dev_checked": dev is not None,
+        }
+        if self._blocked():
+            return  # nothing more runs in there: the outcome is the guard's
+        drop = [f.path for f in self.carry.dropped]
+        stale = guard.bytecode_to_drop(state.changes)  # caches only: Python rebuilds them from the sources
+        if drop or stale:
+            sandbox.exec(["/bin/rm", "-f", "--", *drop, *stale], timeout=30)
+
+    def _blocked(self) -> bool:
+        """In place, a tripped rule that makes anything the harness starts there block (/dev tampered,
+        a FIFO where a program reads)."""
+        return any(f.rule in guard.BLOCKING_RULES for f in guard.tripped(self.res.guard_findings))
+
+    def _guard_stored(self) -> None:
+        """Regrade in a clean room: the stored end state judged by this version's guard (evidence) and
+        planned for the carry."""
+        assert self.spec is not None and self.client is not None and self.res.endstate is not None
+        state = self.res.endstate
+        in_image = _ImagePaths(self.client, self.image)
+        state.exists_in_image = in_image
+        allow, _problems = allowances.parse(self.spec.metadata)
+        try:
+            self.res.guard_findings = guard.check(
+                state.changes, exists_in_image=state.exists_in_image, contents=state.contents, allow=allow
+            )
+        finally:
+            in_image.cleanup()
+        self.carry = cleanroom.plan(state.changes, self.spec.artifact_roots, self.spec.workdir)
+        self.res.carry = self.carry.as_dict()
 
     def end_if_sandbox_ended(self) -> None:
         """The attribution put the container's (or the agent shell's) end on the policy: a valid sample,
@@ -475,45 +657,126 @@ class _Trial:
     # --- phase 4: the verifier ----------------------------------------------------------------------
 
     def verify(self) -> VerifierResult:
-        assert self.spec is not None and self.sandbox is not None and self.client is not None
-        spec, sandbox = self.spec, self.sandbox
-        with self.clock.phase(phases.VERIFY, spec.verifier_timeout_sec * (1 + self.verifier_reruns)):
-            with _GuardedCastWriter(
-                self.verifier_path,
-                COLS,
-                ROWS,
-                title=f"{self.title} · verifier",
-                env={"TERM": "xterm-256color"},
-            ) as vc:
-                verdict = run_verifier(
+        """The verifier in the clean room (a fresh container, the artifacts carried in) or in place. The
+        phase's timeout is enforced; a verifier that cannot run on what the policy left is not run."""
+        assert self.spec is not None and self.client is not None
+        spec = self.spec
+        if self.carry is not None and self.carry.workdir_replaced:
+            return VerifierResult(None, None, "", f"not verified: {self.carry.workdir_replaced}")
+        if self.mode == IN_PLACE and self._blocked():
+            return VerifierResult(None, None, "", "not verified: " + guard.summary(self.res.guard_findings))
+        budget = spec.verifier_timeout_sec * (1 + self.verifier_reruns) + VERIFY_SLACK_S
+        with self.clock.phase(phases.VERIFY, budget):
+            try:
+                verdict = phases.bounded(
+                    self._verify_body,
+                    budget,
+                    what="the verify phase",
+                    code="verifier_timeout",
+                    on_timeout=self._abandon_verifier,
+                )
+            except phases.PhaseTimeout as exc:
+                verdict = VerifierResult(None, "verifier_timeout", "", exc.detail)
+            self.res.verifier_output = verdict.output
+            self.res.reward = verdict.reward
+        return verdict
+
+    def _verifier_container(self) -> Sandbox:
+        """The clean room: a fresh container of the image (a pre-started spare when the warm pool has one)
+        with the carry applied."""
+        assert self.client is not None and self.spec is not None and self.verifier_spec is not None
+        assert self.carry is not None
+        try:
+            room, self._room = self._room, None
+            fresh = room.take() if room is not None else None
+            if fresh is None or not fresh.is_running():
+                if fresh is not None:
+                    sandbox_pool.release(fresh)
+                fresh = sandbox_pool.acquire(self.client, self.verifier_spec)
+            self.verifier_sandbox = fresh
+        except Exception as exc:
+            raise phases.VerifierInfra(
+                f"clean room did not start: {exc}", classify_docker_error(exc)
+            ) from exc
+        state = self.res.endstate
+        agent = self.sandbox.id if self.sandbox is not None and self.live_fetch else ""
+        # the tests and an empty /logs/verifier ride with the artifacts (one round trip), unless the
+        # image itself ships one of them (then the verifier resets them as in place)
+        self.prepared = not any(
+            endstate.path_stat(self.client, fresh.id, p) is not None for p in (TESTS_DIR, LOGS_DIR)
+        )
+        data = cleanroom.build(
+            self.carry,
+            state.archive if state is not None else None,
+            cleanroom.fetcher(self.client, agent) if agent else None,
+            tests=self.spec.tests_dir if self.prepared else None,
+            logs_dir=LOGS_DIR if self.prepared else "",
+        )
+        try:
+            cleanroom.apply(fresh, self.carry, data)
+        except Exception as exc:  # the engine, not the policy: the artifacts are files
+            raise phases.VerifierInfra(f"artifacts not carried: {exc}", classify_docker_error(exc)) from exc
+        self.res.carry = self.carry.as_dict()  # build() may have dropped what it could not read
+        return fresh
+
+    def _verify_body(self) -> VerifierResult:
+        assert self.spec is not None and self.client is not None
+        spec = self.spec
+        target = self._verifier_container() if self.mode == CLEAN_ROOM else self.sandbox
+        assert target is not None
+        with _GuardedCastWriter(
+            self.verifier_path,
+            COLS,
+            ROWS,
+            title=f"{self.title} · verifier",
+            env={"TERM": "xterm-256color"},
+        ) as vc:
+            verdict = run_verifier(
+                self.client,
+                target,
+                spec,
+                recorder=vc,
+                bus=self.bus,
+                episode_id=self.episode_id,
+                cols=COLS,
+                rows=ROWS,
+                agent_stopped=True,
+                prepared=self.mode == CLEAN_ROOM and self.prepared,
+            )
+            for _ in range(self.verifier_reruns):
+                vc.marker("rerun")
+                # nothing of the agent's runs any more (in place: only the service it left, which the
+                # verifier needs): only the logs and tests are reset between runs
+                again = run_verifier(
                     self.client,
-                    sandbox,
+                    target,
                     spec,
                     recorder=vc,
                     bus=self.bus,
                     episode_id=self.episode_id,
-                    cols=COLS,
-                    rows=ROWS,
                     agent_stopped=True,
                 )
-                for _ in range(self.verifier_reruns):
-                    vc.marker("rerun")
-                    again = run_verifier(
-                        self.client, sandbox, spec, recorder=vc, bus=self.bus, episode_id=self.episode_id
-                    )
-                    self.res.rerun_rewards.append(again.reward)
-            self.res.verifier_output = verdict.output
-            self.res.reward = verdict.reward
-            if vc.disk_error:  # as above, for the verifier's recording
-                raise phases.DiskFull(vc.disk_error, ("verifier_cast",))
+                self.res.rerun_rewards.append(again.reward)
+        if vc.disk_error:  # as above, for the verifier's recording
+            raise phases.DiskFull(vc.disk_error, ("verifier_cast",))
         return verdict
+
+    def _abandon_verifier(self) -> None:
+        """The verify phase ran past its budget: its container goes (the clean room) or is restarted (in
+        place), which ends whatever the verifier's exec was blocked on."""
+        if self.mode == CLEAN_ROOM and self.verifier_sandbox is not None:
+            self.verifier_sandbox.remove()
+        elif self.sandbox is not None and self.client is not None:
+            self.sandbox.stopped_by_harness.append("restarted: the verify phase ran past its timeout")
+            self.client.api.restart(self.sandbox.id, timeout=0)
 
     def judge_late_death(self) -> None:
         """A death the agent set off as its last act lands after it returned: the capture phase found the
-        container dead (and restarted it); that is still the policy's doing, whatever the verifier said."""
+        container dead (in place it restarted it); that is still the policy's doing, whatever the
+        verifier said."""
         if self.watch is None:
             return
-        late = self.watch.late_death()
+        late = self.watch.late_death(found_dead=self.found_dead)
         self.res.evidence = (
             self.watch.evidence.as_dict() if late or self.watch.evidence.actions("oom") else {}
         )
@@ -524,18 +787,49 @@ class _Trial:
     # --- phase 5: the outcome -----------------------------------------------------------------------
 
     def finalise(self, agent_result: AgentResult, verdict: VerifierResult) -> None:
-        """Precedence: tampering, the policy's own error, the verifier's infra error, then the reward."""
+        """Precedence: tampering (in place only: in the clean room the guard is evidence), a workdir the
+        policy replaced, the policy's own error, the verifier's infra error (a timeout on the policy's
+        artifacts is the policy's when the oracle's verify well inside it), artifacts that had to be
+        dropped from a failing answer, then the reward."""
         with self.clock.phase(phases.FINALISE, 0):
-            if guard.tripped(self.res.guard_findings):
+            if self.mode == IN_PLACE and guard.tripped(self.res.guard_findings):
+                self.res.reward = self.res.reward if self.res.reward is not None else 0.0
                 raise phases.VerifierTamper(guard.summary(self.res.guard_findings))
+            if self.carry is not None and self.carry.workdir_replaced:
+                self.res.reward = 0.0
+                raise phases.WorkdirReplaced(f"the task's working directory: {self.carry.workdir_replaced}")
+            dropped = self.carry.drop_summary() if self.carry is not None else ""
             if agent_result.error_code:
                 self.res.outcome = phases.agent_outcome(agent_result.error_code)
                 self.res.detail = agent_result.detail
             elif verdict.infra_code:
+                if verdict.infra_code == "verifier_timeout":
+                    baseline = self._oracle_verify_s()
+                    if baseline is not None and baseline <= self.spec_timeout() * ORACLE_MARGIN:
+                        self.res.reward = 0.0
+                        raise phases.PolicyVerifierTimeout(
+                            f"{verdict.detail}; the oracle's artifacts verify in {baseline:.1f} s (of "
+                            f"{self.spec_timeout():g} s): the policy's artifacts made the verifier hang"
+                            + (f"; {dropped}" if dropped else "")
+                        )
                 raise phases.VerifierInfra(verdict.detail, verdict.infra_code)
+            elif (verdict.reward or 0.0) < 1.0 and dropped:
+                raise phases.ArtifactInvalid(f"{dropped}; the verifier gave reward {verdict.reward:g}")
             else:
                 self.res.outcome = outcomes.from_reward(verdict.reward or 0.0)
-                self.res.detail = verdict.detail
+                self.res.detail = verdict.detail + (f"; {dropped}" if dropped else "")
+
+    def spec_timeout(self) -> float:
+        return self.spec.verifier_timeout_sec if self.spec is not None else 0.0
+
+    def _oracle_verify_s(self) -> float | None:
+        """The slowest verify of this version's passing oracle episodes verified the same way (the audit
+        runs them), or None without one."""
+        if self.yardstick is not None:
+            return self.yardstick.get(self.mode)
+        with session(self.ws.engine) as s:
+            times = endstate_store.oracle_verify_seconds(s, pk(self.version), self.mode)
+        return max(times) if times else None
 
     # --- the control: did the agent's end state break the harness's work? ----------------------------------
 
@@ -557,7 +851,8 @@ class _Trial:
         infra outcome stands (retried). A load-sensitive failure (a timeout, memory) without evidence gets
         no control at all."""
         if not (
-            self.agent_done
+            self.mode == IN_PLACE  # in the clean room nothing of the agent's container reaches the harness
+            and self.agent_done
             and err.kind == "infra_error"
             and err.code in CONTROL_CODES
             and self.client is not None
@@ -580,17 +875,34 @@ class _Trial:
                 },
             }
             return err
+        client, spec, sandbox_spec = self.client, self.spec, self.sandbox_spec
+        held: list[Sandbox] = []
+
+        def run_control() -> VerifierResult:
+            held.append(sandbox_pool.acquire(client, sandbox_spec))
+            return run_verifier(client, held[0], spec, agent_stopped=True)
+
+        def remove_held() -> None:
+            if held:
+                held[0].remove()
+
+        budget = spec.verifier_timeout_sec + CAPTURE_TIMEOUT_S
         try:
-            with self.clock.phase(phases.CONTROL, self.spec.verifier_timeout_sec + CAPTURE_TIMEOUT_S):
-                fresh = sandbox_pool.acquire(self.client, self.sandbox_spec)
-                try:
-                    ctl = run_verifier(self.client, fresh, self.spec, agent_stopped=True)
-                finally:
-                    with contextlib.suppress(Exception):
-                        sandbox_pool.release(fresh)
+            with self.clock.phase(phases.CONTROL, budget):
+                ctl = phases.bounded(  # enforced like the capture's and the verifier's
+                    run_control,
+                    budget,
+                    what="the control",
+                    code=err.code,
+                    on_timeout=remove_held,
+                )
         except Exception as exc:  # noqa: BLE001 - no control, no change: the infra outcome stands
             self.res.evidence = {**self.res.evidence, "control": {"error": f"{type(exc).__name__}: {exc}"}}
             return err
+        finally:
+            for fresh in held:
+                with contextlib.suppress(Exception):
+                    sandbox_pool.release(fresh)
         record = {
             "reward": ctl.reward,
             "infra_code": ctl.infra_code,
@@ -690,9 +1002,74 @@ class _Trial:
         if self.watch is not None:
             with contextlib.suppress(Exception):
                 self.watch.close()
+        if self._room is not None:  # the try ended before its verifier: the clean room goes unused
+            with contextlib.suppress(Exception):
+                self._room.release()
+        if self.verifier_sandbox is not None:
+            with contextlib.suppress(Exception):
+                sandbox_pool.release(self.verifier_sandbox)
         if self.sandbox is not None:  # removed in the background: the outcome no longer depends on it
             with contextlib.suppress(Exception):
                 sandbox_pool.release(self.sandbox)
+
+
+class _Prestart:
+    """The clean room's container, acquired on a thread of its own while the agent works (a warm-pool
+    spare is claimed at once; a cold start, or the pool's refill behind it, overlaps the agent phase
+    instead of the verify phase)."""
+
+    def __init__(self, client: docker.DockerClient, spec: SandboxSpec) -> None:
+        self._box: dict[str, Any] = {}
+        self._thread = threading.Thread(
+            target=self._run, args=(client, spec), name="bandpass-clean-room", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, client: docker.DockerClient, spec: SandboxSpec) -> None:
+        try:
+            self._box["sandbox"] = sandbox_pool.acquire(client, spec)
+        except Exception as exc:  # noqa: BLE001 - the verify phase acquires again, and reports that one
+            self._box["error"] = exc
+
+    def take(self) -> Sandbox | None:
+        self._thread.join(ROOM_START_S)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the clean room did not start in {ROOM_START_S:g} s")
+        return self._box.get("sandbox")
+
+    def release(self) -> None:
+        self._thread.join(ROOM_START_S)
+        sb = self._box.pop("sandbox", None)
+        if sb is not None:
+            sandbox_pool.release(sb)
+
+
+def verify_mode_of(version: TaskVersion, spec: TaskSpec) -> str:
+    """Where a version's verifier runs: what the audit settled (``task_version.verify_mode``: in place
+    for a task whose oracle leaves a listening service), else the task's own ``[verifier]
+    environment_mode``, else the clean room."""
+    return getattr(version, "verify_mode", "") or spec.verify_mode or CLEAN_ROOM
+
+
+class _ImagePaths:
+    """``exists_in_image`` for a stored end state: asked of a created, never started container of the
+    image (the first call creates it; ``cleanup`` removes it when the episode's guard is done with it)."""
+
+    def __init__(self, client: docker.DockerClient, image: str) -> None:
+        self.client = client
+        self.image = image
+        self.holder: dict[str, Any] = {}
+
+    def __call__(self, path: str) -> bool:
+        if "c" not in self.holder:
+            created = self.client.api.create_container(self.image, command=["true"], labels={"bandpass": "1"})
+            self.holder["c"] = created["Id"]
+        return endstate.path_stat(self.client, self.holder["c"], path) is not None
+
+    def cleanup(self) -> None:
+        if "c" in self.holder:
+            with contextlib.suppress(Exception):
+                self.client.api.remove_container(self.holder["c"], force=True)
 
 
 def _run_agent(
@@ -721,9 +1098,9 @@ def _run_agent(
     try:
         try:
             term.start()
-        except Exception as exc:  # noqa: BLE001
-            err = phases.terminal_start_failed(sandbox, exc)
-            return AgentResult(infra_code=err.code, detail=err.detail), True
+        except Exception as exc:  # noqa: BLE001 - any start failure is classified by terminal_start_failed
+            failed = phases.terminal_start_failed(sandbox, exc)
+            return AgentResult(infra_code=failed.code, detail=failed.detail), True
         if watch is not None:
             watch.mark_agent_started(getattr(term, "_exec_id", "") or "")
         ctx = AgentContext(

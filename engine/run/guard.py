@@ -22,10 +22,19 @@ rule is one way a policy can make the verifier lie (the catalogue with one line 
 - ``shell_startup``: profile, bashrc, bash_login/logout, ``/etc/environment``, inputrc (readline macros
   can retype a command), for the system and every home directory;
 - ``git_hook``: a hook in any ``.git/hooks`` (not ``*.sample``), or git configuration that runs
-  commands (``core.fsmonitor``, ``core.hooksPath``, ``core.pager``, ``alias.*``, filters...).
+  commands (``core.fsmonitor``, ``core.hooksPath``, ``core.pager``, ``alias.*``, filters...);
+- ``special_file``: a FIFO or device node outside ``/tmp`` and ``/run`` (a FIFO where a terminfo entry
+  belongs blocks every readline program that starts);
+- ``dev_tamper``: ``/dev`` is not what Docker made (checked from the host: engine/sandbox/hostview.py).
+
+**Evidence or gate.** By default the verifier runs in a clean room (engine/run/cleanroom.py): nothing the
+guard looks at reaches it, so its findings are evidence of what the policy touched (the changes view and
+the diagnosis cite them) and never change the outcome. Only an episode verified *in place* (a service
+task) is gated by them: a finding there is ``agent_error:verifier_tamper``.
 
 The verifier itself is started defensively (``engine/run/verifier.py``): its shell by absolute path, a
-fixed PATH, no rc files, no inputrc. A task allows paths or rules in ``[metadata.bandpass.guard]``.
+fixed PATH, no rc files, no inputrc, ``PYTHONSAFEPATH``. A task allows paths or rules in
+``[metadata.bandpass.guard]``.
 """
 
 from __future__ import annotations
@@ -36,8 +45,8 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from engine.run.endstate import ADDED, DELETED, Change
-from engine.tasks.allowances import RULES, Allowances
+from bandpass.engine.run.endstate import ADDED, DELETED, Change
+from bandpass.engine.tasks.allowances import RULES, Allowances
 
 __all__ = ["RULES", "Finding", "check", "summary", "tripped"]
 
@@ -82,7 +91,25 @@ _GIT_DANGER = re.compile(
     re.I | re.M,
 )
 LOADER_FILES = ("/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.cache")
-_PYTEST_CONFIG = {"/conftest.py", "/pytest.ini", "/pyproject.toml", "/tox.ini", "/setup.cfg"}
+#: pytest looks for its configuration in the tests' directory and every parent: ``/`` is above ``/tests``.
+_PYTEST_CONFIG = {
+    "/conftest.py",
+    "/pytest.ini",
+    "/.pytest.ini",
+    "/pytest.toml",
+    "/.pytest.toml",
+    "/pyproject.toml",
+    "/tox.ini",
+    "/setup.cfg",
+}
+#: The standard library's own directories: searched before every site directory, so a new top-level
+#: module there (``pytest.py``, ``json.py``) shadows the real one; honest work never adds one.
+_STDLIB_DIR = re.compile(r"^/usr/(?:local/)?lib/python3\.\d+(?:/lib-dynload)?$")
+_NOT_MODULES = {"__pycache__", "dist-packages", "site-packages", "lib-dynload"}
+#: The zipped standard library entry on ``sys.path`` (before the standard library itself, ``-I`` or not).
+_STDLIB_ZIP = re.compile(r"^/usr/(?:local/)?lib/python3\d+\.zip$")
+#: Where FIFOs, sockets and device nodes are ordinary (runtime directories; /dev is checked on its own).
+_SPECIAL_OK = ("/tmp", "/run", "/var/run", "/var/tmp", "/dev")
 _IGNORED = ("/proc/", "/sys/", "/dev/")
 
 
@@ -151,7 +178,24 @@ def check(
         m = _SITE_DIR.match(p)
         if m and name.endswith(".pth") and str(PurePosixPath(p).parent) == m.group(1):
             flag("python_startup", c, "Python runs .pth lines at every start-up")
+        # special_file: a FIFO or device node a program the verifier starts may open and block on
+        if c.type == "other" and c.special in ("fifo", "char", "block") and not _under(p, _SPECIAL_OK):
+            flag("special_file", c, f"a {c.special} node: a program that opens it blocks or reads a device")
         # python_shadow
+        parent_dir = str(PurePosixPath(p).parent)
+        if c.kind == ADDED and _STDLIB_DIR.match(parent_dir) and not name.startswith(".") and not is_dir:
+            if name != "__pycache__" and not _is_bytecode(p):
+                flag(
+                    "python_shadow",
+                    c,
+                    "a new module in the standard library's directory shadows any later one",
+                )
+        elif c.kind == ADDED and _STDLIB_DIR.match(parent_dir) and is_dir and name not in _NOT_MODULES:
+            flag(
+                "python_shadow", c, "a new package in the standard library's directory shadows any later one"
+            )
+        if _STDLIB_ZIP.match(p):
+            flag("python_shadow", c, "a zip on sys.path before the standard library (-I does not remove it)")
         if m and c.kind == ADDED and str(PurePosixPath(p).parent) == m.group(1):
             module = m.group(2).removesuffix(".py")
             if "." not in module and not module.endswith("-info") and module != "__pycache__":
@@ -161,8 +205,11 @@ def check(
         # test_plugin
         if p in _PYTEST_CONFIG:
             flag("test_plugin", c, "pytest reads this above /tests")
-        if name == "entry_points.txt" and b"[pytest11]" in contents.get(p, b""):
-            flag("test_plugin", c, "registers a pytest plugin every pytest run loads")
+        if name == "entry_points.txt" and not is_dir:
+            if p not in contents and c.type == "file":
+                flag("test_plugin", c, "an entry-point file too large to read (over the capture cap)")
+            elif b"pytest11" in contents.get(p, b""):
+                flag("test_plugin", c, "registers a pytest plugin every pytest run loads")
         # loader_hook
         # ld.so.cache too: a new library in /usr/local/lib is only picked up (before libc's own) once
         # ldconfig rewrote the cache
@@ -229,3 +276,17 @@ def bytecode_to_drop(changes: Iterable[Change]) -> list[str]:
         for c in changes
         if c.kind != DELETED and c.type == "file" and _is_bytecode(c.path) and _under(c.path, SYSTEM_PREFIXES)
     ]
+
+
+def dev_findings(entries: Iterable[tuple[str, str]], allow: Allowances | None = None) -> list[Finding]:
+    """``/dev`` as the host saw it (engine/sandbox/hostview.py): each entry that is not Docker's."""
+    allow = allow or Allowances()
+    return [
+        Finding("dev_tamper", path, "modified", why, allowed=allow.allows("dev_tamper", path))
+        for path, why in entries
+    ]
+
+
+#: Rules whose findings mean a program the harness starts in the agent's container may block: in place,
+#: the verifier does not run at all after one of these (its reward would be a hang, not evidence).
+BLOCKING_RULES = frozenset({"dev_tamper", "special_file"})

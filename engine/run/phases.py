@@ -7,21 +7,23 @@ finalise. A phase that cannot go on raises a :class:`PhaseError` subclass that *
 - :func:`from_exception` maps Docker/OS exceptions raised inside a phase to an infra outcome;
 - :func:`container_stopped` / :func:`terminal_start_failed` name the infra code of a container found
   stopped; *who* stopped it during the agent phase is judged by the attribution
-  (engine/sandbox/attribution.py), whose verdict becomes a :class:`SandboxEnded`: the policy's doing is an
+  (engine/sandbox/attribution/), whose verdict becomes a :class:`SandboxEnded`: the policy's doing is an
   agent error (reward 0, never retried), anything else keeps its infra code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from engine.review import outcomes
-from engine.sandbox.container import classify_docker_error
+from bandpass.engine.core import outcomes
+from bandpass.engine.sandbox.container import classify_docker_error
 
 SETUP, AGENT, CAPTURE, VERIFY, FINALISE = "setup", "agent", "capture", "verify", "finalise"
 #: Only when the harness's work after a clean agent phase failed: the verifier on a fresh container.
@@ -52,6 +54,13 @@ class PhaseError(Exception):
 
 class TaskUnusable(PhaseError):
     code = "orchestrator_failure"
+
+
+class TaskUnsupported(PhaseError):
+    """A task Bandpass cannot run as its author meant (a multi-step task): refused before any container,
+    in one line; not a sample and not retried."""
+
+    code = "unsupported_task"
 
 
 class DaemonUnavailable(PhaseError):
@@ -97,14 +106,42 @@ class VerifierTamper(PhaseError):
     code = "verifier_tamper"
 
 
+class WorkdirReplaced(PhaseError):
+    """The policy deleted the task's working directory or replaced it with a non-directory: nothing can
+    be verified there. The policy's doing: a valid sample, reward 0 (engine/run/cleanroom.py)."""
+
+    kind = "agent_error"
+    code = "workdir_replaced"
+
+
+class ArtifactInvalid(PhaseError):
+    """The verifier did not pass and an artifact had to be dropped (a FIFO, device, socket or a link
+    leaving its root): the policy's output was not a file the verifier could read."""
+
+    kind = "agent_error"
+    code = "artifact_invalid"
+
+
+class PolicyVerifierTimeout(PhaseError):
+    """The verifier timed out on the policy's artifacts while the oracle's verify well inside the same
+    timeout: a wrong solution that loops, not the machine."""
+
+    kind = "agent_error"
+    code = "verifier_timeout"
+
+
+class PhaseTimeout(PhaseError):
+    """A phase ran past its timeout and was abandoned (its container is removed or restarted)."""
+
+
 class SandboxEnded(PhaseError):
     """The container or the agent's shell ended during the agent phase (or right after it); the outcome is
     the attribution's verdict (``agent_error:sandbox_killed``/``oom``/... or an ``infra_error`` code)."""
 
     def __init__(self, outcome: str, detail: str) -> None:
-        kind, _, code = outcome.partition(":")
-        super().__init__(detail, code)
-        self.kind = kind
+        parsed = outcomes.Outcome.parse(outcome)
+        super().__init__(detail, parsed.code)
+        self.kind = parsed.kind
 
 
 def disk_full(exc: BaseException) -> bool:
@@ -150,6 +187,43 @@ def terminal_start_failed(sandbox: _Stoppable, exc: BaseException) -> AgentInfra
 
 def agent_outcome(error_code: str) -> str:
     return outcomes.agent_error(error_code)
+
+
+_T = TypeVar("_T")
+
+
+def bounded(
+    fn: Callable[[], _T],
+    timeout_s: float,
+    *,
+    what: str,
+    code: str,
+    on_timeout: Callable[[], object] | None = None,
+) -> _T:
+    """Runs ``fn`` with its phase's timeout *enforced*: past ``timeout_s`` the phase is abandoned,
+    ``on_timeout`` unblocks what it waited on (removes or restarts the container), and
+    :class:`PhaseTimeout` carries ``code``. A hung ``docker exec`` (a FIFO the policy left where the
+    harness reads) cannot hold an episode any longer than its phase's budget."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=run, name=f"bandpass-phase-{what}", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        if on_timeout is not None:
+            with contextlib.suppress(Exception):
+                on_timeout()
+        t.join(5)
+        raise PhaseTimeout(f"{what} ran past its {timeout_s:g} s and was stopped", code)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 @dataclass

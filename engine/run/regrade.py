@@ -2,11 +2,13 @@
 
 When a task's latest version differs from an earlier one *only* in ``tests/`` (the verifier was fixed;
 instruction, environment and solution identical), the policy's work is still valid evidence: every
-finished episode of the earlier version whose end state was captured in full is put back into a fresh
-container of the image and the new verifier runs exactly as in an episode (capture, tamper guard,
-defensive start). Each result is an episode of the new version with ``origin = "regrade"`` linked to its
-source, so calibration counts it as a sample of the new version. Harbor regrades recorded output; here
-the link is between content-hashed versions, so an edit outside ``tests/`` cannot slip through.
+finished episode of the earlier version whose end state was captured is verified again exactly as an
+episode is: in a clean room, the artifacts chosen from the stored end state by the same plan
+(engine/run/cleanroom.py) carried into a fresh container of the image; in place (a service task), the
+whole end state put back into a fresh container and captured and guarded again. Each result is an
+episode of the new version with ``origin = "regrade"`` linked to its source, so calibration counts it as
+a sample of the new version. Harbor regrades recorded output; here the link is between content-hashed
+versions, so an edit outside ``tests/`` cannot slip through.
 """
 
 from __future__ import annotations
@@ -18,24 +20,26 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from sqlmodel import select
+from sqlmodel import col, select
 
-from engine.core.events import EventBus
-from engine.core.workspace import Workspace
-from engine.review import outcomes
-from engine.run.agents.builtin import NopAgent
-from engine.run.endstate import DELETED, StoredEndState
-from engine.run.episode import run_episode
-from engine.tasks.taskdir import task_files
-from store import endstate as endstate_store
-from store import queries
-from store.db import session
-from store.models import Episode, TaskVersion
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.builtin import NopAgent
+from bandpass.engine.run.endstate import DELETED, StoredEndState, change_from_dict
+from bandpass.engine.run.episode import run_episode, verify_mode_of
+from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, under
+from bandpass.engine.tasks.taskdir import TaskSpec, load_task, task_files
+from bandpass.store import endstate as endstate_store
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import Episode, TaskVersion, pk
 
 TESTS = "tests/"
 
 
-class RegradeRefused(ValueError):
+class RegradeRefused(BandpassError, ValueError):
     """Regrade cannot be done for this pair of versions; the message is the one-line reason."""
 
 
@@ -82,7 +86,7 @@ def plan(ws: Workspace, task_name: str, from_hash: str | None = None) -> Regrade
         if task is None:
             raise RegradeRefused(f"regrade: no task named {task_name!r} in this workspace")
         versions = list(
-            s.exec(select(TaskVersion).where(TaskVersion.task_id == task.id).order_by(TaskVersion.id))
+            s.exec(select(TaskVersion).where(TaskVersion.task_id == task.id).order_by(col(TaskVersion.id)))
         )
         new = versions[-1]
         if from_hash:
@@ -104,8 +108,8 @@ def plan(ws: Workspace, task_name: str, from_hash: str | None = None) -> Regrade
                 f"regrade: {task_name}: {new.hash[:12]} differs from {old.hash[:12]} outside tests/ "
                 f"({shown}); only a verifier fix can be regraded — run new rollouts instead"
             )
-        done = endstate_store.regraded_sources(s, new.id)  # type: ignore[arg-type]
-        finished = endstate_store.finished_episodes(s, old.id)  # type: ignore[arg-type]
+        done = endstate_store.regraded_sources(s, pk(new))
+        finished = endstate_store.finished_episodes(s, pk(old))
         sources = [e for e in finished if e.id not in done]
         return RegradePlan(task_name, old, new, sources, already=len(finished) - len(sources))
 
@@ -115,13 +119,31 @@ def _stored(ws: Workspace, ep: Episode) -> tuple[StoredEndState | None, str]:
     if not outcomes.is_valid_sample(ep.outcome):
         return None, f"no valid end state ({ep.outcome})"
     with session(ws.engine) as s:
-        row = endstate_store.get_endstate(s, ep.id)  # type: ignore[arg-type]
+        row = endstate_store.get_endstate(s, pk(ep))
         if row is None:
             return None, "end state missing (episode ran before capture, or capture failed)"
         listed = json.loads(row.changes_json)
-    if row.over_cap:
-        return None, f"end state over the cap ({row.over_cap} file(s) listed with size and sha256 only)"
     archive = ws.abs(row.archive) if row.archive else None
+    changes = [change_from_dict(c) for c in listed]
+    if row.over_cap:
+        # the clean room carries artifacts only: a file over the cap elsewhere is evidence, not input
+        with session(ws.engine) as s:
+            version = s.get(TaskVersion, ep.task_version_id)
+        spec = load_task(ws.abs(version.path)) if version is not None else None
+        mode = verify_mode_of(version, spec) if version is not None and spec is not None else IN_PLACE
+        missing = [
+            c.path
+            for c in changes
+            if c.type == "file"
+            and not c.archived
+            and (mode == IN_PLACE or spec is None or _carried(c.path, spec))
+        ]
+        if missing:
+            return None, (
+                f"end state over the cap ({row.over_cap} file(s) listed with size and sha256 only"
+                + (f", {len(missing)} of them artifacts" if mode == CLEAN_ROOM else "")
+                + ")"
+            )
     if any(c.get("archived") for c in listed) and (archive is None or not archive.is_file()):
         return None, f"end state archive missing: {row.archive or '(none)'}"
     code = outcomes.code_of(ep.outcome) if ep.outcome.startswith("agent_error:") else None
@@ -129,15 +151,20 @@ def _stored(ws: Workspace, ep: Episode) -> tuple[StoredEndState | None, str]:
         code = None  # the guard judges the end state again, with the new version's allowances
     return (
         StoredEndState(
-            source_episode=ep.id,  # type: ignore[arg-type]
+            source_episode=pk(ep),
             archive=archive,
             deleted=[c["path"] for c in listed if c["kind"] == DELETED],
+            changes=changes,
             agent_cast=ep.agent_cast,
             error_code=code,
             detail=f"regraded from episode {ep.id}; its {ep.outcome} stands" if code else "",
         ),
         "",
     )
+
+
+def _carried(path: str, spec: TaskSpec) -> bool:
+    return any(under(path, r) for r in spec.artifact_roots)
 
 
 def regrade(
@@ -155,18 +182,18 @@ def regrade(
     for ep in p.sources:
         stored, why = _stored(ws, ep)
         if stored is None:
-            item = RegradeItem(ep.id, None, ep.reward, None, None, skipped=why)  # type: ignore[arg-type]
+            item = RegradeItem(pk(ep), None, ep.reward, None, None, skipped=why)
         else:
             with session(ws.engine) as s:
                 new_ep = queries.create_episode(
-                    s, p.new.id, ep.agent, attempt=ep.attempt, batch_id=f"regrade-{p.new.hash[:12]}"
+                    s, pk(p.new), ep.agent, attempt=ep.attempt, batch_id=f"regrade-{p.new.hash[:12]}"
                 )
-                endstate_store.mark_regrade(s, new_ep.id, ep.id)  # type: ignore[arg-type]
-                new_id = new_ep.id
+                endstate_store.mark_regrade(s, pk(new_ep), pk(ep))
+                new_id = pk(new_ep)
             res = run_episode(
-                ws, p.new.id, NopAgent, client=client, bus=bus, episode_id=new_id, replay=stored
-            )  # type: ignore[arg-type]
-            item = RegradeItem(ep.id, res.episode_id, ep.reward, res.reward, res.outcome)  # type: ignore[arg-type]
+                ws, pk(p.new), NopAgent, client=client, bus=bus, episode_id=new_id, replay=stored
+            )
+            item = RegradeItem(pk(ep), res.episode_id, ep.reward, res.reward, res.outcome)
         items.append(item)
         if on_item is not None:
             on_item(item)

@@ -14,6 +14,12 @@ process, so no stale-lock cleanup is ever needed.
 Claiming stays here whatever runs the episodes: ``engine.run.executors`` decides only *where* a claimed row
 runs (``local``: a thread pool on this Docker engine; ``ray``: tasks on a Ray cluster, the head writing
 what they return), so every executor keeps the no-duplicates and ``--resume`` guarantees above.
+
+A batch can grow while it runs: ``run_batch(next_round=...)`` calls the hook whenever the queue is empty
+(and again after each episode that finishes meanwhile); the hook adds rows with ``extend_batch`` and says
+how many. The adaptive sampler (``engine.calibration.adaptive``) is such a hook: its rounds are rows in
+the same queue, claimed, resumed and run on any executor exactly like the first ones, and the executor
+stays open between rounds.
 """
 
 from __future__ import annotations
@@ -32,21 +38,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.core.events import EventBus
-from engine.core.events import bus as default_bus
-from engine.core.workspace import Workspace
-from engine.review import outcomes
-from engine.run.agents.base import Agent
-from engine.run.agents.factory import (
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.core.events import bus as default_bus
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.search_index import BackgroundIndexer
+from bandpass.engine.run.agents.base import Agent
+from bandpass.engine.run.agents.factory import (
     AgentConfigError,
     batch_agent_factory,
 )
-from engine.run.executors.base import EpisodeJob, Executor, JobResult, RunContext, default_concurrency
-from engine.run.executors.local import LocalExecutor
-from engine.sandbox import pool as sandbox_pool
-from store import queries
-from store.db import session
-from store.models import Batch
+from bandpass.engine.run.executors.base import (
+    EpisodeJob,
+    Executor,
+    JobResult,
+    RunContext,
+    default_concurrency,
+)
+from bandpass.engine.run.executors.local import LocalExecutor
+from bandpass.engine.sandbox import leftovers
+from bandpass.engine.sandbox import pool as sandbox_pool
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import Batch, pk
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +75,7 @@ DEFAULT_MAX_CONSECUTIVE_UNAVAILABLE = 3
 POLICY_UNAVAILABLE = "infra_error:policy_unavailable"
 
 
-class BatchError(RuntimeError):
+class BatchError(BandpassError, RuntimeError):
     """A batch cannot be planned or run; the message is the one line the CLI prints."""
 
 
@@ -70,6 +85,49 @@ def new_batch_id() -> str:
 
 
 # --- planning -----------------------------------------------------------------------------------------
+
+
+def _check_agent(model_name: str, kind: str) -> None:
+    if kind not in ("model", "builtin"):
+        raise BatchError(f"unknown batch kind {kind!r} (model or builtin)")
+    if kind == "builtin":
+        from bandpass.engine.run.agents.builtin import BUILTIN
+
+        if model_name not in BUILTIN:
+            raise BatchError(
+                f"unknown built-in agent {model_name!r} (built-in: {', '.join(sorted(BUILTIN))})"
+            )
+    if not model_name:
+        raise BatchError("a batch needs a model or agent name")
+
+
+def new_batch(
+    ws: Workspace,
+    model_name: str,
+    k: int,
+    *,
+    batch_id: str | None = None,
+    kind: str = "model",
+    base_url: str = "",
+    params: dict[str, Any] | None = None,
+    adaptive: dict[str, Any] | None = None,
+) -> str:
+    """Creates an empty batch row (no episodes yet) and returns its id: a batch that grows while it runs
+    (``extend_batch``) starts here; ``adaptive`` is stored with it in the same transaction."""
+    if k < 1:
+        raise BatchError(f"k must be at least 1, got {k}")
+    _check_agent(model_name, kind)
+    batch_id = batch_id or new_batch_id()
+    with session(ws.engine) as s:
+        if queries.get_batch(s, batch_id) is not None:
+            raise BatchError(f"batch {batch_id} already exists")
+        queries.create_batch(
+            s, batch_id, agent=model_name, kind=kind, base_url=base_url, k=k, params=params or {}
+        )
+        if adaptive is not None:
+            s.flush()
+            queries.set_batch_adaptive(s, batch_id, adaptive)
+    return batch_id
 
 
 def plan_batch(
@@ -90,17 +148,7 @@ def plan_batch(
     """
     if k < 1:
         raise BatchError(f"k must be at least 1, got {k}")
-    if kind not in ("model", "builtin"):
-        raise BatchError(f"unknown batch kind {kind!r} (model or builtin)")
-    if kind == "builtin":
-        from engine.run.agents.builtin import BUILTIN
-
-        if model_name not in BUILTIN:
-            raise BatchError(
-                f"unknown built-in agent {model_name!r} (built-in: {', '.join(sorted(BUILTIN))})"
-            )
-    if not model_name:
-        raise BatchError("a batch needs a model or agent name")
+    _check_agent(model_name, kind)
     if not version_ids:
         raise BatchError("no task versions to run (import tasks first: bandpass import DIR)")
     batch_id = batch_id or new_batch_id()
@@ -128,6 +176,28 @@ def plan_batch(
     return batch_id
 
 
+def extend_batch(ws: Workspace, batch_id: str, attempts: dict[int, int]) -> int:
+    """Queues ``attempts[version]`` more attempts of each version in the batch, numbered after the
+    version's last attempt in it; returns how many rows were added. Used between rounds of a batch that
+    grows while it runs (``run_batch(next_round=...)``)."""
+    added = 0
+    with session(ws.engine) as s:
+        batch = queries.get_batch(s, batch_id)
+        if batch is None:
+            raise BatchError(f"no batch {batch_id!r} in {ws.root}")
+        have = queries.batch_attempts(s, batch_id)
+        for vid, extra in attempts.items():
+            if extra <= 0:
+                continue
+            if queries.get_version(s, vid) is None:
+                raise BatchError(f"task version {vid} does not exist")
+            first = have[vid].last + 1 if vid in have else 0
+            for attempt in range(first, first + extra):
+                queries.create_episode(s, vid, batch.agent, attempt=attempt, batch_id=batch_id)
+                added += 1
+    return added
+
+
 def get_batch(ws: Workspace, batch_id: str) -> Batch:
     with session(ws.engine) as s:
         batch = queries.get_batch(s, batch_id)
@@ -149,7 +219,7 @@ def check_policy_endpoint(
     model batch starts any container; raises ``BatchError`` with the one line to show when the endpoint
     cannot serve, so a dead endpoint costs a second instead of a batch of infra errors. Returns the
     check's warnings (e.g. bandpass.toml's window larger than the served ``max_model_len``)."""
-    from engine.run.policy.client import PolicyInfraError, check_endpoint, resolve_model
+    from bandpass.engine.run.policy.client import PolicyInfraError, check_endpoint, resolve_model
 
     try:
         cfg = resolve_model(ws.config, model, base_url)
@@ -173,16 +243,16 @@ def parse_retry_codes(text: str) -> list[str]:
         part = raw.strip()
         if not part:
             continue
-        code = part.split(":", 1)[1] if part.startswith("infra_error:") else part
+        explicit_infra = outcomes.is_infra(part)
+        code = outcomes.code_of(part) if explicit_infra else part
         if code == "infra_error":
             codes.append("*")
             continue
         # a bare code both sides use (oom) means the infra one; a bare agent-only code is a valid sample
         agent_only = code in outcomes.AGENT_CODES and code not in outcomes.INFRA_CODES
-        explicit_infra = part.startswith("infra_error:")
         if (
-            part in ("passed", "failed")
-            or part.startswith("agent_error")
+            part in (outcomes.PASSED, outcomes.FAILED)
+            or part.startswith(outcomes.AGENT)
             or (agent_only and not explicit_infra)
         ):
             raise BatchError(
@@ -265,7 +335,7 @@ class BatchSummary:
 
     @property
     def agent_errors(self) -> int:
-        return sum(n for o, n in self.outcomes.items() if o.startswith("agent_error"))
+        return sum(n for o, n in self.outcomes.items() if outcomes.is_agent_error(o))
 
     @property
     def infra_errors(self) -> int:
@@ -353,6 +423,7 @@ class _Runner:
         daemon_wait_s: float,
         started: float,
         max_consecutive_unavailable: int = DEFAULT_MAX_CONSECUTIVE_UNAVAILABLE,
+        next_round: Callable[[], int] | None = None,
     ) -> None:
         self.ws, self.batch_id, self.executor, self.stop = ws, batch_id, executor, stop
         self.on_progress = on_progress
@@ -365,6 +436,8 @@ class _Runner:
         self.max_unavailable = max_consecutive_unavailable
         self.unavailable_run = 0  # consecutive finished episodes that were policy_unavailable
         self.halted = ""
+        self.next_round = next_round
+        self.settled_since_round = True  # an episode finished since the hook last ran (or it never ran)
 
     def progress(self) -> None:
         if self.on_progress is None:
@@ -387,7 +460,7 @@ class _Runner:
             ep = queries.claim_next_episode(s, self.batch_id)
         if ep is None:
             return None
-        return EpisodeJob(int(ep.id), ep.task_version_id, ep.attempt, self.batch_id)  # type: ignore[arg-type]
+        return EpisodeJob(pk(ep), ep.task_version_id, ep.attempt, self.batch_id)
 
     def _settle(self, job: EpisodeJob, fut: Future[JobResult]) -> None:
         """Records a future's end; a failure outside the episode still gives the row one outcome."""
@@ -406,6 +479,7 @@ class _Runner:
         with self.lock:
             self.in_flight.discard(job.episode_id)
             self.ran += 1
+            self.settled_since_round = True
             self.unavailable_run = self.unavailable_run + 1 if outcome == POLICY_UNAVAILABLE else 0
             if self.max_unavailable and self.unavailable_run >= self.max_unavailable and not self.halted:
                 self.halted = (
@@ -414,6 +488,27 @@ class _Runner:
                 )
                 log.warning("batch %s: %s", self.batch_id, self.halted)
         self.progress()
+
+    def _more_rounds(self) -> bool:
+        """Asks the ``next_round`` hook for more rows once the queue is empty; True when it added some.
+
+        Asked again only after an episode finished since its last answer (new evidence), never while the
+        batch is stopping. A hook that fails stops the rounds, not the episodes in flight."""
+        if self.next_round is None or self.stop.is_set() or self.gave_up or self.halted:
+            return False
+        with self.lock:
+            if not self.settled_since_round:
+                return False
+            self.settled_since_round = False
+        try:
+            added = self.next_round()
+        except Exception as exc:  # the batch halts with the reason and a logged traceback
+            log.exception("batch %s: planning the next round failed", self.batch_id)
+            self.halted = f"planning the next round failed: {type(exc).__name__}: {exc}"
+            return False
+        if added:
+            self.progress()
+        return added > 0
 
     def loop(self) -> None:
         """Keeps the executor's slots full until nothing is left to claim, then drains."""
@@ -428,6 +523,9 @@ class _Runner:
                 with self.lock:
                     self.in_flight.add(job.episode_id)
                 pending[self.executor.submit(job)] = job
+            if exhausted and self._more_rounds():
+                exhausted = False
+                continue
             if not pending:
                 return
             done, _ = wait(list(pending), timeout=0.2, return_when=FIRST_COMPLETED)
@@ -451,8 +549,12 @@ def run_batch(
     executor: Executor | None = None,
     daemon_wait_s: float = DEFAULT_DAEMON_WAIT_S,
     max_consecutive_unavailable: int = DEFAULT_MAX_CONSECUTIVE_UNAVAILABLE,
+    next_round: Callable[[], int] | None = None,
 ) -> BatchSummary:
     """Runs the batch's queued episodes until none is left or ``stop`` is set; returns the summary.
+
+    ``next_round``, when given, is asked for more rows whenever the queue is empty (module docstring):
+    the batch ends when it adds none and nothing is in flight.
 
     Setting ``stop`` (the CLI does on the first Ctrl-C) stops claiming: episodes in flight finish and keep
     their outcome. A ``KeyboardInterrupt`` while waiting (the second Ctrl-C) hands the episodes in flight
@@ -475,14 +577,24 @@ def run_batch(
                 requeued = queries.requeue_stale(s, batch_id)
                 # A killed runner may also leave the container of an episode it had already finished:
                 # the warm pool removes containers in the background, after the outcome is recorded.
-                done = [e.id for e in queries.episodes(s, batch_id=batch_id, status="done")]
+                done = [pk(e) for e in queries.episodes(s, batch_id=batch_id, status="done")]
             removed = sandbox_pool.remove_episode_containers(ws.root, [*requeued, *done])
             removed += executor.cleanup_stale(ws, batch_id)  # other nodes' engines and scratch dirs
+            removed += leftovers.reaped(str(ws.root), batch_id)  # what this process's start reaped of it
         executor.open(RunContext(ws, batch, agent_factory, bus, max_infra_retries, retry_backoff_s))
+        indexer = BackgroundIndexer(ws, bus)  # search finds each episode as soon as it finishes
         with session(ws.engine) as s:  # other processes (the TUI's Runs screen) show where it runs
             queries.set_batch_executor(s, batch_id, executor.name)
         runner = _Runner(
-            ws, batch_id, executor, stop, on_progress, daemon_wait_s, started, max_consecutive_unavailable
+            ws,
+            batch_id,
+            executor,
+            stop,
+            on_progress,
+            daemon_wait_s,
+            started,
+            max_consecutive_unavailable,
+            next_round,
         )
         try:
             runner.progress()
@@ -500,6 +612,7 @@ def run_batch(
         finally:
             executor.close()
             sandbox_pool.drain()  # the batch's spares and queued removals end with it
+            indexer.close()  # what it has not indexed by then, the next search does
     summary = batch_summary(ws, batch_id)
     summary.ran = runner.ran
     summary.requeued = len(requeued)
@@ -524,6 +637,7 @@ def run_planned(
     executor: Executor | None = None,
     daemon_wait_s: float = DEFAULT_DAEMON_WAIT_S,
     max_consecutive_unavailable: int = DEFAULT_MAX_CONSECUTIVE_UNAVAILABLE,
+    next_round: Callable[[], int] | None = None,
 ) -> BatchSummary:
     """``run_batch`` with the agent the batch row describes (what ``bandpass run`` and ``--resume`` do)."""
     try:
@@ -544,6 +658,7 @@ def run_planned(
             executor=executor,
             daemon_wait_s=daemon_wait_s,
             max_consecutive_unavailable=max_consecutive_unavailable,
+            next_round=next_round,
         )
     finally:
         close()
@@ -556,8 +671,10 @@ __all__ = [
     "check_policy_endpoint",
     "batch_summary",
     "default_concurrency",
+    "extend_batch",
     "get_batch",
     "latest_unfinished_batch",
+    "new_batch",
     "new_batch_id",
     "parse_retry_codes",
     "plan_batch",

@@ -1,9 +1,12 @@
 """The verifier: runs only after the agent is done, in a terminal of its own.
 
-Order matters (DESIGN.md): every agent process is killed first (a background loop cannot keep writing a
-reward), ``/logs/verifier`` is recreated empty (a reward the agent wrote is gone), ``tests/`` is copied in
-only now (the agent never saw it), and ``tests/test.sh`` runs under its timeout in its own recorded pty.
-The reward is then read back from the file, ``reward.json`` first, then ``reward.txt``.
+Where: by default in a clean room (engine/run/cleanroom.py: a fresh container with the artifacts carried
+in), in place for a service task (the agent's container, its other processes killed). Order matters
+(DESIGN.md): no agent process runs any more (a background loop cannot keep writing a reward),
+``/logs/verifier`` is recreated empty (a reward the agent wrote is gone), ``tests/`` is copied in only now
+(the agent never saw it), and ``tests/test.sh`` runs under its timeout in its own recorded pty, started
+cleanly (:data:`SAFE_ENV`). The reward is then read back from the file, ``reward.json`` first, then
+``reward.txt``.
 """
 
 from __future__ import annotations
@@ -16,14 +19,14 @@ from pathlib import Path
 
 import docker
 
-from engine.core.events import EventBus
-from engine.review.checks import pick_reports, save_reports
-from engine.run.guard import VERIFIER_PATH
-from engine.run.phases import start_failure_code
-from engine.sandbox.asciicast import CastWriter
-from engine.sandbox.container import Sandbox, SandboxError
-from engine.sandbox.terminal import TerminalSession
-from engine.tasks.taskdir import TaskSpec
+from bandpass.engine.core.events import EventBus
+from bandpass.engine.review.checks import pick_reports, save_reports
+from bandpass.engine.run.guard import VERIFIER_PATH
+from bandpass.engine.run.phases import start_failure_code
+from bandpass.engine.sandbox.asciicast import CastWriter
+from bandpass.engine.sandbox.container import Sandbox, SandboxError
+from bandpass.engine.sandbox.terminal import TerminalSession
+from bandpass.engine.tasks.taskdir import TaskSpec
 
 TESTS_DIR = "/tests"
 LOGS_DIR = "/logs/verifier"
@@ -66,8 +69,20 @@ def parse_reward(json_bytes: bytes | None, txt_bytes: bytes | None) -> tuple[flo
 
 
 #: The verifier's environment, whatever the image or the policy left behind: a fixed PATH, no start-up
-#: files for non-interactive shells (``BASH_ENV``, ``ENV``), no readline macros (``INPUTRC``).
-SAFE_ENV = {"PATH": VERIFIER_PATH, "BASH_ENV": "", "ENV": "", "INPUTRC": "/dev/null"}
+#: files for non-interactive shells (``BASH_ENV``, ``ENV``), no readline macros (``INPUTRC``); Python
+#: never puts the working directory (or the script's) first on ``sys.path`` (``PYTHONSAFEPATH``:
+#: ``python3 -m pytest`` or ``-c`` from the workdir would import a ``pytest.py``/``json.py`` there), runs
+#: no ``PYTHONSTARTUP``; pytest loads no ``conftest.py`` above ``/tests`` (``--confcutdir``). A task's
+#: ``[verifier] env`` still wins (it is the task's own).
+SAFE_ENV = {
+    "PATH": VERIFIER_PATH,
+    "BASH_ENV": "",
+    "ENV": "",
+    "INPUTRC": "/dev/null",
+    "PYTHONSAFEPATH": "1",
+    "PYTHONSTARTUP": "",
+    "PYTEST_ADDOPTS": "--confcutdir=/tests",
+}
 SHELLS = ("/bin/bash", "/usr/bin/bash")
 
 
@@ -76,7 +91,8 @@ def verifier_shell(client: docker.DockerClient, sandbox: Sandbox) -> str:
     flags any change to it. Asked of the engine, not of a program inside the container."""
     api = client.api
     for shell in SHELLS:
-        res = api.head(api._url("/containers/{0}/archive", sandbox.id), params={"path": shell})
+        url = api._url("/containers/{0}/archive", sandbox.id)  # type: ignore[attr-defined]  # docker-py private
+        res = api.head(url, params={"path": shell})
         if res.status_code == 200:
             return shell
     return SHELLS[0]
@@ -94,26 +110,15 @@ def run_verifier(
     rows: int = 40,
     agent_stopped: bool = False,
     shell: str | None = None,
+    prepared: bool = False,
 ) -> VerifierResult:
     """``agent_stopped``: the caller already killed every agent process (the capture phase does, so it
-    reads a still end state); only the logs and tests directories are then reset."""
-    try:
-        reset = f"rm -rf {LOGS_DIR} {TESTS_DIR} && mkdir -p {LOGS_DIR} {TESTS_DIR}"
-        if agent_stopped:
-            code, out = sandbox.exec(reset)
-            if code != 0:
-                return VerifierResult(
-                    None, "reward_missing", out, f"could not prepare {LOGS_DIR}: {out.strip()}"
-                )
-        elif sandbox.kill_all_processes_except_init(then=reset) == "restart":
-            code, out = sandbox.exec(reset)  # the restart path skipped ``then``
-            if code != 0:
-                return VerifierResult(
-                    None, "reward_missing", out, f"could not prepare {LOGS_DIR}: {out.strip()}"
-                )
-        sandbox.put_dir(Path(task.path) / "tests", TESTS_DIR)
-    except SandboxError as exc:
-        return VerifierResult(None, exc.code, "", str(exc))
+    reads a still end state); only the logs and tests directories are then reset. ``prepared``: a fresh
+    clean room whose ``/tests`` and empty ``/logs/verifier`` came with the artifacts (nothing to reset)."""
+    if not prepared:
+        failed = _prepare(sandbox, task, agent_stopped)
+        if failed is not None:
+            return failed
 
     term = TerminalSession(
         client,
@@ -160,6 +165,28 @@ def run_verifier(
     if reward is None:
         return VerifierResult(None, "reward_missing", output, problem)
     return VerifierResult(reward, None, output, f"test.sh exit status {res.exit_code}")
+
+
+def _prepare(sandbox: Sandbox, task: TaskSpec, agent_stopped: bool) -> VerifierResult | None:
+    """Empties ``/logs/verifier`` and ``/tests`` and copies the tests in; a result only on failure."""
+    try:
+        reset = f"rm -rf {LOGS_DIR} {TESTS_DIR} && mkdir -p {LOGS_DIR} {TESTS_DIR}"
+        if agent_stopped:
+            code, out = sandbox.exec(reset)
+            if code != 0:
+                return VerifierResult(
+                    None, "reward_missing", out, f"could not prepare {LOGS_DIR}: {out.strip()}"
+                )
+        elif sandbox.kill_all_processes_except_init(then=reset) == "restart":
+            code, out = sandbox.exec(reset)  # the restart path skipped ``then``
+            if code != 0:
+                return VerifierResult(
+                    None, "reward_missing", out, f"could not prepare {LOGS_DIR}: {out.strip()}"
+                )
+        sandbox.put_dir(Path(task.path) / "tests", TESTS_DIR)
+    except SandboxError as exc:
+        return VerifierResult(None, exc.code, "", str(exc))
+    return None
 
 
 def _died(sandbox: Sandbox, output: str, detail: str) -> VerifierResult:

@@ -14,16 +14,21 @@ import math
 import os
 import threading
 import time
+import zlib
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self, overload
+
+from bandpass.engine.core.errors import BandpassError
 
 #: The only environment variables a cast may carry: anything else risks recording a secret.
 ALLOWED_ENV = ("TERM", "SHELL")
 
 
-class CastError(ValueError):
+class CastError(BandpassError, ValueError):
     """A recording that cannot be read; the message says where and what was expected."""
 
 
@@ -34,11 +39,161 @@ class CastEvent:
     data: str
 
 
+class EventLog(Sequence[CastEvent]):
+    """A cast's events, held compactly: a read-only sequence of :class:`CastEvent` built once by the
+    reader.
+
+    Why: a one-hour agent session is tens of MB of output, and held as one Python string per event it cost
+    the replay 2.7x the file in memory (issue 31). Here times, codes and data lengths sit in arrays and the
+    data in zlib-compressed blocks of ~64 K characters (level 1: ~5x smaller on terminal output, ~0.2 ms
+    to inflate a block); an event is materialised when asked for, and the last few inflated blocks are
+    kept, so walking a range of events (a seek feeds at most one keyframe interval) inflates each block
+    once. Thread-safe to read."""
+
+    #: Characters of event data per compressed block.
+    BLOCK = 64 * 1024
+    #: Inflated blocks kept (a seek's range spans at most two; the index builder walks another).
+    CACHED = 4
+
+    def __init__(self, events: Iterable[CastEvent] = ()) -> None:
+        self._times = array("d")
+        self._codes: list[str] = []
+        self._block = array("I")  # block of each event's data
+        self._start = array("I")  # offset of each event's data in its block's text
+        self._length = array("I")  # length of each event's data (characters)
+        self._blocks: list[bytes] = []  # sealed blocks, compressed
+        self._open: list[str] = []  # the block being filled
+        self._open_len = 0
+        self._cache: dict[int, str] = {}
+        self._lock = threading.Lock()
+        for ev in events:
+            self.append(ev)
+        self.seal()
+
+    # --- building (the reader) --- #
+
+    def append(self, ev: CastEvent) -> None:
+        if self._open_len >= self.BLOCK:
+            self.seal()
+        self._times.append(ev.time)
+        self._codes.append(_CODES.setdefault(ev.code, ev.code))
+        self._block.append(len(self._blocks))
+        self._start.append(self._open_len)
+        self._length.append(len(ev.data))
+        self._open.append(ev.data)
+        self._open_len += len(ev.data)
+
+    def seal(self) -> None:
+        """Compresses the block being filled (the reader calls it at the end). Events whose data is empty
+        may point at a block never sealed: it reads as ``""``."""
+        if not self._open_len:
+            self._open = []
+            return
+        text = "".join(self._open)
+        self._blocks.append(zlib.compress(text.encode("utf-8", "surrogatepass"), 1))
+        self._open, self._open_len = [], 0
+
+    # --- reading --- #
+
+    def _text(self, b: int) -> str:
+        with self._lock:
+            text = self._cache.get(b)
+            if text is not None:
+                return text
+        if b == len(self._blocks):  # not sealed yet (a log being built)
+            return "".join(self._open)
+        text = zlib.decompress(self._blocks[b]).decode("utf-8", "surrogatepass")
+        with self._lock:
+            if len(self._cache) >= self.CACHED:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[b] = text
+        return text
+
+    def items(self, start: int, end: int) -> Iterator[tuple[str, str]]:
+        """``(code, data)`` of events ``start..end-1``, fast: what feeding a range of events needs."""
+        codes, block, first, length = self._codes, self._block, self._start, self._length
+        b, text = -1, ""
+        for i in range(start, end):
+            if block[i] != b:
+                b = block[i]
+                text = self._text(b)
+            s = first[i]
+            yield codes[i], text[s : s + length[i]]
+
+    def _event(self, i: int) -> CastEvent:
+        start = self._start[i]
+        text = self._text(self._block[i])
+        return CastEvent(self._times[i], self._codes[i], text[start : start + self._length[i]])
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    @overload
+    def __getitem__(self, i: int) -> CastEvent: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[CastEvent]: ...
+    def __getitem__(self, i: int | slice) -> CastEvent | list[CastEvent]:
+        if isinstance(i, slice):
+            return [self._event(k) for k in range(*i.indices(len(self)))]
+        n = len(self._times)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("event index out of range")
+        return self._event(i)
+
+    def __iter__(self) -> Iterator[CastEvent]:
+        for i in range(len(self._times)):
+            yield self._event(i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # a mutable sequence compared by value: unhashable, as list
+
+    def __repr__(self) -> str:
+        return f"EventLog({len(self)} events, {len(self._blocks)} blocks)"
+
+    # --- without inflating anything --- #
+
+    def time(self, i: int) -> float:
+        return self._times[i]
+
+    def code(self, i: int) -> str:
+        return self._codes[i]
+
+    def length(self, i: int) -> int:
+        """Characters of event ``i``'s data."""
+        return self._length[i]
+
+    @property
+    def codes(self) -> list[str]:
+        return self._codes
+
+    def times(self) -> list[float]:
+        return self._times.tolist()
+
+    def lengths(self) -> list[int]:
+        return self._length.tolist()
+
+    def nbytes(self) -> int:
+        """Memory held, roughly (compressed blocks and the per-event arrays)."""
+        arrays = (self._times, self._block, self._start, self._length)
+        return sum(map(len, self._blocks)) + sum(a.itemsize * len(a) for a in arrays) + 8 * len(self._codes)
+
+
+#: Event codes interned, so a million events share a handful of strings.
+_CODES: dict[str, str] = {}
+
+
 @dataclass
 class Cast:
     header: dict[str, Any]
     version: int
-    events: list[CastEvent] = field(default_factory=list)
+    #: What :func:`read_cast` returns here is an :class:`EventLog`; a plain list works everywhere too.
+    events: Sequence[CastEvent] = field(default_factory=list)
     truncated: bool = False
 
     @property
@@ -51,11 +206,16 @@ class Cast:
 
     @property
     def duration(self) -> float:
+        if isinstance(self.events, EventLog):
+            return self.events.time(-1) if self.events else 0.0
         return self.events[-1].time if self.events else 0.0
 
     @property
     def markers(self) -> list[tuple[float, str]]:
-        return [(e.time, e.data) for e in self.events if e.code == "m"]
+        ev = self.events
+        if isinstance(ev, EventLog):
+            return [(ev.time(i), ev[i].data) for i, c in enumerate(ev.codes) if c == "m"]
+        return [(e.time, e.data) for e in ev if e.code == "m"]
 
     def output(self) -> str:
         """All terminal output concatenated: what a fresh emulator must be fed to rebuild the screen."""
@@ -89,7 +249,7 @@ class CastWriter:
             header["env"] = safe_env
         if title is not None:
             header["title"] = title
-        self._f: IO[str] | None = open(self.path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        self._f: IO[str] | None = open(self.path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115 - the writer holds the file open until close()
         self._write_line(json.dumps(header, ensure_ascii=False))
 
     def elapsed(self) -> float:
@@ -131,7 +291,7 @@ class CastWriter:
                 self._f.close()
                 self._f = None
 
-    def __enter__(self) -> CastWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -143,31 +303,54 @@ class CastWriter:
 # --------------------------------------------------------------------------------------------- reading
 
 
-def _load_source(source: str | bytes | os.PathLike[str]) -> tuple[str, str]:
-    """Return (name for messages, text). A ``str`` is content when it looks like a cast, else a path."""
+def _source_lines(source: str | bytes | os.PathLike[str]) -> tuple[str, Iterator[str], IO[bytes] | None]:
+    """(name for messages, the lines without their newline, the file to close). A ``str`` is content when
+    it looks like a cast, else a path. A file is read line by line: a recording is never held whole."""
     if isinstance(source, bytes):
-        raw, name = source, "<bytes>"
-    elif isinstance(source, str) and ("\n" in source or source.lstrip().startswith("{") or not source):
-        return "<text>", source
-    else:
-        path = Path(source)
-        name = path.name
-        try:
-            raw = path.read_bytes()
-        except (OSError, ValueError) as e:
-            raise CastError(f"{path}: cannot read cast: {e}") from e
+        return "<bytes>", _decoded_lines("<bytes>", iter(source.split(b"\n"))), None
+    if isinstance(source, str) and ("\n" in source or source.lstrip().startswith("{") or not source):
+        return "<text>", iter(source.split("\n")), None
+    path = Path(source)
     try:
-        return name, raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CastError(f"{name}: not UTF-8 text (byte {e.start})") from e
+        f = open(path, "rb")  # noqa: SIM115 - read_cast closes it
+    except (OSError, ValueError) as e:
+        raise CastError(f"{path}: cannot read cast: {e}") from e
+    return path.name, _decoded_lines(path.name, _split_file(f)), f
+
+
+def _split_file(f: IO[bytes]) -> Iterator[bytes]:
+    """The file's lines split on ``\\n`` exactly as ``bytes.split`` would (the last one may be empty)."""
+    tail = b""
+    for line in f:
+        if line.endswith(b"\n"):
+            yield tail + line[:-1]
+            tail = b""
+        else:
+            tail += line
+    yield tail
+
+
+def _decoded_lines(name: str, raw_lines: Iterator[bytes]) -> Iterator[str]:
+    offset = 0
+    for raw in raw_lines:
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CastError(f"{name}: not UTF-8 text (byte {offset + e.start})") from e
+        offset += len(raw) + 1
+
+
+def _bad_constant(c: str) -> Any:
+    raise ValueError(f"non-JSON constant {c}")
+
+
+#: One decoder for every line (``json.loads`` with options builds a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_bad_constant)
 
 
 def _loads(text: str) -> Any:
     # NaN/Infinity are not JSON and a deep "[[[[" nest must not escape as RecursionError.
-    def bad_constant(c: str) -> Any:
-        raise ValueError(f"non-JSON constant {c}")
-
-    return json.loads(text, parse_constant=bad_constant)
+    return _DECODER.decode(text)
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -205,26 +388,37 @@ def _is_time(v: Any) -> bool:
 
 def read_cast(source: str | bytes | os.PathLike[str]) -> Cast:
     """Read an asciicast v2 or v3 file (path, text or bytes). Unknown event codes are kept, not rejected,
-    so recordings from other tools (Terminal-Bench, Harbor) with their own codes still replay."""
-    name, text = _load_source(source)
-    lines = text.split("\n")
-    ends_with_newline = text.endswith("\n")
-    if ends_with_newline:
-        lines.pop()
-    if not lines or not lines[0].strip():
+    so recordings from other tools (Terminal-Bench, Harbor) with their own codes still replay. The events
+    come as a compact :class:`EventLog`; a file is read line by line, never held whole."""
+    name, lines, f = _source_lines(source)
+    try:
+        return _read_lines(name, lines)
+    finally:
+        if f is not None:
+            f.close()
+
+
+def _read_lines(name: str, lines: Iterator[str]) -> Cast:
+    first = next(lines, "")
+    nxt = next(lines, None)
+    if not first.strip():
         raise CastError(f"{name} line 1: expected a JSON header object, got an empty file")
-    header, version = _header(name, lines[0])
-    cast = Cast(header=header, version=version)
+    header, version = _header(name, first)
+    events = EventLog()
+    cast = Cast(header=header, version=version, events=events)
     now = 0.0
-    last = len(lines)
-    for lineno, line in enumerate(lines[1:], start=2):
+    lineno = 1
+    while nxt is not None:
+        line, nxt = nxt, next(lines, None)
+        lineno += 1
+        is_last = nxt is None  # split() leaves "" after a final newline: then this is that ""
         stripped = line.strip()
         if not stripped or (version == 3 and stripped.startswith("#")):
             continue
         try:
             ev = _loads(stripped)
         except (ValueError, RecursionError) as e:
-            if lineno == last and not ends_with_newline and stripped.startswith("["):
+            if is_last and stripped.startswith("["):
                 cast.truncated = True  # a writer died mid-line: keep everything before it
                 break
             raise CastError(
@@ -238,5 +432,6 @@ def read_cast(source: str | bytes | os.PathLike[str]) -> Cast:
                 raise CastError(f"{name} line {lineno}: expected a string as data of a {code!r} event")
             data = json.dumps(data)  # unknown code with structured data: keep it, losslessly
         now = now + t if version == 3 else float(t)
-        cast.events.append(CastEvent(round(now, 6), code, data))
+        events.append(CastEvent(round(now, 6), code, data))
+    events.seal()
     return cast

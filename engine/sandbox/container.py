@@ -1,9 +1,11 @@
 """One container per episode, locked down by default (DESIGN.md, "Sandbox and terminal").
 
-The container runs ``sleep infinity`` under Docker's init; everything the agent and the verifier do enters
-through ``docker exec``. Nothing is installed into the task image: the helpers here use only ``/bin/sh``
-builtins, so they work in any image that has a POSIX shell, and keep working when the agent has filled
-the pid table (the kill script forks nothing).
+The container's main process, under Docker's init, is the lifeline watchdog (engine/sandbox/lifeline.py):
+it ends the container when the process that started it is gone or its hard lifetime runs out, so no
+container outlives its owner. Everything the agent and the verifier do enters through ``docker exec``.
+Nothing is installed into the task image: the helpers here use only ``/bin/sh`` builtins, so they work in
+any image that has a POSIX shell, and keep working when the agent has filled the pid table (the kill
+script forks nothing).
 
 Measured facts this module relies on (dockerd 20.10, cgroup v1, cap_drop ALL + no-new-privileges):
 - root inside cannot signal processes of other uids (no CAP_KILL), and ``exec --privileged`` is refused
@@ -31,15 +33,24 @@ import docker
 import docker.errors
 import requests
 
-from engine.sandbox.docker_engine import DockerUnavailable
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.sandbox import labels as L
+from bandpass.engine.sandbox import lifeline
+from bandpass.engine.sandbox import owner as owner_mod
+from bandpass.engine.sandbox.docker_engine import DockerUnavailable
 
 log = logging.getLogger(__name__)
 
 LABEL = "bandpass"
 EXEC_TIMEOUT_EXIT = 124  # what coreutils timeout(1) returns: callers already know it
+#: A sandbox's hard lifetime when its creator does not derive one from a task's timeouts.
+DEFAULT_MAX_LIFETIME_S = 3600.0
+#: How long one in-container kill round may take before the container is restarted instead (a fork bomb
+#: on a loaded machine must not hold the capture phase): the kill is bounded whatever the policy left.
+KILL_EXEC_TIMEOUT_S = 20.0
 
 
-class SandboxError(RuntimeError):
+class SandboxError(BandpassError, RuntimeError):
     """A sandbox failure with its infra code (``env_start_timeout``, ``container_died``, ``oom``...)."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -63,6 +74,13 @@ class SandboxSpec:
     episode: str | int | None = None
     env: dict[str, str] = field(default_factory=dict)
     start_timeout_sec: float = 60.0
+    #: The container ends on its own after this many seconds, whatever happens to its owner
+    #: (engine/sandbox/lifeline.py). Episodes derive it from the task's timeouts.
+    max_lifetime_s: float = DEFAULT_MAX_LIFETIME_S
+    #: False: every capability dropped (the agent's container). True: Docker's default set, for a container
+    #: a verifier runs in (``apt-get`` in ``test.sh`` needs CAP_SETGID/SETUID/CHOWN/DAC_OVERRIDE/FOWNER to
+    #: drop to its ``_apt`` user and unpack); no-new-privileges either way (engine/run/cleanroom.py).
+    default_caps: bool = False
 
 
 # ----------------------------------------------------------------------------------------- shell snippets
@@ -83,6 +101,27 @@ find_main() {
 }
 """
 
+# Adds every descendant of $main to $keep: the lifeline watchdog's timer (engine/sandbox/lifeline.py). A
+# policy process cannot become one: its processes start from ``docker exec`` or are orphans of init.
+_KEEP_TREE = r"""
+keep_tree() {
+  [ -n "$main" ] && [ "$main" != 0 ] && [ "$main" != auto ] || return 0
+  tree=" $main "; changed=1
+  while [ $changed = 1 ]; do
+    changed=0
+    for d in /proc/[0-9]*; do
+      p=${d#/proc/}
+      case "$tree" in *" $p "*) continue;; esac
+      read -r st < "$d/stat" 2>/dev/null || continue
+      rest=${st##*) }
+      set -- $rest
+      case "$tree" in *" $2 "*) tree="$tree$p "; changed=1;; esac
+    done
+  done
+  keep="$keep${tree# }"
+}
+"""
+
 # Prints "pid uid" for every live (non-zombie) process not in $keep, then exits.
 _LIST_KEPT = r"""
 for d in /proc/[0-9]*; do
@@ -97,18 +136,21 @@ done
 exit 0
 """
 
-# Kill every process this uid may signal except init, the container's main process and ourselves.
-# STOP first so a fork loop cannot outrun us, then KILL; repeat until nothing killable is left.
+# Kill every process this uid may signal except init, the container's main process (and its timer) and
+# ourselves. STOP first so a fork loop cannot outrun us, then KILL; repeat until nothing killable is left.
 # Builtins only: no fork, no dependency on procps/coreutils in the task image.
 _KILL_SCRIPT = (
     _FIND_MAIN
+    + _KEEP_TREE
     + r"""
+main=$1
 keep=" 1 $$ $1 "
 if [ "$1" = auto ]; then
   find_main
   keep=" 1 $$ $main "
   echo "main $main"
 fi
+keep_tree
 round=0
 while [ $round -lt 8 ]; do
   round=$((round+1)); found=0
@@ -128,8 +170,8 @@ done
     + _LIST_KEPT
 )
 
-# Print "pid uid" for every live (non-zombie) process except init, main ($1) and ourselves.
-_LIST_SCRIPT = 'keep=" 1 $$ $1 "\n' + _LIST_KEPT
+# Print "pid uid" for every live (non-zombie) process except init, main ($1) with its timer, and ourselves.
+_LIST_SCRIPT = _KEEP_TREE + 'main=$1\nkeep=" 1 $$ $1 "\nkeep_tree\n' + _LIST_KEPT
 
 _MAIN_PID_SCRIPT = _FIND_MAIN + 'find_main; echo "$main"\nexit 0\n'
 
@@ -167,6 +209,11 @@ def _sh(script: str, *args: str) -> list[str]:
     return ["/bin/sh", "-c", script, "sh", *args]
 
 
+def _already_being_removed(exc: BaseException) -> bool:
+    text = str(exc)
+    return "removal of container" in text and "already in progress" in text
+
+
 def _default_network(client: docker.DockerClient) -> str:
     try:
         if client.networks.list(names=["bridge"]):
@@ -188,11 +235,14 @@ class Sandbox:
         self.container: Any = None
         self.main_pid: str = ""
         self.restarts = 0
-        #: Every time Bandpass itself stopped or killed this container (engine/sandbox/attribution.py).
+        #: Every time Bandpass itself stopped or killed this container (engine/sandbox/attribution/).
         self.stopped_by_harness: list[str] = []
         #: (start, end) wall-clock times of Bandpass's own restarts: the engine's ``kill`` events inside
         #: them are ours (a restart with no grace period sends SIGTERM and SIGKILL).
         self.harness_kill_windows: list[tuple[float, float]] = []
+        #: The pipe that ends the container when this process lets go (None: a remote engine).
+        self.lifeline: lifeline.Lifeline | None = None
+        self.expires_at = 0.0  # time.monotonic() when the hard lifetime ends (set just before creation)
 
     # lifecycle ---------------------------------------------------------------------------------------
 
@@ -210,18 +260,60 @@ class Sandbox:
 
     def start(self) -> Sandbox:
         spec = self.spec
-        labels = {**spec.labels, LABEL: "1"}
+        self.expires_at = time.monotonic() + spec.max_lifetime_s
+        labels = {
+            **spec.labels,
+            LABEL: "1",
+            L.OWNER: owner_mod.current().label(),
+            L.EXPIRES: str(int(time.time() + spec.max_lifetime_s)),
+        }
         if spec.episode is not None:
             labels["bandpass.episode"] = str(spec.episode)
-        mem = f"{int(spec.memory_mb)}m"
         name = spec.name or f"bandpass-{uuid.uuid4().hex[:12]}"
+        local = lifeline.local_engine(self.client)
+        if local:
+            try:
+                self.lifeline = lifeline.Lifeline.create()
+            except OSError as exc:  # no usable temporary directory: the hard lifetime still bounds it
+                log.warning("no lifeline for a sandbox (%s): only its hard lifetime bounds it", exc)
         try:
-            self.container = self.client.containers.create(
+            self.container = self._create(name, labels, local)
+        except docker.errors.APIError as exc:
+            if self.lifeline is None or "mount" not in str(exc).lower():
+                self._let_go()
+                raise
+            # a unix socket to an engine on another machine: it cannot see our pipe
+            log.warning("engine cannot mount the lifeline (%s): only the hard lifetime bounds it", exc)
+            self._let_go()
+            self.container = self._create(name, labels, local=False)
+        try:
+            self.container.start()
+            self._wait_running(time.monotonic() + spec.start_timeout_sec)
+            # learnt now, before any policy process exists: the kill scripts keep it and its timers
+            # (read on the host when the engine is local; else one exec; if both fail, the first kill)
+            self.main_pid = self._main_pid_on_host()
+            if not self.main_pid:
+                with contextlib.suppress(docker.errors.APIError, SandboxError):
+                    self.main_pid = self._find_main_pid()
+        except BaseException:
+            try:
+                self.remove()
+            except Exception as exc:  # noqa: BLE001 - the start's own error is the one to report
+                log.warning("could not remove %s after a failed start: %s", self.id[:12], exc)
+            raise
+        return self
+
+    def _create(self, name: str, labels: dict[str, str], local: bool) -> Any:
+        spec = self.spec
+        mem = f"{int(spec.memory_mb)}m"
+        deadline = owner_mod.uptime() + spec.max_lifetime_s if local and self.lifeline is not None else 0.0
+        try:
+            return self.client.containers.create(
                 spec.image,
-                command=["sleep", "infinity"],
+                command=lifeline.command(spec.max_lifetime_s, deadline, mounted=self.lifeline is not None),
                 name=name,
                 init=True,
-                cap_drop=["ALL"],
+                cap_drop=None if spec.default_caps else ["ALL"],
                 security_opt=["no-new-privileges"],
                 network_mode=_default_network(self.client) if spec.network else "none",
                 mem_limit=mem,
@@ -231,17 +323,23 @@ class Sandbox:
                 labels=labels,
                 working_dir=spec.workdir,
                 environment=spec.env or None,
+                mounts=[docker.types.Mount(**m) for m in self.lifeline.mounts()] if self.lifeline else None,
                 detach=True,
             )
         except docker.errors.ImageNotFound as exc:
+            self._let_go()
             raise SandboxError("image_missing", f"{spec.image} not found in the engine") from exc
-        try:
-            self.container.start()
-            self._wait_running(time.monotonic() + spec.start_timeout_sec)
-        except BaseException:
-            self.remove()
-            raise
-        return self
+
+    def _let_go(self) -> None:
+        if self.lifeline is not None:
+            self.lifeline.close()
+            self.lifeline = None
+
+    def remaining_s(self) -> float:
+        """Seconds left of the hard lifetime (a pool spare is claimed only when enough are left)."""
+        if not self.expires_at:
+            return self.spec.max_lifetime_s
+        return self.expires_at - time.monotonic()
 
     def _wait_running(self, deadline: float) -> None:
         while True:
@@ -258,21 +356,47 @@ class Sandbox:
                 )
             time.sleep(0.05)
 
+    def _main_pid_on_host(self) -> str:
+        """The main process's pid *inside* the container, read from this machine's ``/proc`` (init's first
+        child, and its ``NSpid``) without an exec; '' when the engine is not local or it is not there yet."""
+        if self.lifeline is None:
+            return ""
+        init = int(self.container.attrs.get("State", {}).get("Pid") or 0)
+        if not init:
+            return ""
+
+        def nspid(pid: int | str) -> list[str]:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("NSpid:"):
+                    return line.split()[1:]
+            return []
+
+        try:
+            if nspid(init)[-1:] != ["1"]:  # not the container's init as this process sees pids
+                return ""
+            for _ in range(20):  # init forks its child right after it starts
+                children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+                if children:
+                    return (nspid(children[0]) or [""])[-1]
+                time.sleep(0.005)
+        except OSError:
+            pass
+        return ""
+
     def _find_main_pid(self) -> str:
-        code, out = self.exec(_sh(_MAIN_PID_SCRIPT))
+        code, out = self.exec(_sh(_MAIN_PID_SCRIPT), timeout=KILL_EXEC_TIMEOUT_S)
         return out.strip().splitlines()[0] if code == 0 and out.strip() else ""
 
-    def remove(self) -> None:
-        """Force-remove; safe to call twice and after the daemon already removed it."""
+    def remove(self, *, attempts: int = 3, within_s: float | None = None) -> None:
+        """Force-remove, retrying a failed removal (``force_remove``); safe to call twice and after the
+        daemon already removed it. Raises the last error when every attempt failed; the container has
+        stopped by then anyway, since its lifeline is let go first."""
         if self.container is None:
+            self._let_go()
             return
         self.stopped_by_harness.append("removed")
-        with contextlib.suppress(docker.errors.NotFound):
-            try:
-                self.container.remove(force=True)
-            except docker.errors.APIError as exc:
-                if "removal of container" not in str(exc) or "already in progress" not in str(exc):
-                    raise
+        self._let_go()  # first: the container stops on its own even if the removal below fails
+        force_remove(self.client, self.container.id, attempts=attempts, within_s=within_s)
 
     def status(self) -> str:
         """Docker's state string (created, running, exited, dead...), ``removed`` when it is gone."""
@@ -485,7 +609,9 @@ class Sandbox:
         """(pid, uid) of every process except init, the main command and the lister itself."""
         if not self.main_pid:
             self.main_pid = self._find_main_pid()
-        code, out = self.exec(_sh(_LIST_SCRIPT, self.main_pid or "0"))
+        code, out = self.exec(_sh(_LIST_SCRIPT, self.main_pid or "0"), timeout=KILL_EXEC_TIMEOUT_S)
+        if code == EXEC_TIMEOUT_EXIT:
+            raise SandboxError("exec_failed", f"listing processes took over {KILL_EXEC_TIMEOUT_S:g} s")
         procs = []
         for line in out.splitlines():
             m = re.fullmatch(r"(\d+) (\d+)", line.strip())
@@ -497,7 +623,9 @@ class Sandbox:
         """Runs the kill script as ``user`` (then ``then``, in the same exec: one round trip less per
         episode); learns the main pid on first use; returns the survivors."""
         script = _KILL_SCRIPT.rstrip().removesuffix("exit 0") + (then + "\n" if then else "") + "exit 0\n"
-        _code, out = self.exec(_sh(script, self.main_pid or "auto"), user=user)
+        code, out = self.exec(_sh(script, self.main_pid or "auto"), user=user, timeout=KILL_EXEC_TIMEOUT_S)
+        if code == EXEC_TIMEOUT_EXIT:  # still killing after the bound (a fork bomb on a loaded machine)
+            raise SandboxError("exec_failed", f"the kill took over {KILL_EXEC_TIMEOUT_S:g} s")
         survivors = []
         for line in out.splitlines():
             if line.startswith("main "):
@@ -511,9 +639,12 @@ class Sandbox:
 
         Root in the container cannot signal other uids' processes (no CAP_KILL), so the builtin-only kill
         script runs once as root and then once as each uid that still owns a process. If the exec cannot
-        even start (pid table full) or something survives, the container is restarted: that kills every
-        process in the pid namespace while keeping the filesystem the verifier must check. ``then`` is a
-        shell snippet run as root right after the kill (it is not re-run after a restart).
+        even start (pid table full), takes over ``KILL_EXEC_TIMEOUT_S`` or something survives, the
+        container is restarted: that kills every process in the pid namespace while keeping the filesystem
+        the verifier must check. So the time this takes is bounded whatever the policy left running (a
+        fork bomb included), and nothing the policy started outlives it. The lifeline watchdog and its
+        timer are kept. ``then`` is a shell snippet run as root right after the kill (it is not re-run
+        after a restart).
         """
         try:
             survivors = self._kill_as("0", then)
@@ -546,6 +677,46 @@ class Sandbox:
 # ----------------------------------------------------------------------------------------- module helpers
 
 
+#: Attempts of one removal by default, and the first pause between two (doubled each time, at most 10 s).
+REMOVE_ATTEMPTS, REMOVE_BACKOFF_S = 3, 0.5
+
+
+def force_remove(
+    client: docker.DockerClient,
+    container_id: str,
+    *,
+    attempts: int = REMOVE_ATTEMPTS,
+    within_s: float | None = None,
+    backoff_s: float = REMOVE_BACKOFF_S,
+) -> bool:
+    """Force-removes a container; True when this call removed it, False when it was gone already (or
+    another caller is removing it).
+
+    A removal that fails is retried, never only logged: a loaded engine answers "device or resource
+    busy" while it unmounts the layer, or does not answer within the client's timeout, and an engine that
+    is restarting refuses the connection. ``attempts`` bounds the tries; ``within_s`` (if given) instead
+    keeps trying until that many seconds have passed. Raises the last error when all of them failed.
+    """
+    deadline = time.monotonic() + within_s if within_s is not None else None
+    delay, tried = backoff_s, 0
+    while True:
+        tried += 1
+        try:
+            client.api.remove_container(container_id, force=True)
+            return True
+        except docker.errors.NotFound:
+            return False
+        except Exception as exc:  # APIError, a timeout, the engine away: all worth a retry
+            if isinstance(exc, docker.errors.APIError) and _already_being_removed(exc):
+                return False
+            out_of_tries = tried >= attempts if deadline is None else time.monotonic() + delay > deadline
+            if out_of_tries:
+                raise
+            log.info("removing %s failed (try %d), again in %.1fs: %s", container_id[:12], tried, delay, exc)
+        time.sleep(delay)
+        delay = min(delay * 2, 10.0)
+
+
 def gc(client: docker.DockerClient, match: dict[str, str] | None = None) -> int:
     """Remove every container labelled bandpass=1 (crashed runs leave them); returns how many.
 
@@ -556,9 +727,7 @@ def gc(client: docker.DockerClient, match: dict[str, str] | None = None) -> int:
     n = 0
     # The low-level list does not inspect each container, so one removed meanwhile cannot fail the sweep.
     for c in client.api.containers(all=True, filters={"label": labels}):
-        with contextlib.suppress(docker.errors.NotFound):
-            client.api.remove_container(c["Id"], force=True)
-            n += 1
+        n += force_remove(client, c["Id"])
     return n
 
 
@@ -587,10 +756,12 @@ def classify_docker_error(exc: BaseException) -> str:
 
 
 __all__ = [
+    "DEFAULT_MAX_LIFETIME_S",
     "EXEC_TIMEOUT_EXIT",
     "Sandbox",
     "SandboxError",
     "SandboxSpec",
     "classify_docker_error",
+    "force_remove",
     "gc",
 ]

@@ -16,6 +16,9 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.tasks.images import BASE_TAG
+
 #: Seconds to wait for the engine to answer ``/_ping`` before calling it unreachable. Short on purpose: a
 #: missing socket fails at once, and a hung daemon should not freeze the TUI for a minute.
 PING_TIMEOUT_SEC = 5.0
@@ -25,7 +28,7 @@ API_TIMEOUT_SEC = 120.0
 ENSURE_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ensure-docker.sh"
 
 
-class DockerUnavailable(RuntimeError):
+class DockerUnavailable(BandpassError, RuntimeError):
     """No Docker engine answers. The message is one line a curator can act on."""
 
     def __init__(self, base_url: str, reason: str) -> None:
@@ -56,12 +59,14 @@ def _short_reason(exc: BaseException) -> str:
 
 
 def get_client(
-    *, timeout: float = API_TIMEOUT_SEC, ping_timeout: float = PING_TIMEOUT_SEC
+    *, timeout: float = API_TIMEOUT_SEC, ping_timeout: float = PING_TIMEOUT_SEC, reap: bool = True
 ) -> docker.DockerClient:
     """A client for the engine named by the environment (``DOCKER_HOST`` etc.), proven alive by a ping.
 
     The client is created with the short ping timeout (so API-version negotiation and the ping cannot
-    hang), then switched to the ordinary timeout for real work.
+    hang), then switched to the ordinary timeout for real work. The first client of a process reaps what
+    dead Bandpass processes left on that engine (``leftovers.reap_on_start``) unless ``reap`` is False
+    (``bandpass gc --dry-run``, which only lists it).
     """
     base_url = _base_url()
     try:
@@ -69,7 +74,11 @@ def get_client(
         client.ping()
     except Exception as exc:  # DockerException, requests errors, OSError: all mean "not reachable"
         raise DockerUnavailable(base_url, _short_reason(exc)) from exc
-    client.api.timeout = timeout
+    client.api.timeout = timeout  # type: ignore[assignment]  # requests takes a float; docker-py's stub: int
+    if reap:
+        from bandpass.engine.sandbox import leftovers
+
+        leftovers.reap_on_start(client)
     return client
 
 
@@ -112,8 +121,6 @@ class Check:
 
 def doctor(client: docker.DockerClient | None = None, *, base_tag: str | None = None) -> list[Check]:
     """Checks in the order a curator would fix them; later checks are skipped when the engine is down."""
-    from engine.tasks.images import BASE_TAG  # local import: images imports this module
-
     base_tag = base_tag or BASE_TAG
     checks: list[Check] = []
     if client is None:
@@ -125,7 +132,7 @@ def doctor(client: docker.DockerClient | None = None, *, base_tag: str | None = 
 
     try:
         info = client.info()
-    except Exception as exc:
+    except (docker.errors.DockerException, OSError) as exc:  # the engine answered ping, then failed
         checks.append(Check("engine info", False, _short_reason(exc)))
         return checks
     version = info.get("ServerVersion", "?")
@@ -152,7 +159,7 @@ def doctor(client: docker.DockerClient | None = None, *, base_tag: str | None = 
         checks.append(
             Check("base image", False, f"{base_tag} missing — `bandpass doctor --fix` builds it (~1 min)")
         )
-    except Exception as exc:
+    except (docker.errors.DockerException, OSError) as exc:
         checks.append(Check("base image", False, _short_reason(exc)))
 
     try:
@@ -160,6 +167,6 @@ def doctor(client: docker.DockerClient | None = None, *, base_tag: str | None = 
         n = len(leftovers)
         detail = "none" if n == 0 else f"{n} left over from earlier runs — `bandpass gc` removes them"
         checks.append(Check("leftover containers", True, detail, warning=n > 0))
-    except Exception as exc:
+    except (docker.errors.DockerException, OSError) as exc:
         checks.append(Check("leftover containers", False, _short_reason(exc)))
     return checks

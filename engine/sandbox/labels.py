@@ -16,6 +16,11 @@ LABEL = "bandpass"
 WORKSPACE = "bandpass.workspace"  # the head workspace's root (its identity)
 BATCH = "bandpass.batch"  # the rollout batch, when the episode belongs to one
 SCRATCH = "bandpass.scratch"  # a Ray worker's scratch workspace root (removed with the container)
+#: The process that started the container: ``host:pid:start-ticks:boot:pid-namespace``
+#: (engine/sandbox/owner.py). A container whose owner is gone is reaped by the next Bandpass start.
+OWNER = "bandpass.owner"
+#: When the container's hard lifetime ends (Unix time, seconds): past it, it is reaped whoever owns it.
+EXPIRES = "bandpass.expires"
 #: File in a scratch workspace naming the head workspace and batch it runs for.
 HEAD_MARKER = ".bandpass-head.json"
 
@@ -41,4 +46,14 @@ def episode_labels(root: Path, batch_id: str = "") -> dict[str, str]:
     return labels
 
 
-__all__ = ["BATCH", "HEAD_MARKER", "LABEL", "SCRATCH", "WORKSPACE", "episode_labels", "head_of"]
+__all__ = [
+    "BATCH",
+    "EXPIRES",
+    "HEAD_MARKER",
+    "LABEL",
+    "OWNER",
+    "SCRATCH",
+    "WORKSPACE",
+    "episode_labels",
+    "head_of",
+]

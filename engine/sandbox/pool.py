@@ -17,6 +17,12 @@ Bounds: one spare per (daemon, image, limits, labels) key and at most ``MAX_SPAR
 oldest key is evicted). ``BANDPASS_WARM_POOL=0`` turns the pool off (cold start, synchronous removal).
 ``drain()`` removes the spares and waits for background removals; it runs at exit and at the end of a
 batch, and a test that checks for leftover containers calls it first.
+
+Nothing outlives the process: a spare, like every sandbox, has a lifeline (engine/sandbox/lifeline.py) and
+stops when its owner is gone. Its hard lifetime is the episode's plus ``SPARE_IDLE_S``, and a spare is
+handed out only while it has at least the new episode's lifetime left. A background removal that fails
+(a loaded engine, an engine restarting) is retried until ``DRAIN_TIMEOUT_S``; the container has stopped
+meanwhile anyway, since its lifeline is let go first.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from engine.sandbox.container import LABEL, Sandbox, SandboxSpec
+from bandpass.engine.sandbox.container import LABEL, Sandbox, SandboxSpec, force_remove
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +55,8 @@ POOL_LABEL = "bandpass.pool"
 OWNER_LABEL = "bandpass.pool.owner"
 SPARE_PREFIX = "bandpass-pool-"
 DRAIN_TIMEOUT_S = 60.0
+#: How long a spare may wait for its episode: added to its hard lifetime, checked when it is claimed.
+SPARE_IDLE_S = 600.0
 
 
 def enabled() -> bool:
@@ -111,6 +119,12 @@ class WarmPool:
         self._refill(client, spec, key)
         return sandbox
 
+    def settled(self) -> bool:
+        """True when no spare is still starting: what the next acquisition finds is what it gets (a test
+        that checks an episode took a pre-started container waits for this instead of racing the refill)."""
+        with self._lock:
+            return all(s.done.is_set() for s in self._spares.values())
+
     def release(self, sandbox: Sandbox) -> None:
         """Remove the used container; in the background when the pool is on (the outcome is already
         known, and ``drain`` waits for it before the process exits)."""
@@ -149,6 +163,7 @@ class WarmPool:
             spec.memory_mb,
             spec.pids_limit,
             spec.network,
+            spec.default_caps,
             spec.workdir,
             tuple(sorted(spec.labels.items())),
             tuple(sorted(spec.env.items())),
@@ -161,6 +176,8 @@ class WarmPool:
         if sb is None:
             return None
         try:
+            if sb.remaining_s() < spec.max_lifetime_s:
+                raise RuntimeError(f"spare has {sb.remaining_s():.0f} s of its lifetime left")
             if not sb.is_running():
                 raise RuntimeError("spare is no longer running")
             if spec.episode is not None:
@@ -188,14 +205,16 @@ class WarmPool:
             episode=None,
             name=f"{SPARE_PREFIX}{uuid.uuid4().hex[:12]}",
             labels={**spec.labels, POOL_LABEL: "1", OWNER_LABEL: _owner()},
+            max_lifetime_s=spec.max_lifetime_s + SPARE_IDLE_S,
         )
         self._spawn(self._start_spare, client, spare_spec, spare)
         for old in evicted:
             self._spawn(self._remove_spare, old)
 
     def _start_spare(self, client: docker.DockerClient, spec: SandboxSpec, spare: _Spare) -> None:
+        sb = Sandbox(client, spec)
         try:
-            spare.sandbox = Sandbox(client, spec).start()
+            spare.sandbox = sb.start()
             self.spares_started += 1
         except BaseException as exc:  # noqa: BLE001 - a failed spare only means a cold start later
             spare.error = exc
@@ -206,6 +225,17 @@ class WarmPool:
                         del self._spares[k]
         finally:
             spare.done.set()
+        if spare.sandbox is None and sb.container is not None:
+            # created, then the start failed (the engine went away, say): this thread, which ``drain``
+            # waits for, retries the removal until the engine is back
+            self._remove_quietly(sb)
+        elif spare.sandbox is None and spec.name:
+            # the create request itself failed: the engine may have made the container and gone away
+            # before answering (no id came back), so it is removed by the name it was asked to take
+            try:
+                force_remove(client, spec.name, within_s=DRAIN_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - the next start's reaping removes it
+                log.warning("warm pool: could not remove spare %s: %s", spec.name, exc)
 
     def _remove_spare(self, spare: _Spare) -> None:
         spare.done.wait(DRAIN_TIMEOUT_S)
@@ -214,9 +244,10 @@ class WarmPool:
 
     @staticmethod
     def _remove_quietly(sandbox: Sandbox) -> None:
+        """Removes, retrying for up to ``DRAIN_TIMEOUT_S`` (a removal that failed once is not left)."""
         try:
-            sandbox.remove()
-        except Exception as exc:  # noqa: BLE001 - gc/resume clean-up is the backstop
+            sandbox.remove(within_s=DRAIN_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - it has stopped; the next start's reaping removes it
             log.warning("warm pool: could not remove %s: %s", sandbox.id[:12], exc)
 
     def _spawn(self, fn: Any, *args: Any) -> None:
@@ -279,9 +310,10 @@ def remove_containers(client: docker.DockerClient, workspace: str, episode_ids: 
             and any(x.startswith(SPARE_PREFIX) for x in names)
         )
         if orphan or eps & wanted:
-            with contextlib.suppress(docker.errors.NotFound):
-                client.api.remove_container(c["Id"], force=True)
-                n += 1
+            try:
+                n += force_remove(client, c["Id"])
+            except Exception as exc:  # noqa: BLE001 - the others still go; the next start reaps it
+                log.warning("could not remove %s: %s", c["Id"][:12], exc)
     return n
 
 
@@ -292,11 +324,11 @@ def remove_episode_containers(workspace: str | Path, episode_ids: Sequence[int])
     if not episode_ids:
         return 0
     try:
-        from engine.sandbox.docker_engine import get_client
+        from bandpass.engine.sandbox.docker_engine import get_client
 
         client = get_client()
         return remove_containers(client, str(workspace), episode_ids)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - best-effort cleanup: logged, never fatal
         log.warning("could not clean containers of episodes %s: %s", list(episode_ids), exc)
         return 0
 

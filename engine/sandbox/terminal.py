@@ -27,9 +27,10 @@ from typing import Any
 
 import docker
 
-from engine.core.events import EventBus, PtyInput, PtyOutput
-from engine.sandbox.asciicast import CastWriter
-from engine.sandbox.emulator import Screen
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.events import EventBus, PtyInput, PtyOutput
+from bandpass.engine.sandbox.asciicast import CastWriter
+from bandpass.engine.sandbox.emulator import Screen
 
 #: OSC 133 markers our prompt emits: "A" prompt start, "D;<status>" command finished.
 MARKER_RE = re.compile(r"\x1b\]133;([A-D])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
@@ -61,7 +62,7 @@ PROMPT_COMMAND = "__bp_s=$?; printf '\\033]133;D;%s\\007' \"$__bp_s\""
 PS1 = "\\[\\e]133;A\\a\\]\\$ "
 
 
-class TerminalError(RuntimeError):
+class TerminalError(BandpassError, RuntimeError):
     """The terminal could not be started or used (no prompt, closed socket)."""
 
 

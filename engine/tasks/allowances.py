@@ -30,6 +30,9 @@ RULES: dict[str, str] = {
     "loader_hook": "a dynamic-loader hook (/etc/ld.so.preload, ld.so.conf, ld.so.cache)",
     "shell_startup": "a shell start-up file (profile, bashrc, BASH_ENV-style files, inputrc)",
     "git_hook": "a git hook or git configuration that runs commands",
+    "special_file": "a FIFO or device node left outside /tmp and /run (a program the verifier starts may "
+    "open it and block: a terminfo entry, a config file)",
+    "dev_tamper": "/dev is not what Docker put there (a FIFO at /dev/null, a directory at /dev/fd)",
 }
 
 FIELD = "[metadata.bandpass.guard]"

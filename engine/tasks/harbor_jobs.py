@@ -16,9 +16,14 @@ Each trial becomes one finished episode:
   that is gone falls back to the task's latest version by ``task_name``, with a warning naming the trial.
 - **agent**: ``agent_info.model_info.name`` (the model, which is what calibration is per), else the
   configured ``model_name``, else the agent's name (``oracle``, ``nop``).
-- **outcome**: Harbor's ``exception_info.exception_type`` mapped to Bandpass codes (``EXCEPTION_CODES``);
-  an unknown type is kept as ``infra_error:<Type>`` (not a sample: unknown is not evidence of failure) and
-  listed, so the curator can see it and map it. Without an exception, the reward decides.
+- **outcome**: Harbor 0.25's own exception policy (``engine/tasks/harbor_errors.py``): an exception that
+  keeps the reward valid (the agent ran out of time, context or output, or refused) is a valid sample —
+  passed if the verifier still gave 1, else ``agent_error:<code>``; any other exception voids the reward
+  (``infra_error:<code>``, out of n); an unknown type is ``infra_error:<Type>`` and listed. A multi-step
+  trial (``step_results``) is valid only when every step's exception is; its reward is the trial's, else
+  the steps' by the task's ``multi_step_reward_strategy``. Without an exception, the reward decides.
+- **usage**: ``agent_result`` (input, cached and output tokens, cost; the steps' summed for a multi-step
+  trial) is kept with the episode.
 - **source** ``harbor:<job id>/<trial name>``: importing a job twice adds nothing.
 
 A broken trial (unreadable ``result.json``, no task to attach to) is one clear error naming its file;
@@ -35,36 +40,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.core.workspace import Workspace
-from engine.generator.redact import Redactor
-from engine.review import outcomes
-from engine.tasks.importer import import_one
-from engine.tasks.taskdir import find_task_dirs
-from store import queries
-from store.db import session
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.redact import Redactor
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.tasks.harbor_errors import outcome_for
+from bandpass.engine.tasks.importer import import_one
+from bandpass.engine.tasks.taskdir import TaskInvalid, find_task_dirs, load_task
+from bandpass.store import queries
+from bandpass.store.db import session
+from bandpass.store.models import pk
 
-#: Harbor exception type -> Bandpass outcome. Agent timeouts and crashes are the policy's (valid failed
-#: samples); environment, verifier and reward problems are infrastructure (no valid reward).
-EXCEPTION_CODES: dict[str, str] = {
-    "AgentTimeoutError": outcomes.agent_error("agent_timeout"),
-    "NonZeroAgentExitCodeError": outcomes.agent_error("agent_crashed"),
-    "ContextLengthExceededError": outcomes.agent_error("context_overflow"),
-    "OutputLengthExceededError": outcomes.agent_error("parse_error"),
-    "AgentSetupTimeoutError": outcomes.infra_error("env_start_timeout"),
-    "EnvironmentStartTimeoutError": outcomes.infra_error("env_start_timeout"),
-    "DockerStartupError": outcomes.infra_error("env_start_timeout"),
-    "ImageBuildError": outcomes.infra_error("image_build_failed"),
-    "BuildError": outcomes.infra_error("image_build_failed"),
-    "VerifierTimeoutError": outcomes.infra_error("verifier_timeout"),
-    "RewardFileNotFoundError": outcomes.infra_error("reward_missing"),
-    "RewardFileEmptyError": outcomes.infra_error("reward_missing"),
-    "VerifierOutputParseError": outcomes.infra_error("reward_missing"),
-    "AddTestsDirError": outcomes.infra_error("orchestrator_failure"),
-    "CopyTestsDirError": outcomes.infra_error("orchestrator_failure"),
-    "DownloadVerifierDirError": outcomes.infra_error("orchestrator_failure"),
-    "RateLimitError": outcomes.infra_error("rate_limited"),
-    "CancelledError": outcomes.infra_error("cancelled"),
-}
 #: Stored text fields are capped: a verifier that prints megabytes must not bloat the database.
 MAX_TEXT = 200_000
 
@@ -78,6 +63,7 @@ class TrialImport:
     agent: str = ""
     outcome: str = ""
     message: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)  # agent_result's tokens and cost
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -111,7 +97,7 @@ class JobsImport:
         }
 
 
-class TrialError(ValueError):
+class TrialError(BandpassError, ValueError):
     """One trial cannot be imported; the message names the file and what was expected."""
 
 
@@ -134,16 +120,25 @@ def _get(d: Any, *keys: str) -> Any:
     return d
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (a field missing or of the wrong shape)."""
+    return value if isinstance(value, dict) else {}
+
+
+#: Files Harbor 0.25 writes into a job and each trial folder (a trial just started holds only lock.json).
+_MARKERS = ("result.json", "config.json", "lock.json")
+
+
 def is_job_dir(path: Path) -> bool:
-    """A Harbor job: ``config.json`` or ``result.json`` beside trial folders that hold a ``result.json``
-    or ``config.json`` of their own (a trial still running has only its config)."""
-    if not path.is_dir() or not ((path / "config.json").is_file() or (path / "result.json").is_file()):
+    """A Harbor job: ``config.json``, ``result.json`` or ``lock.json`` beside trial folders that hold one
+    of their own (a trial still running may hold only its ``lock.json``)."""
+    if not path.is_dir() or not any((path / m).is_file() for m in _MARKERS):
         return False
     return any(_is_trial_dir(p) for p in path.iterdir())
 
 
 def _is_trial_dir(p: Path) -> bool:
-    return p.is_dir() and ((p / "result.json").exists() or (p / "config.json").exists())
+    return p.is_dir() and any((p / m).exists() for m in _MARKERS)
 
 
 def find_job_dirs(root: Path) -> list[Path]:
@@ -190,16 +185,105 @@ def reward_of(verifier_result: Any, verifier_dir: Path) -> float | None:
     return None
 
 
-def outcome_of(exception_type: str | None, reward: float | None) -> tuple[str, bool]:
-    """(outcome, known): ``known`` is False for an exception type without a mapping."""
-    if exception_type:
-        mapped = EXCEPTION_CODES.get(exception_type)
-        if mapped is not None:
-            return mapped, True
-        return outcomes.infra_error(exception_type), False
-    if reward is None:
-        return outcomes.infra_error("reward_missing"), True
-    return outcomes.from_reward(reward), True
+def _exception_types(res: dict[str, Any]) -> list[str]:
+    """The exception names a trial recorded: its own, then each step's (``step_results``)."""
+    names = []
+    for info in [res.get("exception_info"), *(_get(st, "exception_info") for st in _steps(res))]:
+        t = _get(info, "exception_type")
+        if isinstance(t, str) and t:
+            names.append(t)
+    return names
+
+
+def _steps(res: dict[str, Any]) -> list[dict[str, Any]]:
+    steps = res.get("step_results")
+    return [st for st in steps if isinstance(st, dict)] if isinstance(steps, list) else []
+
+
+def _step_reward(res: dict[str, Any], strategy: str) -> float | None:
+    """A multi-step trial without a trial-level reward: its steps' by Harbor's strategy (``final``: the last
+    step's; ``mean``: the mean over steps with a verifier result, a missing reward key counting 0)."""
+    results = [_get(st, "verifier_result") for st in _steps(res)]
+    results = [r for r in results if isinstance(r, dict)]
+    if not results:
+        return None
+    vals = [reward_of(r, Path("/nonexistent")) or 0.0 for r in results]
+    return vals[-1] if strategy == "final" else sum(vals) / len(vals)
+
+
+def _job_stats_result(job_result: Any, trial_name: str) -> str | None:
+    """The job-level verdict Harbor's traces exporter reads first: the exception type a trial is listed
+    under in ``stats.evals.*.exception_stats``, else its reward bucket in ``reward_stats.reward``."""
+    evals = _get(job_result, "stats", "evals")
+    for data in evals.values() if isinstance(evals, dict) else []:
+        if not isinstance(data, dict):
+            continue
+        for exc, entries in (data.get("exception_stats") or {}).items():
+            if isinstance(entries, list) and trial_name in entries:
+                return str(exc)
+        for value, entries in (_get(data, "reward_stats", "reward") or {}).items():
+            if isinstance(entries, list) and trial_name in entries:
+                return _reward_text(value)
+    return None
+
+
+def _reward_text(value: Any) -> Any:
+    try:
+        return str(float(value))
+    except (TypeError, ValueError):
+        return value
+
+
+def trace_metadata(res: dict[str, Any], job_result: Any, trial_dir_name: str) -> dict[str, Any]:
+    """What Harbor 0.25's traces exporter takes from a trial (``_normalize_run_metadata`` and
+    ``_extract_trial_result_value``): agent, model, provider, run, date, task, trial and ``result`` — the
+    exception type when there is one, else the reward as text."""
+    config = _dict(res.get("config"))
+    agent_cfg = _dict(config.get("agent"))
+    info = _dict(res.get("agent_info"))
+    model_info = _dict(info.get("model_info"))
+    trial_name = res.get("trial_name") or config.get("trial_name") or "unknown-trial"
+    result = _job_stats_result(job_result, trial_dir_name)
+    if result is None:
+        exc = _get(res, "exception_info", "exception_type")
+        reward = _get(res, "verifier_result", "rewards", "reward")
+        result = str(exc) if exc else (str(_reward_text(reward)) if reward is not None else None)
+    return {
+        "agent": agent_cfg.get("name") or info.get("name") or config.get("agent_name") or "unknown-agent",
+        "model": model_info.get("name") or agent_cfg.get("model_name") or info.get("model_name")
+        or config.get("engine") or "unknown-model",
+        "model_provider": model_info.get("provider") or agent_cfg.get("provider") or info.get("provider")
+        or config.get("engine") or "unknown-provider",
+        "run_id": config.get("job_id") or config.get("job_name") or res.get("job_id") or res.get("run_id")
+        or res.get("trial_name") or "unknown-run",
+        "date": res.get("started_at") or res.get("startedAt") or "",
+        "task": res.get("task_name") or config.get("task_name") or "unknown-task",
+        "trial_name": trial_name,
+        "result": result,
+    }  # fmt: skip
+
+
+def usage_of(res: dict[str, Any]) -> dict[str, Any]:
+    """``agent_result``'s tokens and cost (Harbor's ``n_input_tokens`` includes the cached ones), summed
+    over the steps of a multi-step trial, whose trial-level ``agent_result`` is null."""
+    parts: list[dict[str, Any]] = [res["agent_result"]] if isinstance(res.get("agent_result"), dict) else []
+    parts += [st["agent_result"] for st in _steps(res) if isinstance(st.get("agent_result"), dict)]
+    if not parts:
+        return {}
+    out: dict[str, Any] = {"n_input_tokens": 0, "n_cache_tokens": 0, "n_output_tokens": 0, "cost_usd": None}
+    for part in parts:
+        for key in ("n_input_tokens", "n_cache_tokens", "n_output_tokens"):
+            v = part.get(key)
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                out[key] += int(v)
+        c = part.get("cost_usd")
+        if isinstance(c, int | float) and not isinstance(c, bool):
+            out["cost_usd"] = (out["cost_usd"] or 0.0) + float(c)
+        if isinstance(part.get("model_usage"), dict):
+            out.setdefault("model_usage", {}).update(part["model_usage"])
+    if len(parts) > 1:
+        out["steps"] = len(parts)
+    return out
 
 
 def _steps_from_trajectory(path: Path, redact: Redactor) -> list[dict[str, Any]]:
@@ -219,7 +303,7 @@ def _steps_from_trajectory(path: Path, redact: Redactor) -> list[dict[str, Any]]
         obs = "\n".join(
             str(r.get("content", "")) for r in results if isinstance(r, dict)
         ) if isinstance(results, list) else ""  # fmt: skip
-        metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}
+        metrics = _dict(raw.get("metrics"))
         out.append(
             {
                 "index": len(out),
@@ -248,6 +332,39 @@ class _Importer:
         self.unknown: Counter[str] = Counter()
         self.version_cache: dict[Path, int] = {}
 
+    def keep_trajectories(self, trial: Path, episode_id: int) -> list[str]:
+        """The trial's ATIF trajectory and its continuations, copied (secrets masked) beside the episode's
+        recording: Harbor's traces exporter reads them, and so does ``export --format traces``."""
+        agent_dir = trial / "agent"
+        chain: list[Path] = []
+        current = agent_dir / "trajectory.json"
+        while current.is_file() and current not in chain and len(chain) < 100:
+            chain.append(current)
+            try:
+                ref = json.loads(current.read_text(encoding="utf-8")).get("continued_trajectory_ref")
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+                break
+            if not isinstance(ref, str) or not ref:
+                break
+            current = agent_dir / ref
+        kept = []
+        for i, src in enumerate(chain):
+            dest = self.ws.recordings_dir / f"episode-{episode_id}" / f"trajectory-{i}.json"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(self.redact.text(src.read_text(encoding="utf-8", errors="replace")))
+            kept.append(self.ws.rel(dest))
+        return kept
+
+    def strategy_of(self, version_id: int) -> str:
+        """The task's ``multi_step_reward_strategy`` (Harbor's default on a multi-step task: mean)."""
+        with session(self.ws.engine) as s:
+            v = queries.get_version(s, version_id)
+        try:
+            raw = load_task(self.ws.abs(v.path)).raw if v is not None else {}
+        except TaskInvalid:
+            raw = {}
+        return "final" if raw.get("multi_step_reward_strategy") == "final" else "mean"
+
     def version_for(self, trial: Path, job_dir: Path, res: dict[str, Any]) -> tuple[int, str]:
         task_path = _get(res, "config", "task", "path") or _get(res, "task_id", "path")
         task_name = res.get("task_name") or ""
@@ -256,22 +373,23 @@ class _Importer:
                 if (cand / "task.toml").is_file() or (cand / "task.yaml").is_file():
                     cand = cand.resolve()
                     if cand not in self.version_cache:
-                        item = import_one(self.ws, cand)
-                        if item.status == "invalid":
+                        # the trial ran this task: a known name is this task's (next) version
+                        item = import_one(self.ws, cand, new_version=True)
+                        if item.status in ("invalid", "conflict"):
                             raise TrialError(
                                 f"{trial.name}: task directory {cand} is invalid: {'; '.join(item.problems)}"
                             )
                         with session(self.ws.engine) as s:
                             v = queries.version_by_hash(s, item.version_hash)
                             assert v is not None
-                            self.version_cache[cand] = int(v.id)  # type: ignore[arg-type]
+                            self.version_cache[cand] = pk(v)
                     vid = self.version_cache[cand]
                     with session(self.ws.engine) as s:
                         return vid, queries.task_name_of_version(s, vid) or task_name
         name = task_name or (Path(task_path).name if isinstance(task_path, str) else "")
         with session(self.ws.engine) as s:
             task = queries.get_task(s, name) if name else None
-            v = queries.latest_version(s, int(task.id)) if task else None  # type: ignore[arg-type]
+            v = queries.latest_version(s, pk(task)) if task else None
             if v is None:
                 where = f" (task path {task_path!r} is not a task directory here)" if task_path else ""
                 raise TrialError(
@@ -282,9 +400,11 @@ class _Importer:
                 f"{job_dir.name}/{trial.name}: task directory {task_path or '(none)'} not found; attached "
                 f"to the latest version of task {name!r} ({v.hash[:12]})"
             )
-            return int(v.id), name  # type: ignore[arg-type]
+            return pk(v), name
 
-    def trial(self, job_dir: Path, job_id: str, trial: Path, attempt: int) -> TrialImport:
+    def trial(
+        self, job_dir: Path, job_id: str, trial: Path, attempt: int, job_result: Any = None
+    ) -> TrialImport:
         label = f"{job_dir.name}/{trial.name}"
         res = _read_json(trial / "result.json")
         if not isinstance(res, dict):
@@ -306,31 +426,41 @@ class _Importer:
         if not isinstance(agent, str) or not agent:
             raise TrialError(f"{trial / 'result.json'}: no agent_info.model_info.name nor agent name")
         vid, task_name = self.version_for(trial, job_dir, res)
-        exc_type = _get(res, "exception_info", "exception_type")
-        exc_msg = _get(res, "exception_info", "exception_message") or ""
+        exc_types = _exception_types(res)
         reward = reward_of(res.get("verifier_result"), trial / "verifier")
-        outcome, known = outcome_of(exc_type if isinstance(exc_type, str) else None, reward)
-        if not known:
-            self.unknown[str(exc_type)] += 1
+        if reward is None and _steps(res):
+            reward = _step_reward(res, self.strategy_of(vid))
+        outcome, unknown = outcome_for(exc_types, reward)
+        for name in unknown:
+            self.unknown[name] += 1
         error = ""
-        if exc_type:
-            error = f"harbor: {exc_type}: {exc_msg}"
+        for info in [res.get("exception_info"), *(_get(st, "exception_info") for st in _steps(res))]:
+            if isinstance(_get(info, "exception_type"), str):
+                error += f"harbor: {info['exception_type']}: {_get(info, 'exception_message') or ''}\n"
+        if error:
             tb = trial / "exception.txt"
             if tb.is_file():
-                error += "\n" + tb.read_text(errors="replace")
+                error += tb.read_text(errors="replace")
+        usage = usage_of(res)
         verifier_out = ""
         so = trial / "verifier" / "test-stdout.txt"
         if so.is_file():
             verifier_out = so.read_text(errors="replace")
-        steps = []
-        traj = trial / "agent" / "trajectory.json"
-        if traj.is_file():
-            steps = _steps_from_trajectory(traj, self.redact)
+        steps: list[dict[str, Any]] = []
+        trajectories = [trial / "agent" / "trajectory.json"]
+        trajectories += sorted((trial / "steps").glob("*/agent/trajectory.json"))
+        for traj in trajectories:
+            if traj.is_file():
+                for st in _steps_from_trajectory(traj, self.redact):
+                    steps.append({**st, "index": len(steps)})
         with session(self.ws.engine) as s:
             ep = queries.create_episode(s, vid, agent, attempt=attempt)
             ep.source = source
             ep.started_at = _parse_time(res.get("started_at"))
-            eid = int(ep.id)  # type: ignore[arg-type]
+            eid = pk(ep)
+            harbor = trace_metadata(res, job_result, trial.name)
+            harbor["trajectories"] = self.keep_trajectories(trial, eid)
+            ep.imported_json = json.dumps({"usage": usage, "harbor": harbor}, sort_keys=True)
             cast_rel = ""
             cast = trial / "agent" / "recording.cast"
             if cast.is_file():
@@ -356,7 +486,7 @@ class _Importer:
             s.add(ep)
             for st in steps:
                 queries.add_step(s, eid, st.pop("index"), **st)
-        return TrialImport(label, "imported", eid, task_name, agent, outcome)
+        return TrialImport(label, "imported", eid, task_name, agent, outcome, usage=usage)
 
     def job(self, job_dir: Path) -> None:
         job_result: Any = {}
@@ -370,7 +500,7 @@ class _Importer:
         trials = sorted(p for p in job_dir.iterdir() if _is_trial_dir(p))
         for attempt, trial in enumerate(trials):
             label = f"{job_dir.name}/{trial.name}"
-            if not (trial / "result.json").exists():
+            if not (trial / "result.json").exists():  # running, or never started: its lock.json alone
                 self.result.trials.append(
                     TrialImport(
                         label, "error", message=f"{trial / 'result.json'}: missing (trial unfinished?)"
@@ -378,7 +508,7 @@ class _Importer:
                 )
                 continue
             try:
-                item = self.trial(job_dir, job_id, trial, attempt)
+                item = self.trial(job_dir, job_id, trial, attempt, job_result)
             except TrialError as exc:
                 item = TrialImport(label, "error", message=str(exc))
             except Exception as exc:  # noqa: BLE001 - one odd trial must not stop the job's import

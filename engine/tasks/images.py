@@ -26,7 +26,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from engine.core.events import BuildLog, EventBus
+from bandpass.engine.core.events import BuildLog, EventBus
+from bandpass.engine.tasks.taskdir import TaskSpec
 
 BASE_TAG = "bandpass/base:bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -127,17 +128,22 @@ def rewrite_from(
     always wins over an alias, so a curator who loads the real image gets the real environment.
     """
     norm_aliases = {normalize_ref(k): v for k, v in aliases.items()}
+    local: Callable[[str], bool]
     if is_local is None:
 
-        def local(_ref: str) -> bool:
+        def nothing_local(_ref: str) -> bool:
             return False
+
+        local = nothing_local
     elif callable(is_local):
         local = is_local
     else:
         local_set = {normalize_ref(r) for r in is_local}
 
-        def local(ref: str) -> bool:
+        def in_local_set(ref: str) -> bool:
             return normalize_ref(ref) in local_set
+
+        local = in_local_set
 
     stages: set[str] = set()
     used: list[tuple[str, str]] = []
@@ -328,7 +334,12 @@ def import_rootfs(
             tar_path, repository=repository, tag=tag_part, changes=list(changes)
         )
         image_id = _check_import_result(raw)
-        return image_id or client.images.get(tag).id
+        if image_id:
+            return image_id
+        imported = client.images.get(tag).id
+        if imported is None:
+            raise RuntimeError(f"docker import of {rootfs_dir} left no image id for {tag}")
+        return imported
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tar_path)
@@ -498,7 +509,7 @@ def build_task_image(
         except (ValueError, TypeError):
             used = []
         emit(f"[bandpass] {tag} cached")
-        return result(True, used, cached=True)  # type: ignore[arg-type]
+        return result(True, used, cached=True)
 
     context = task_dir / "environment"
     dockerfile = context / "Dockerfile"
@@ -556,16 +567,19 @@ def _stream_build(
     shared client's connection pool.
     """
     # Same engine as ``client`` (both come from the environment); no read timeout: our deadline rules.
-    api = docker.from_env(version=client.api.api_version, timeout=None).api
+    api = docker.from_env(
+        version=client.api.api_version,
+        timeout=None,  # type: ignore[arg-type]  # docker-py passes None on to requests (no read timeout); its stub says int
+    ).api
     holder: dict[str, Any] = {}
-    real_post = api._post
+    real_post = api._post  # type: ignore[attr-defined]  # docker-py's private request method, not in its stub
 
     def capturing_post(*args: Any, **kwargs: Any) -> Any:
         resp = real_post(*args, **kwargs)
         holder["response"] = resp
         return resp
 
-    api._post = capturing_post  # type: ignore[method-assign]
+    api._post = capturing_post  # type: ignore[attr-defined]  # wraps docker-py's private request method
     state: dict[str, Any] = {"error": None, "exc": None, "done": False}
     splitter = _LineSplitter(emit)
     stop = threading.Event()
@@ -594,7 +608,7 @@ def _stream_build(
                 elif "status" in chunk:
                     splitter.feed(f"{chunk['status']} {chunk.get('progress', '')}".rstrip() + "\n")
             splitter.flush()
-        except Exception as exc:  # connection cut, daemon gone, bad context: all are build failures here
+        except Exception as exc:  # noqa: BLE001 - connection cut, daemon gone, bad context: all are build failures here
             if not stop.is_set():
                 state["exc"] = exc
         finally:
@@ -641,13 +655,92 @@ def image_contains(client: docker.DockerClient, tag: str, paths: Iterable[str]) 
     try:
         found: dict[str, bool] = {}
         for path in paths:
-            url = client.api._url("/containers/{0}/archive", container.id)
+            url = client.api._url(  # type: ignore[attr-defined]  # docker-py's private URL builder
+                "/containers/{0}/archive", container.id
+            )
             resp = client.api.head(url, params={"path": path})
             found[path] = resp.status_code == 200
         return found
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
+
+
+#: Build failures that are the environment's (registry, network, daemon, disk, load), not the Dockerfile's.
+_ENVIRONMENT_FAILURES = re.compile(
+    r"pull access denied|manifest unknown|manifest for .* not found|repository does not exist|"
+    r"failed to resolve source metadata|error pulling image|toomanyrequests|rate limit|"
+    r"no registry is reachable|alias target .* is missing|dial tcp|i/o timeout|TLS handshake|"
+    r"Temporary failure (?:in name resolution|resolving)|Could not resolve|no such host|"
+    r"Network is unreachable|"
+    r"Connection (?:refused|timed out|reset)|Could not connect to|Failed to fetch|Read timed out|"
+    r"NewConnectionError|ConnectTimeoutError|Max retries exceeded|Failed to establish a new connection|"
+    r"no space left on device|Cannot connect to the Docker daemon|context deadline exceeded|"
+    r"No matching distribution found|Could not find a version that satisfies|"
+    r"Could not fetch URL|ProxyError|SSLError",
+    re.IGNORECASE,
+)
+#: Build failures that are the Dockerfile's own: a step that fails, a file it names that is not there.
+_TASK_FAILURES = re.compile(
+    r"returned a non-zero code|COPY failed|ADD failed|failed to compute cache key|"
+    r"no such file or directory|dockerfile parse error|unknown instruction|failed to process|"
+    r"failed to solve|executor failed running",
+    re.IGNORECASE,
+)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: What a stand-in image (an alias) lacks that the author's image had: a tool, a package manager's leave.
+_ALIAS_SUSPECT = re.compile(
+    r"externally-managed-environment|command not found|No module named|Unable to locate package|"
+    r"has no installation candidate|: not found|non-zero code: 127",
+    re.IGNORECASE,
+)
+
+
+def build_failure_blame(build: BuildResult) -> tuple[str, str]:
+    """("environment" | "task", the log line that says so) for a failed build.
+
+    A failure the environment caused — an unreachable registry, no network for ``apt-get``, a timeout on a
+    loaded machine, an image this machine cannot pull — says nothing about the task: its audit is *could not
+    audit*, retried later. A Dockerfile whose own step fails or names a file the context lacks is the task's.
+    A failing RUN whose output shows a network error is the environment's, and so is a step of a build whose
+    FROM was replaced by a local alias that failed for want of a tool or package (``command not found``,
+    pip's ``externally-managed-environment``): the stand-in, not the author's image, lacked it.
+    Unknown failures are the environment's: "never a task defect" is the safe side of an unknown.
+    """
+    lines = [_ANSI.sub("", ln) for ln in build.log.splitlines()]  # pip and apt colour their errors
+    if build.error == "no Dockerfile":
+        return "task", "environment/Dockerfile is missing"
+    if build.error == "timeout":
+        return "environment", next((ln for ln in reversed(lines) if "timed out" in ln), "the build timed out")
+    env_line = next((ln for ln in lines if _ENVIRONMENT_FAILURES.search(ln)), None)
+    if env_line is not None:
+        return "environment", env_line.strip()
+    task_line = next((ln for ln in reversed(lines) if _TASK_FAILURES.search(ln)), None)
+    suspect = next((ln for ln in lines if _ALIAS_SUSPECT.search(ln)), None)
+    if task_line is not None and build.aliases_used and suspect is not None:
+        # the step ran on a stand-in for the image the author chose, and failed for want of a tool or a
+        # package the author's image has: the substitute, not the Dockerfile, is what failed
+        subs = ", ".join(f"{a} for {o}" for o, a in build.aliases_used)
+        return "environment", f"{task_line.strip()} (built on an image alias: {subs})"
+    if task_line is not None:
+        return "task", task_line.strip()
+    return "environment", (lines[-1].strip() if lines else build.error or "the build failed")
+
+
+def resolve_workdir(client: docker.DockerClient, spec: TaskSpec, tag: str) -> str:
+    """Harbor's rule for a task that declares no ``workdir``: the image's own WORKDIR (Docker's "/" when it
+    has none), read from the built image because a base image's WORKDIR is invisible in the task's
+    Dockerfile (Terminal-Bench's base images set /app). Sets and returns ``spec.workdir``."""
+    if spec.workdir_declared:
+        return spec.workdir
+    try:
+        config = client.images.get(tag).attrs.get("Config") or {}
+    except docker.errors.DockerException:
+        return spec.workdir  # a prebuilt image not pulled yet: the Dockerfile's reading stands
+    spec.workdir = config.get("WorkingDir") or "/"
+    return spec.workdir
 
 
 __all__ = [
@@ -657,12 +750,14 @@ __all__ = [
     "DEFAULT_IMAGE_ALIASES",
     "BuildResult",
     "build_base_image",
+    "build_failure_blame",
     "build_task_image",
     "from_refs",
     "image_contains",
     "image_exists",
     "import_rootfs",
     "normalize_ref",
+    "resolve_workdir",
     "rewrite_from",
     "slugify",
     "task_image_tag",

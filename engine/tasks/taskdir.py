@@ -9,16 +9,21 @@ interchangeable with what Harbor itself reads:
     solution/solve.sh       the oracle, typed line by line into an interactive bash
     tests/test.sh           the verifier; writes /logs/verifier/reward.txt or reward.json
 
-``task.toml`` follows Harbor's schema: a top-level ``version`` (schema version), ``[task]``,
-``[metadata]`` (free-form; difficulty/category/tags are typed), ``[agent]``, ``[verifier]``,
-``[environment]`` and ``[solution]``. Keys Harbor defines but Bandpass does not act on are accepted
-and reported as warnings rather than problems, so a Harbor task never fails to load here merely for
-being richer than we are; keys nobody defines are problems, because a typo such as ``timeout_secs``
-would otherwise silently fall back to a default.
+``task.toml`` follows Harbor 0.25's schema (``engine/tasks/harbor_schema.py``): a top-level
+``schema_version``, ``[task]``, ``[metadata]`` (free-form; difficulty/category/tags are read when
+well-typed), ``[agent]``, ``[verifier]``, ``[environment]``, ``[solution]``, ``[[steps]]``. Harbor's loader
+ignores keys it does not define, so Bandpass never refuses a task for a key: a key nobody defines is a
+warning (with "did you mean" for a likely typo), and a Harbor key Bandpass does not act on is a warning
+saying what that changes. Problems are what neither can run: a wrong type on a key both read, a missing
+instruction or verifier. ``solve.sh``/``test.sh`` need no exec bit: Harbor and Bandpass run them through
+bash. What Bandpass cannot run faithfully (a multi-step task, a separate verifier image, compose services)
+is listed in ``unsupported``: the task imports, and the audit says it could not audit it.
 
-Network is the one deliberate departure: Harbor defaults to public network, Bandpass defaults to none
-(DESIGN: "no network unless the task asks"). A task asks with ``network_mode`` ("bridge"/"public"/
-"allowlist") or Harbor's legacy ``allow_internet = true``.
+Network: a task that sets ``network_mode`` (Harbor's ``no-network``/``public``/``allowlist``; the older
+``none``/``bridge`` are read with a warning) or ``allow_internet`` gets exactly that. A task that says
+nothing gets Harbor's default, ``public``, only when its own scripts download something (the author relied
+on that default); otherwise it runs offline (DESIGN: "no network unless the task asks") with a warning
+that Harbor would have given it one.
 
 Validation reports *all* problems at once: a curator fixing a generated task should not have to
 iterate one error at a time.
@@ -26,24 +31,30 @@ iterate one error at a time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
+import re
 import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from engine.tasks import allowances
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.tasks import allowances, harbor_schema
+from bandpass.engine.tasks import artifacts as artifact_spec
 
 __all__ = [
     "DIFFICULTIES",
+    "DOWNLOADS_RE",
     "IGNORED_NAMES",
     "TaskInvalid",
     "TaskProblem",
     "TaskSpec",
+    "dockerfile_workdir",
     "find_task_dirs",
     "is_harbor_dir",
     "is_tb1_dir",
@@ -65,68 +76,31 @@ DEFAULT_BUILD_TIMEOUT_SEC = 600.0  # Harbor's default
 DEFAULT_CPUS = 1.0  # Harbor's default
 DEFAULT_MEMORY_MB = 2048  # Harbor's default
 #: Harbor's default disk allowance; Bandpass measures the container's writable layer against it
-#: (engine/sandbox/attribution.py: overlay2 on ext4 has no per-container quota to enforce it with).
+#: (engine/sandbox/attribution/: overlay2 on ext4 has no per-container quota to enforce it with).
 DEFAULT_STORAGE_MB = 10240
-DEFAULT_WORKDIR = "/app"
+#: Docker's own default working directory: what a container of an image without WORKDIR starts in. A task
+#: that sets no ``workdir`` runs in its image's WORKDIR (Harbor's rule), refined from the built image.
+DEFAULT_WORKDIR = "/"
 
 INSTRUCTION = "instruction.md"
 CONFIG = "task.toml"
 DOCKERFILE = "environment/Dockerfile"
+COMPOSE = "environment/docker-compose.yaml"
 SOLVE = "solution/solve.sh"
 TEST = "tests/test.sh"
 
-#: network_mode spellings we accept, mapped to "does the task get a network". Harbor spells them
-#: public/no-network/allowlist; Docker spells them bridge/none. "host" is refused: it would hand the
-#: agent the workstation's own network namespace (the vLLM server, the Docker API on TCP, ...).
-_NETWORK_MODES: dict[str, bool] = {
-    "none": False,
-    "no-network": False,
-    "bridge": True,
-    "public": True,
-    "allowlist": True,
-}
+#: "host" is refused: it would hand the agent the workstation's own network namespace (the vLLM server,
+#: the Docker API on TCP, ...).
+_REFUSED_NETWORK = "host"
 
-# Keys per section. "used" keys are interpreted; "accepted" keys are Harbor's but ignored here (a
-# warning says so, because e.g. a healthcheck the sandbox never runs changes behaviour).
-_TOP_LEVEL_SCALARS = {"version", "schema_version", "source"}
-_TOP_LEVEL_ACCEPTED = {"artifacts"}
-_SECTIONS_USED: dict[str, set[str]] = {
-    "task": {"name", "version", "description", "authors", "keywords"},
-    "metadata": set(),  # free-form in Harbor; typed keys are checked separately
-    "agent": {"timeout_sec"},
-    "verifier": {"timeout_sec", "env"},
-    "environment": {
-        "build_timeout_sec",
-        "docker_image",
-        "cpus",
-        "memory_mb",
-        "pids_limit",
-        "storage_mb",
-        "network_mode",
-        "allow_internet",
-        "workdir",
-        "memory",
-    },
-    "solution": {"env"},
-}
-_SECTIONS_ACCEPTED: dict[str, set[str]] = {
-    "task": set(),
-    "metadata": set(),
-    "agent": {"user", "allowed_hosts"},
-    "verifier": {"user", "allowed_hosts", "network_mode"},
-    "environment": {
-        "storage",
-        "gpus",
-        "gpu_types",
-        "allowed_hosts",
-        "env",
-        "healthcheck",
-        "skills_dir",
-        "mcp_servers",
-        "os",
-    },
-    "solution": set(),
-}
+#: Commands that fetch from the internet: a task whose oracle or verifier runs one relies on a network.
+DOWNLOADS_RE = re.compile(
+    r"\b(curl|wget|pip3?\s+install|uv\s+(?:pip\s+install|add|sync|run\s+--with)|apt(?:-get)?\s+(?:update|install)"
+    r"|npm\s+(?:install|ci)|git\s+clone|cargo\s+install|go\s+(?:get|install))\b"
+)
+#: A ``[task].name`` written by hand must be safe as a folder name inside the workspace.
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]*(/[A-Za-z0-9][A-Za-z0-9._ -]*)?$")
+_STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -147,7 +121,7 @@ class TaskProblem:
         return f"{self.file}: {self.message}"
 
 
-class TaskInvalid(Exception):
+class TaskInvalid(BandpassError):
     """Raised by :func:`load_task` with every problem found, so one run shows the full repair list."""
 
     def __init__(self, path: str | os.PathLike[str], problems: list[TaskProblem]) -> None:
@@ -164,7 +138,9 @@ class TaskSpec:
 
     ``raw`` keeps the parsed TOML so exporters can write back keys Bandpass does not interpret.
     ``warnings`` are non-fatal observations (ignored Harbor keys, conversion notes) that a curator
-    should see but that do not stop the task from running.
+    should see but that do not stop the task from running. ``unsupported`` names what Bandpass cannot run
+    as the author meant (each line names its file and field): the audit reports such a task as
+    *could not audit*. ``harbor_refusals`` is what Harbor 0.25's own loader would refuse in this task.
     """
 
     name: str
@@ -178,8 +154,11 @@ class TaskSpec:
     pids_limit: int | None = None
     storage_mb: int = DEFAULT_STORAGE_MB
     network: bool = False
-    network_mode: str = "none"
+    network_mode: str = "no-network"  # Harbor's spelling: no-network | public | allowlist
+    #: The task's working directory: ``[environment].workdir``, else the Dockerfile's last WORKDIR, else
+    #: Docker's "/" — and, when the task did not declare it, the built image's WORKDIR once it exists.
     workdir: str = DEFAULT_WORKDIR
+    workdir_declared: bool = False
     docker_image: str | None = None
     difficulty: str | None = None
     category: str | None = None
@@ -191,6 +170,22 @@ class TaskSpec:
     metadata: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+    harbor_refusals: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)  # multi-step tasks: the step names, in order
+    has_solution: bool = True
+    #: Declared artifact paths (Harbor's top-level ``artifacts``), carried into the clean room with the
+    #: workdir; ``verify_mode`` is "" (Bandpass's default, the clean room), ``clean_room`` or ``in_place``
+    #: from ``[verifier] environment_mode``; ``verifier_network`` is the verifier's network (Harbor: the
+    #: phase's ``network_mode`` override, else the environment's).
+    artifacts: list[str] = field(default_factory=list)
+    verify_mode: str = ""
+    verifier_network: bool = False
+
+    @property
+    def artifact_roots(self) -> list[str]:
+        """What the clean room carries: the workdir, ``/logs/artifacts`` and the declared paths."""
+        return artifact_spec.roots(self.workdir, self.artifacts)
 
     @property
     def dockerfile(self) -> Path | None:
@@ -209,6 +204,10 @@ class TaskSpec:
     @property
     def tests_dir(self) -> Path:
         return self.path / "tests"
+
+    @property
+    def multi_step(self) -> bool:
+        return bool(self.steps)
 
     def version_hash(self) -> str:
         """Hash of the files as they are now (not cached: the directory may have been edited)."""
@@ -242,12 +241,16 @@ class _Checker:
     def __init__(self) -> None:
         self.problems: list[TaskProblem] = []
         self.warnings: list[str] = []
+        self.unsupported: list[str] = []
 
     def problem(self, file: str, fld: str | None, message: str) -> None:
         self.problems.append(TaskProblem(file, fld, message))
 
+    def warn(self, file: str, fld: str | None, message: str) -> None:
+        self.warnings.append(str(TaskProblem(file, fld, message)))
+
     def positive_number(self, section: dict[str, Any], sec: str, key: str, default: float) -> float:
-        if key not in section:
+        if key not in section or section[key] is None:
             return default
         value = section[key]
         if not _is_number(value) or value <= 0:
@@ -256,7 +259,7 @@ class _Checker:
         return float(value)
 
     def positive_int(self, section: dict[str, Any], sec: str, key: str, default: int | None) -> int | None:
-        if key not in section:
+        if key not in section or section[key] is None:
             return default
         value = section[key]
         if isinstance(value, float) and value.is_integer() and value > 0:
@@ -310,6 +313,28 @@ def _parse_memory(text: str) -> int | None:
     return mb if mb > 0 else None
 
 
+def dockerfile_workdir(text: str) -> str | None:
+    """The working directory the Dockerfile's final stage leaves, when it can be read without building:
+    its WORKDIR lines (relative ones join the previous), ``None`` when there is none or one uses a variable
+    (then only the built image knows)."""
+    workdir: str | None = None
+    for line in text.splitlines():
+        parts = line.strip().split(None, 1)
+        if not parts:
+            continue
+        word = parts[0].upper()
+        if word == "FROM":
+            workdir = None  # a new stage starts from its base image's WORKDIR: unknown here
+        elif word == "WORKDIR" and len(parts) == 2:
+            candidate = parts[1].strip().strip("\"'")
+            if "$" in candidate:
+                workdir = None
+                continue
+            base = PurePosixPath(workdir or "/")
+            workdir = str(base / candidate) if not candidate.startswith("/") else candidate
+    return workdir
+
+
 # ---------------------------------------------------------------------------------------------------
 # loading
 
@@ -324,23 +349,19 @@ def _read_text(path: Path, rel: str, chk: _Checker) -> str | None:
     return None
 
 
-def _check_script(root: Path, rel: str, chk: _Checker, why: str) -> None:
+def _check_script(root: Path, rel: str, chk: _Checker, why: str, *, required: bool) -> bool:
+    """True when the script is there to run. No exec bit is needed: Harbor and Bandpass run it with bash."""
     p = root / rel
     if not p.exists():
-        chk.problem(rel, None, f"missing ({why})")
-        return
+        if required:
+            chk.problem(rel, None, f"missing ({why})")
+        return False
     if not p.is_file():
         chk.problem(rel, None, "expected a file, found a directory" if p.is_dir() else "not a regular file")
-        return
-    # Harbor invokes these through bash, so the bit is not strictly needed there; we still require it
-    # because a curator running ./solve.sh by hand, and other harnesses that exec the file, do need it.
-    if not p.stat().st_mode & 0o111:
-        chk.problem(rel, None, "not executable (chmod +x)")
-        return
-    with p.open("rb") as fh:
-        head = fh.read(2)
-    if not head:
-        chk.problem(rel, None, "is empty")
+        return False
+    if p.stat().st_size == 0:
+        chk.warn(rel, None, "is empty")
+    return True
 
 
 def _table(doc: dict[str, Any], name: str, chk: _Checker) -> dict[str, Any]:
@@ -352,64 +373,236 @@ def _table(doc: dict[str, Any], name: str, chk: _Checker) -> dict[str, Any]:
 
 
 def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
+    """Unknown keys and sections are warnings (Harbor drops them too); Harbor keys Bandpass does not act on
+    are warnings saying what that changes, when their value asks for something."""
     for key, value in doc.items():
-        if key in _SECTIONS_USED:
-            if not isinstance(value, dict):
-                continue  # reported by _table
-            if key == "metadata":
-                continue
-            known = _SECTIONS_USED[key] | _SECTIONS_ACCEPTED[key]
-            for sub in value:
-                if sub in _SECTIONS_ACCEPTED[key]:
-                    chk.warnings.append(f"{CONFIG}: [{key}].{sub} is a Harbor setting Bandpass ignores")
-                elif sub not in known:
-                    chk.problem(CONFIG, f"[{key}].{sub}", f"unknown key (known: {', '.join(sorted(known))})")
-        elif key in _TOP_LEVEL_SCALARS:
-            if not isinstance(value, str):
-                chk.problem(CONFIG, key, f"expected a string, got {_show(value)}")
-        elif key in _TOP_LEVEL_ACCEPTED:
-            chk.warnings.append(f"{CONFIG}: {key} is a Harbor setting Bandpass ignores")
-        elif isinstance(value, dict):
-            chk.problem(CONFIG, f"[{key}]", f"unknown section (known: {', '.join(sorted(_SECTIONS_USED))})")
+        if key in harbor_schema.SECTIONS:
+            if not isinstance(value, dict) or key == "metadata":
+                continue  # a non-table is reported by _table; metadata is free-form
+            notes = harbor_schema.SECTIONS[key]
+            for sub, subval in value.items():
+                if sub in notes:
+                    w = harbor_schema.ignored_key_warning(f"[{key}]", sub, subval, notes[sub])
+                    if w:
+                        chk.warnings.append(w)
+                else:
+                    chk.warn(
+                        CONFIG,
+                        f"[{key}].{sub}",
+                        "not a Harbor key; kept, and ignored (Harbor ignores it too)"
+                        + harbor_schema.suggest(sub, list(notes)),
+                    )
+        elif key in harbor_schema.TOP_LEVEL:
+            note = harbor_schema.TOP_LEVEL[key]
+            w = harbor_schema.ignored_key_warning("", key, value, note) if note else None
+            if w:
+                chk.warnings.append(w.replace("task.toml: .", "task.toml: "))
         else:
-            known_top = ", ".join(sorted(_TOP_LEVEL_SCALARS | _TOP_LEVEL_ACCEPTED))
-            chk.problem(
-                CONFIG, key, f"unknown top-level key (known: {known_top}; settings belong in a section)"
+            what = f"[{key}]" if isinstance(value, dict) else key
+            known = [*harbor_schema.SECTIONS, *harbor_schema.TOP_LEVEL]
+            chk.warn(
+                CONFIG,
+                what,
+                "not a Harbor key; kept, and ignored (Harbor ignores it too)"
+                + harbor_schema.suggest(key, known),
             )
 
 
-def _resolve_network(env: dict[str, Any], chk: _Checker) -> tuple[bool, str]:
+def _resolve_network(
+    env: dict[str, Any], chk: _Checker, *, relies_on_default: str | None
+) -> tuple[bool, str]:
+    """(network?, Harbor's spelling of the mode). ``relies_on_default`` names a download the task's own
+    scripts run, when there is one: then a task that says nothing gets Harbor's default (public)."""
     mode = env.get("network_mode")
     allow = env.get("allow_internet")
-    network, normalized = False, "none"
-    if allow is not None:
-        if not isinstance(allow, bool):
-            chk.problem(CONFIG, "[environment].allow_internet", f"expected true or false, got {_show(allow)}")
-        else:
-            network, normalized = allow, ("bridge" if allow else "none")
-    if mode is not None:
-        if mode == "host":
-            chk.problem(
+    if allow is not None and not isinstance(allow, bool):
+        chk.problem(CONFIG, "[environment].allow_internet", f"expected true or false, got {_show(allow)}")
+        allow = None
+    if mode is None:
+        if allow is not None:
+            return allow, ("public" if allow else "no-network")
+        if relies_on_default:
+            chk.warn(
                 CONFIG,
                 "[environment].network_mode",
-                '"host" is not allowed (it shares the workstation\'s network with the agent); use "bridge"',
+                f"not set; Harbor's default is public and the task's scripts run {relies_on_default!r}, "
+                "so it gets a network (set no-network to run it offline)",
             )
-        elif not isinstance(mode, str) or mode not in _NETWORK_MODES:
+            return True, "public"
+        chk.warn(
+            CONFIG,
+            "[environment].network_mode",
+            "not set; Harbor would give it a public network, Bandpass runs it offline "
+            '(set network_mode = "public" if it needs one)',
+        )
+        return False, "no-network"
+    if mode == _REFUSED_NETWORK:
+        chk.problem(
+            CONFIG,
+            "[environment].network_mode",
+            '"host" is not allowed (it shares the workstation\'s network with the agent); use "public"',
+        )
+        return False, "no-network"
+    if not isinstance(mode, str) or (
+        mode not in harbor_schema.NETWORK_MODES and mode not in harbor_schema.LEGACY_NETWORK_MODES
+    ):
+        chk.problem(
+            CONFIG,
+            "[environment].network_mode",
+            f"expected one of {', '.join(map(json.dumps, harbor_schema.NETWORK_MODES))}, got {_show(mode)}",
+        )
+        return False, "no-network"
+    harbor_mode = harbor_schema.LEGACY_NETWORK_MODES.get(mode, mode)
+    if mode in harbor_schema.LEGACY_NETWORK_MODES:
+        chk.warn(
+            CONFIG,
+            "[environment].network_mode",
+            f"{json.dumps(mode)} is Docker's spelling, which Harbor refuses: write {json.dumps(harbor_mode)}",
+        )
+    wants = harbor_mode != "no-network"
+    if allow is not None and allow != wants:
+        chk.problem(
+            CONFIG,
+            "[environment].network_mode",
+            f"{json.dumps(mode)} contradicts allow_internet = {_show(allow)}",
+        )
+    return wants, harbor_mode
+
+
+def _read_task_table(task: dict[str, Any], root: Path, chk: _Checker) -> tuple[str, str, str | None]:
+    """(name, description, version) from ``[task]``; the folder's name when it gives none."""
+    name = root.resolve().name
+    if task:
+        given = task.get("name")
+        if given is None:
+            chk.warn(
+                CONFIG,
+                "[task].name",
+                "missing (Harbor requires it when [task] is present); used the folder name",
+            )
+        elif not isinstance(given, str) or not given.strip():
+            chk.problem(CONFIG, "[task].name", f"expected a non-empty string, got {_show(given)}")
+        elif not _SAFE_NAME.match(given) or ".." in given:
             chk.problem(
                 CONFIG,
-                "[environment].network_mode",
-                f"expected one of {', '.join(json.dumps(m) for m in _NETWORK_MODES)}, got {_show(mode)}",
+                "[task].name",
+                f"{_show(given)} is not 'org/name' (letters, digits, '.', '_', '-', one '/')",
             )
         else:
-            wants = _NETWORK_MODES[mode]
-            if isinstance(allow, bool) and allow != wants:
-                chk.problem(
+            name = given
+            if not harbor_schema.ORG_NAME_RE.match(given):
+                chk.warn(
                     CONFIG,
-                    "[environment].network_mode",
-                    f"{json.dumps(mode)} contradicts allow_internet = {_show(allow)}",
+                    "[task].name",
+                    f"{_show(given)}: Harbor's loader refuses names that are not 'org/name'",
                 )
-            network, normalized = wants, ("bridge" if wants else "none")
-    return network, normalized
+    description = chk.string(task, "task", "description") or ""
+    version = chk.string(task, "task", "version", nonempty=True)
+    chk.string_list(task, "task", "keywords")
+    if "authors" in task and not (
+        isinstance(task["authors"], list)
+        and all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in task["authors"])
+    ):
+        chk.problem(CONFIG, "[task].authors", "expected an array of tables each with a string name")
+    return name, description, version
+
+
+def _read_metadata(meta: dict[str, Any], chk: _Checker) -> tuple[str | None, str | None, list[str]]:
+    """difficulty, category and tags when well-typed. Harbor's metadata is free-form, so a value Bandpass
+    cannot use (``difficulty = "unknown"``, harbor init's own) is a warning, never a problem."""
+    difficulty = meta.get("difficulty")
+    if difficulty is not None and difficulty not in DIFFICULTIES:
+        chk.warn(
+            CONFIG,
+            "[metadata].difficulty",
+            f"{_show(difficulty)} is not one of {', '.join(DIFFICULTIES)}; shown as unset",
+        )
+        difficulty = None
+    category = meta.get("category")
+    if category is not None and (not isinstance(category, str) or not category.strip()):
+        chk.warn(
+            CONFIG,
+            "[metadata].category",
+            f"expected a non-empty string, got {_show(category)}; shown as unset",
+        )
+        category = None
+    tags = meta.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        chk.warn(CONFIG, "[metadata].tags", f"expected an array of strings, got {_show(tags)}; shown as none")
+        tags = []
+    for fld, problem in allowances.parse(meta)[1]:  # Bandpass's own table: malformed is a problem
+        chk.problem(CONFIG, fld, problem)
+    return difficulty, category, list(tags)
+
+
+def _read_steps(doc: dict[str, Any], root: Path, chk: _Checker) -> tuple[list[str], str]:
+    """Multi-step tasks (``[[steps]]``): their names and instructions, checked as Harbor checks them.
+    Bandpass imports them and refuses to run them (``unsupported``)."""
+    steps = doc.get("steps")
+    if steps is None:
+        return [], ""
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        chk.problem(CONFIG, "[[steps]]", f"expected an array of tables, got {_show(steps)}")
+        return [], ""
+    names: list[str] = []
+    texts: list[str] = []
+    for i, step in enumerate(steps):
+        name = step.get("name")
+        if not isinstance(name, str) or not _STEP_NAME.match(name):
+            chk.problem(
+                CONFIG, f"[[steps]][{i}].name", f"expected a folder name under steps/, got {_show(name)}"
+            )
+            continue
+        if name.lower() in (n.lower() for n in names):
+            chk.problem(CONFIG, f"[[steps]][{i}].name", f"{_show(name)} is used twice")
+            continue
+        names.append(name)
+        ins = root / "steps" / name / INSTRUCTION
+        if not ins.is_file():
+            chk.problem(f"steps/{name}/{INSTRUCTION}", None, "missing (the step's prompt)")
+        else:
+            texts.append(
+                f"## {name}\n\n{(_read_text(ins, f'steps/{name}/{INSTRUCTION}', chk) or '').strip()}"
+            )
+        if not (root / "steps" / name / TEST).is_file() and not (root / TEST).is_file():
+            chk.problem(f"steps/{name}/{TEST}", None, f"missing, and there is no shared {TEST}")
+    strategy = doc.get("multi_step_reward_strategy")
+    if strategy is not None and strategy not in ("mean", "final"):
+        chk.problem(
+            CONFIG, "multi_step_reward_strategy", f'expected "mean" or "final", got {_show(strategy)}'
+        )
+    if names:
+        chk.unsupported.append(
+            f"{CONFIG}: [[steps]]: a multi-step task ({len(names)} steps: {', '.join(names)}); Bandpass "
+            "imports it but does not run it"
+        )
+    return names, "\n\n".join(texts)
+
+
+def _read_verifier_mode(verifier: dict[str, Any], root: Path, chk: _Checker) -> None:
+    """A separate verifier with its *own image* (tests/Dockerfile, or [verifier.environment]) cannot be
+    honoured: Bandpass verifies in the task's image, where that verifier's tools may be missing."""
+    mode = verifier.get("environment_mode")
+    if mode is not None and mode not in ("shared", "separate"):
+        chk.problem(
+            CONFIG, "[verifier].environment_mode", f'expected "shared" or "separate", got {_show(mode)}'
+        )
+        return
+    own_env = verifier.get("environment")
+    if mode == "shared" and own_env is not None:
+        chk.problem(CONFIG, "[verifier].environment", 'conflicts with environment_mode = "shared"')
+        return
+    separate = mode == "separate" or (mode is None and own_env is not None)
+    if not separate:
+        return
+    image = [f for f in ("tests/Dockerfile", "tests/docker-compose.yaml") if (root / f).is_file()]
+    if isinstance(own_env, dict) and own_env.get("docker_image"):
+        image.append(f"[verifier.environment].docker_image = {_show(own_env['docker_image'])}")
+    if image:
+        chk.unsupported.append(
+            f"{CONFIG}: [verifier].environment_mode: a separate verifier image ({', '.join(image)}) is not "
+            "built; Bandpass would run tests/test.sh in the task's own image"
+        )
 
 
 def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskProblem]]:
@@ -420,17 +613,6 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
         return None, [TaskProblem(str(root), None, "task directory does not exist")]
     if not root.is_dir():
         return None, [TaskProblem(str(root), None, "not a directory")]
-
-    # --- instruction
-    instruction = ""
-    ip = root / INSTRUCTION
-    if not ip.is_file():
-        chk.problem(INSTRUCTION, None, "missing (the prompt the agent is given)")
-    else:
-        text = _read_text(ip, INSTRUCTION, chk)
-        if text is not None and not text.strip():
-            chk.problem(INSTRUCTION, None, "is empty")
-        instruction = text or ""
 
     # --- task.toml
     doc: dict[str, Any] = {}
@@ -446,6 +628,20 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
                 # tomllib's message already carries "(at line N, column M)".
                 chk.problem(CONFIG, None, f"invalid TOML: {exc}")
 
+    steps, steps_text = _read_steps(doc, root, chk)
+
+    # --- instruction (a multi-step task has one per step instead)
+    instruction = steps_text
+    ip = root / INSTRUCTION
+    if not steps:
+        if not ip.is_file():
+            chk.problem(INSTRUCTION, None, "missing (the prompt the agent is given)")
+        else:
+            text = _read_text(ip, INSTRUCTION, chk)
+            if text is not None and not text.strip():
+                chk.warn(INSTRUCTION, None, "is empty: the agent is given no prompt")
+            instruction = text or ""
+
     _check_keys(doc, chk)
     task = _table(doc, "task", chk)
     meta = _table(doc, "metadata", chk)
@@ -453,38 +649,21 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
     verifier = _table(doc, "verifier", chk)
     env = _table(doc, "environment", chk)
     solution = _table(doc, "solution", chk)
+    for key in ("version", "schema_version", "source"):
+        if key in doc and not isinstance(doc[key], str):
+            chk.problem(CONFIG, key, f"expected a string, got {_show(doc[key])}")
 
-    name = chk.string(task, "task", "name", nonempty=True) or root.resolve().name
-    description = chk.string(task, "task", "description") or ""
-    task_version = chk.string(task, "task", "version", nonempty=True)
-    chk.string_list(task, "task", "keywords")
-    if "authors" in task and not (
-        isinstance(task["authors"], list)
-        and all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in task["authors"])
-    ):
-        chk.problem(CONFIG, "[task].authors", "expected an array of tables each with a string name")
-
+    name, description, task_version = _read_task_table(task, root, chk)
     schema_version = doc.get("schema_version", doc.get("version"))
     if not isinstance(schema_version, str):
         schema_version = None
-
-    difficulty = chk.string(meta, "metadata", "difficulty")
-    if difficulty is not None and difficulty not in DIFFICULTIES:
-        chk.problem(
-            CONFIG,
-            "[metadata].difficulty",
-            f"expected one of {', '.join(json.dumps(d) for d in DIFFICULTIES)}, got {_show(difficulty)}",
-        )
-        difficulty = None
-    category = chk.string(meta, "metadata", "category", nonempty=True)
-    tags = chk.string_list(meta, "metadata", "tags")
-    for fld, problem in allowances.parse(meta)[1]:  # the tamper guard's per-task allowances
-        chk.problem(CONFIG, fld, problem)
+    difficulty, category, tags = _read_metadata(meta, chk)
 
     agent_timeout = chk.positive_number(agent, "agent", "timeout_sec", DEFAULT_AGENT_TIMEOUT_SEC)
     verifier_timeout = chk.positive_number(verifier, "verifier", "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_SEC)
     verifier_env = chk.string_table(verifier, "verifier", "env")
     solution_env = chk.string_table(solution, "solution", "env")
+    _read_verifier_mode(verifier, root, chk)
 
     build_timeout = chk.positive_number(env, "environment", "build_timeout_sec", DEFAULT_BUILD_TIMEOUT_SEC)
     cpus = chk.positive_number(env, "environment", "cpus", DEFAULT_CPUS)
@@ -504,21 +683,76 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
             )
         else:
             memory_mb = parsed
-            chk.warnings.append(f"{CONFIG}: [environment].memory is deprecated in Harbor; use memory_mb")
+            chk.warn(CONFIG, "[environment].memory", "is deprecated in Harbor; use memory_mb")
+    storage_mb = chk.positive_int(env, "environment", "storage_mb", None)
+    if "storage" in env:
+        legacy = env["storage"]
+        parsed = _parse_memory(legacy) if isinstance(legacy, str) else None
+        if parsed is None:
+            chk.problem(
+                CONFIG, "[environment].storage", f'expected a size like "10G" or "512M", got {_show(legacy)}'
+            )
+        elif storage_mb is None:
+            storage_mb = parsed
+        chk.warn(CONFIG, "[environment].storage", "is deprecated in Harbor; use storage_mb")
     pids_limit = chk.positive_int(env, "environment", "pids_limit", None)
-    storage_mb = chk.positive_int(env, "environment", "storage_mb", DEFAULT_STORAGE_MB)
-    network, network_mode = _resolve_network(env, chk)
-    docker_image = chk.string(env, "environment", "docker_image", nonempty=True)
-    workdir = chk.string(env, "environment", "workdir", nonempty=True) or DEFAULT_WORKDIR
-    if not PurePosixPath(workdir).is_absolute():
-        chk.problem(CONFIG, "[environment].workdir", f"expected an absolute path, got {_show(workdir)}")
+    os_name = env.get("os", "linux")
+    if not isinstance(os_name, str) or os_name.lower() not in ("linux", "windows"):
+        chk.problem(CONFIG, "[environment].os", f'expected "linux" or "windows", got {_show(os_name)}')
+    elif os_name.lower() == "windows":
+        chk.problem(CONFIG, "[environment].os", '"windows": Bandpass runs Linux containers only')
+    for key in ("gpus",):
+        if isinstance(env.get(key), int) and not isinstance(env.get(key), bool) and env[key] > 0:
+            chk.unsupported.append(
+                f"{CONFIG}: [environment].{key} = {env[key]}: no GPU is attached to the sandbox"
+            )
+    if env.get("tpu"):
+        chk.unsupported.append(f"{CONFIG}: [environment].tpu: no TPU is attached to the sandbox")
 
     # --- files
+    has_solution = _check_script(root, SOLVE, chk, "", required=False)
+    scripts_text = ""
+    for rel in (SOLVE, TEST):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            scripts_text += (root / rel).read_text(encoding="utf-8") + "\n"
+    download = DOWNLOADS_RE.search(scripts_text)
+    network, network_mode = _resolve_network(
+        env, chk, relies_on_default=download.group(0) if download else None
+    )
+    docker_image = chk.string(env, "environment", "docker_image", nonempty=True)
+    declared_workdir = chk.string(env, "environment", "workdir", nonempty=True)
+    if declared_workdir is not None and not PurePosixPath(declared_workdir).is_absolute():
+        chk.problem(
+            CONFIG, "[environment].workdir", f"expected an absolute path, got {_show(declared_workdir)}"
+        )
+
     df = root / DOCKERFILE
-    if not df.is_file() and docker_image is None:
+    compose = root / COMPOSE
+    if compose.is_file():
+        chk.unsupported.append(
+            f"{COMPOSE}: compose services are not started; Bandpass "
+            + ("builds environment/Dockerfile alone" if df.is_file() else "has no Dockerfile to build")
+        )
+    if not df.is_file() and docker_image is None and not compose.is_file():
         chk.problem(DOCKERFILE, None, "missing (and [environment].docker_image is not set)")
-    _check_script(root, SOLVE, chk, "the oracle solution the audit runs")
-    _check_script(root, TEST, chk, "the verifier that writes /logs/verifier/reward.txt")
+    workdir = declared_workdir
+    if workdir is None and df.is_file():
+        with contextlib.suppress(OSError):
+            workdir = dockerfile_workdir(df.read_text(encoding="utf-8", errors="replace"))
+    if not steps:
+        _check_script(root, TEST, chk, "the verifier that writes /logs/verifier/reward.txt", required=True)
+        if not has_solution and not chk.problems:
+            chk.warn(
+                SOLVE, None, "missing: no reference solution, so the audit cannot prove the task solvable"
+            )
+
+    declared, verify_mode, verifier_net, artifact_problems, artifact_warnings = artifact_spec.parse(
+        doc, workdir or DEFAULT_WORKDIR
+    )
+    for fld, problem in artifact_problems:
+        chk.problem(CONFIG, fld, problem)
+    for fld, warning in artifact_warnings:
+        chk.warn(CONFIG, fld, warning)
 
     if chk.problems:
         return None, chk.problems
@@ -539,7 +773,8 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
         storage_mb=storage_mb if storage_mb is not None else DEFAULT_STORAGE_MB,
         network=network,
         network_mode=network_mode,
-        workdir=workdir,
+        workdir=workdir or DEFAULT_WORKDIR,
+        workdir_declared=declared_workdir is not None,
         docker_image=docker_image,
         difficulty=difficulty,
         category=category,
@@ -551,6 +786,13 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
         metadata=metadata,
         raw=doc,
         warnings=chk.warnings,
+        unsupported=chk.unsupported,
+        harbor_refusals=[f"{CONFIG}: {f}: {m}" for f, m in harbor_schema.harbor_refusals(doc)],
+        steps=steps,
+        has_solution=has_solution,
+        artifacts=declared,
+        verify_mode=verify_mode,
+        verifier_network=network if verifier_net is None else verifier_net,
     )
     return spec, []
 

@@ -310,7 +310,7 @@ class _Handler(BaseHTTPRequestHandler):
     state: AnthropicServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
         pass
 
     # --- plumbing --- #
@@ -361,7 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- routes --- #
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:  # stdlib naming
         self.state.requests.append(Received(self.path, dict(self.headers.items()), None, time.monotonic()))
         if self.path.split("?")[0].rstrip("/") == "/v1/models":
             ids = sorted(self.state.scripts)
@@ -374,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._error(404, "not_found_error", f"Not found: {self.path}")
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:  # stdlib naming
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}

@@ -13,6 +13,11 @@ refuses a prompt longer than the window with vLLM's 400 ("maximum context length
 your request has P input tokens"), and silently lowers ``max_tokens`` to what the window leaves, cutting
 the reply there with ``finish_reason: length``.
 
+A model can also behave per task (``route``): its first reply in an episode is chosen by a marker found
+in the task's instruction, rotating through that marker's replies one episode at a time, and every later
+turn confirms completion. Stateless per conversation, so it holds with episodes running concurrently: a
+task routed to ``[SOLVE, WRONG]`` is solved in exactly every other episode.
+
 Run standalone (``python -m tests.servers.openai_server --port 8000``) to poke at the CLI by hand.
 """
 
@@ -58,6 +63,8 @@ SOLVE_HELLO: list[Any] = [
 ]
 GARBAGE = "I would run `ls` and then probably write the file, but I am not sure how."
 LOOP = _action([("ls\n", 0.1)], analysis="looking around", plan="keep looking")
+#: "I am done": confirms a task_complete (what a routed model answers after its first turn).
+CONFIRM = _action([], analysis="the work is done", plan="confirm", task_complete=True)
 
 #: Preset scripts. An item is the reply text, or a dict: {"status", "retry_after", "message"} for an HTTP
 #: error, {"sleep", "content"} for a slow reply, {"content", "finish_reason"} for a cut reply. After the
@@ -114,6 +121,8 @@ class OpenAIServer:
     scripts: dict[str, list[Any]] = field(default_factory=lambda: {k: list(v) for k, v in SCRIPTS.items()})
     extra_models: list[str] = field(default_factory=list)
     requests: list[Received] = field(default_factory=list)
+    #: model -> [(marker, first replies)]: see the module docstring (``route``).
+    routes: dict[str, list[tuple[str, list[Any]]]] = field(default_factory=dict)
     _counters: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _httpd: ThreadingHTTPServer | None = None
@@ -130,7 +139,28 @@ class OpenAIServer:
 
     @property
     def models(self) -> list[str]:
-        return [*self.scripts, *self.extra_models]
+        return [*self.scripts, *self.routes, *self.extra_models]
+
+    def route(self, model: str, routes: list[tuple[str, list[Any]]]) -> None:
+        """Makes ``model`` behave per task: an episode whose instruction contains ``marker`` opens with
+        the marker's next reply (in rotation); every later turn confirms completion."""
+        with self._lock:
+            self.routes[model] = [(marker, list(replies)) for marker, replies in routes]
+            for marker, _ in routes:
+                self._counters.pop(f"{model}\0{marker}", None)
+
+    def routed_reply(self, model: str, messages: list[dict[str, Any]]) -> Any:
+        if any(m.get("role") == "assistant" for m in messages):
+            return CONFIRM
+        first_user = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
+        with self._lock:
+            for marker, replies in self.routes[model]:
+                if marker in first_user:
+                    key = f"{model}\0{marker}"
+                    i = self._counters.get(key, 0)
+                    self._counters[key] = i + 1
+                    return replies[i % len(replies)]
+        return GARBAGE
 
     def script(self, model: str, items: list[Any]) -> None:
         """Registers (or replaces) a scripted model and restarts its sequence."""
@@ -215,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
     state: OpenAIServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
         pass
 
     # --- plumbing --- #
@@ -265,7 +295,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- routes --- #
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:  # stdlib naming
         self._record(None)
         if self.path == "/health":
             self._send(200, {})
@@ -289,7 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._error(404, f"no route {self.path}")
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:  # stdlib naming
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -320,6 +350,10 @@ class _Handler(BaseHTTPRequestHandler):
                 f"This model's maximum context length is {self.state.window} tokens. However, your request "
                 f"has {n_prompt} input tokens. Please reduce the length of the input messages.",
             )
+            return
+        if model in self.state.routes:
+            item = self.state.routed_reply(model, body.get("messages", []))
+            self._complete(body, item, "stop")
             return
         if model not in self.state.scripts:  # an extra model: answers "ok" (enough for `policy check`)
             self._complete(body, "ok", "stop")

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tui.cli import app, fail, open_workspace
+from bandpass.tui.cli import app, fail, open_workspace
 
 if TYPE_CHECKING:
-    from engine.calibration.calibrate import GateParams
-    from engine.core.workspace import Workspace
+    from bandpass.engine.calibration.calibrate import GateParams
+    from bandpass.engine.calibration.report import CalibrationReport
+    from bandpass.engine.core.workspace import Workspace
 
 report_app = typer.Typer(
     name="report",
@@ -36,13 +37,20 @@ MinSamplesOpt = Annotated[
     int | None,
     typer.Option(
         "--min-samples",
-        help="Fewer valid samples: band unknown (default: bandpass.toml band.min_samples).",
+        help="Fewer valid samples: band undecided (default: bandpass.toml band.min_samples).",
         min=1,
     ),
 ]
 AllowWarningOpt = Annotated[
     bool,
     typer.Option("--allow-warning", help="Let tasks whose latest audit is 'warning' pass the audit gate."),
+]
+ConfidenceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--confidence",
+        help="Band decisions hold with this probability (default: bandpass.toml band.confidence, 0.9).",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 KsOpt = Annotated[
@@ -73,9 +81,11 @@ def _gate_params(
     min_samples: int | None,
     allow_warning: bool,
     model: str | None = None,
+    confidence: float | None = None,
 ) -> GateParams:
     """Flags win, then the model's own ``band`` in bandpass.toml, then the ``[band]`` section."""
-    from engine.calibration.calibrate import GateParams, parse_band
+    from bandpass.engine.calibration.calibrate import GateParams, parse_band
+    from bandpass.engine.calibration.confidence import check_confidence
 
     cfg = ws.config.band
     own = ws.config.models[model].band_edges() if model in ws.config.models else None
@@ -86,28 +96,38 @@ def _gate_params(
     k = cfg.k if k is None else k
     if k < 1:
         raise fail(f"--k: expected an integer >= 1, got {k}")
+    try:
+        conf = check_confidence(cfg.confidence if confidence is None else confidence)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     return GateParams(
         lo=lo,
         hi=hi,
         k=k,
         min_samples=cfg.min_samples if min_samples is None else min_samples,
         allow_warning=allow_warning,
+        confidence=conf,
     )
 
 
-def _require_model(ws: Workspace, model: str | None) -> str:
-    from store import queries
-    from store.db import session
+def _record(ws: Workspace, reports: list[CalibrationReport], source: str) -> None:
+    """Every decision a report shows goes into the band ledger (new evidence only)."""
+    from bandpass.engine.app.batches import config_or_none
+    from bandpass.engine.calibration import ledger
 
-    with session(ws.engine) as s:
-        known = queries.episode_agents(s)
-    if not model:
-        hint = f" (models with episodes: {', '.join(known)})" if known else " (no episodes yet)"
-        raise fail(f"--model is required{hint}")
-    if model not in known:
-        hint = f"; models with episodes: {', '.join(known)}" if known else ""
-        raise fail(f"--model {model}: no finished episodes for this model{hint}")
-    return model
+    config = config_or_none(ws)  # a broken bandpass.toml: no checkpoint step recorded, nothing else
+    for rep in reports:
+        ledger.record(ws, rep.model, rep.estimates, rep.params, source, config)
+
+
+def _require_model(ws: Workspace, model: str | None) -> str:
+    from bandpass.engine.app.errors import NothingToRun
+    from bandpass.engine.app.export import require_model
+
+    try:
+        return require_model(ws, model)
+    except NothingToRun as exc:
+        raise fail(str(exc)) from None
 
 
 def _calibration(
@@ -118,17 +138,25 @@ def _calibration(
     allow_warning: bool,
     as_json: bool,
     ks: str | None = None,
+    confidence: float | None = None,
 ) -> None:
     from rich.console import Console
 
-    from engine.calibration.report import build_report, render_report
+    from bandpass.engine.calibration.report import build_report, render_report
 
     ws = open_workspace()
     model = _require_model(ws, model)
     params = _gate_params(
-        ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning, model=model
+        ws,
+        k=k,
+        band=band,
+        min_samples=min_samples,
+        allow_warning=allow_warning,
+        model=model,
+        confidence=confidence,
     )
     rep = build_report(ws, model, params, _parse_ks(ks))
+    _record(ws, [rep], "report")
     if as_json:
         typer.echo(json.dumps(rep.as_dict(), indent=2, sort_keys=True, default=str))
         return
@@ -145,10 +173,11 @@ def report_root(
     allow_warning: AllowWarningOpt = False,
     as_json: JsonOpt = False,
     ks: KsOpt = None,
+    confidence: ConfidenceOpt = None,
 ) -> None:
     """Calibration report for --model (same as ``bandpass report calibration``)."""
     if ctx.invoked_subcommand is None:
-        _calibration(model, k, band, min_samples, allow_warning, as_json, ks)
+        _calibration(model, k, band, min_samples, allow_warning, as_json, ks, confidence)
 
 
 @report_app.command("calibration")
@@ -160,9 +189,11 @@ def report_calibration(
     allow_warning: AllowWarningOpt = False,
     as_json: JsonOpt = False,
     ks: KsOpt = None,
+    confidence: ConfidenceOpt = None,
 ) -> None:
-    """Pass-rate histogram with the band, mean pass@k, reward std, outcomes, tags, infra codes, yield."""
-    _calibration(model, k, band, min_samples, allow_warning, as_json, ks)
+    """Pass-rate histogram with the band, band decisions with their intervals, mean pass@k, reward std,
+    outcomes, tags, infra codes, yield."""
+    _calibration(model, k, band, min_samples, allow_warning, as_json, ks, confidence)
 
 
 @report_app.command("compare")
@@ -177,11 +208,13 @@ def report_compare(
     band: BandOpt = None,
     min_samples: MinSamplesOpt = None,
     as_json: JsonOpt = False,
+    confidence: ConfidenceOpt = None,
 ) -> None:
-    """Tasks × models matrix of pass@k with each cell's band, mean pass@k, and tasks that left the band."""
+    """Tasks × models matrix of pass@k with each cell's band decision, mean pass@k, paired tests between
+    consecutive models, and the tasks that left the band beyond noise."""
     from rich.console import Console
 
-    from engine.calibration.compare import compare, render_comparison
+    from bandpass.engine.calibration.compare import compare, render_comparison
 
     ws = open_workspace()
     names = [m.strip() for m in models.split(",") if m.strip()]
@@ -189,15 +222,50 @@ def report_compare(
         raise fail("--models: expected a comma list of model names")
     for name in names:
         _require_model(ws, name)
-    params = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=False)
+    params = _gate_params(
+        ws, k=k, band=band, min_samples=min_samples, allow_warning=False, confidence=confidence
+    )
     try:
         cmp = compare(ws, names, params, config=ws.config, band_override=band is not None)
     except ValueError as exc:
         raise fail(str(exc)) from None
+    _record(ws, [cmp.reports[m] for m in cmp.models], "compare")
     if as_json:
         typer.echo(json.dumps(cmp.as_dict(), indent=2, sort_keys=True, default=str))
         return
     Console(width=max(100, 28 + 18 * len(names))).print(render_comparison(cmp))
+
+
+@report_app.command("ledger")
+def report_ledger(
+    model: ModelOpt = None,
+    task: Annotated[
+        str | None, typer.Option("--task", "-t", help="One task's history (any version).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The band ledger: every band decision recorded, oldest first (of one model and/or one task)."""
+    from bandpass.engine.app import reads
+
+    rows = [
+        (r.task, r.entry, r.episodes) for r in reads.ledger_rows(open_workspace(), model=model, task=task)
+    ]
+    if as_json:
+        for name, e, episodes in rows:
+            d = {k: v for k, v in e.model_dump().items() if k != "episodes_json"}
+            d.update(task=name, episodes=episodes)
+            typer.echo(json.dumps(d, sort_keys=True, default=str))
+        return
+    if not rows:
+        typer.echo("no band decision recorded yet (bandpass report or run --adaptive records them)")
+        return
+    for name, e, _episodes in rows:
+        step = f"@{e.checkpoint_step}" if e.checkpoint_step is not None else ""
+        typer.echo(
+            f"{e.created_at:%Y-%m-%d %H:%M:%S}  {name:<28} {e.model}{step:<6} {e.decision:<9} "
+            f"pass@{e.k} in [{e.pass_lo:.3f}, {e.pass_hi:.3f}] band [{e.lo:g}, {e.hi:g}] at "
+            f"{e.confidence:g}  n={e.n} c={e.c} infra={e.infra_errors}  {e.source}"
+        )
 
 
 @app.command("export")
@@ -221,6 +289,13 @@ def export_cmd(
             help="With --format traces: all, success (passed) or failure (the rest, infra flagged).",
         ),
     ] = "all",
+    traces_schema: Annotated[
+        str,
+        typer.Option(
+            "--traces-schema",
+            help="With --format traces: bandpass (masking columns) or harbor (Harbor's traces schema).",
+        ),
+    ] = "bandpass",
     against: Annotated[
         list[str] | None,
         typer.Option(
@@ -237,6 +312,7 @@ def export_cmd(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the stratified split.")] = 0,
     min_samples: MinSamplesOpt = None,
     allow_warning: AllowWarningOpt = False,
+    confidence: ConfidenceOpt = None,
     max_infra_rate: Annotated[
         float | None,
         typer.Option(
@@ -251,11 +327,20 @@ def export_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Export the tasks that pass every gate (audit, tags, band, duplicates, infra) for a trainer."""
-    from engine.calibration.export import ExportError, ExportParams, export
+    from bandpass.engine.app.export import export_dataset
+    from bandpass.engine.calibration.export import ExportError, ExportParams
 
     ws = open_workspace()
     model = _require_model(ws, model)
-    gp = _gate_params(ws, k=k, band=band, min_samples=min_samples, allow_warning=allow_warning, model=model)
+    gp = _gate_params(
+        ws,
+        k=k,
+        band=band,
+        min_samples=min_samples,
+        allow_warning=allow_warning,
+        model=model,
+        confidence=confidence,
+    )
     if max_infra_rate is not None and not 0 <= max_infra_rate <= 1:
         raise fail(f"--max-infra-rate: expected 0 <= R <= 1, got {max_infra_rate}")
     try:
@@ -270,15 +355,14 @@ def export_cmd(
             seed=seed,
             min_samples=gp.min_samples,
             allow_warning=allow_warning,
+            confidence=gp.confidence,
             env_class=env_class,
             trace_filter=trace_filter,
+            trace_schema=traces_schema,
             against=tuple(against or ()),
             **({} if max_infra_rate is None else {"max_infra_rate": max_infra_rate}),
         )
-        if out is None:
-            safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in model)
-            out = ws.exports_dir / f"{safe}-{gp.lo:g}-{gp.hi:g}-k{gp.k}"
-        result = export(ws, params, out, overwrite=overwrite)
+        result = export_dataset(ws, params, out, overwrite=overwrite)
     except ExportError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -291,7 +375,10 @@ def export_cmd(
     )
     typer.echo(f"manifest sha256 {result.manifest_sha256}  ({len(result.files)} files)")
     if "traces" in params.formats:
-        typer.echo(f"traces: {result.traces} episode(s) ({trace_filter}) in traces/traces.{{jsonl,parquet}}")
+        typer.echo(
+            f"traces: {result.traces} episode(s) ({trace_filter}, {traces_schema} schema) in "
+            "traces/traces.{jsonl,parquet}"
+        )
     for name, hit in result.decontaminated.items():
         typer.echo(f"decontaminated: {name} ~ {hit['reference']} (similarity {hit['similarity']:.2f})")
     if result.excluded:

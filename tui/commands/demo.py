@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tui.cli import app, fail, state
+from bandpass.engine.core.errors import BandpassError
+from bandpass.tui.cli import app, fail, run_tui, state
 
 if TYPE_CHECKING:
-    from engine.core.workspace import Workspace
+    from bandpass.engine.core.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DIR = REPO / ".bandpass-demo"
@@ -31,11 +32,11 @@ def prepare_demo(root: Path, *, reset: bool = False) -> tuple[Workspace, int, li
     their audits, tags and reviews, the generation attempts, the checkpoints' config, and the diagnoses
     (derived, so recomputed here rather than shipped). Returns the workspace, how many episode samples
     were loaded now, and warnings."""
-    from engine.audit.samples import load_samples
-    from engine.core.workspace import CONFIG_NAME, DB_NAME, Workspace
-    from engine.generator.generation_samples import load_generation_samples
-    from engine.review.diagnoser import diagnose_episodes
-    from engine.tasks.importer import import_paths
+    from bandpass.engine.audit.samples import load_samples
+    from bandpass.engine.core.workspace import CONFIG_NAME, DB_NAME, Workspace
+    from bandpass.engine.generator.generation_samples import load_generation_samples
+    from bandpass.engine.review.diagnoser import diagnose_episodes
+    from bandpass.engine.tasks.importer import import_paths
 
     root = Path(root).expanduser().resolve()
     if reset and root.exists():
@@ -58,7 +59,7 @@ def prepare_demo(root: Path, *, reset: bool = False) -> tuple[Workspace, int, li
     return ws, added, warnings
 
 
-class DemoError(RuntimeError):
+class DemoError(BandpassError, RuntimeError):
     """The demo workspace cannot be prepared; the message says why."""
 
 
@@ -80,9 +81,9 @@ def demo_cmd(
 ) -> None:
     """Open the demo: example tasks, two policy checkpoints' real recorded episodes, audits, tags and
     reviews; the TUI opens on the Overview (``--no-tui`` prints the same summary)."""
-    from engine.audit.samples import SampleError
-    from engine.calibration.overview import build_overview, overview_lines
-    from engine.generator.generation_samples import GenerationSampleError
+    from bandpass.engine.audit.samples import SampleError
+    from bandpass.engine.calibration.overview import build_overview, overview_lines
+    from bandpass.engine.generator.generation_samples import GenerationSampleError
 
     try:
         ws, added, warnings = prepare_demo(Path(workspace or state.workspace or DEMO_DIR), reset=reset)
@@ -102,6 +103,6 @@ def demo_cmd(
             typer.echo("")
             typer.echo("next: bandpass demo (the TUI opens on this summary; ? lists every key)")
         return
-    from tui.app import BandpassApp
+    from bandpass.tui.app import BandpassApp
 
-    BandpassApp(ws, start="overview").run()
+    run_tui(BandpassApp(ws, start="overview"))

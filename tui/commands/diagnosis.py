@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tui.cli import app, fail, open_workspace
+from bandpass.engine.core.outcomes import counted_reward, reward_label
+from bandpass.tui.cli import app, fail, open_workspace
+from bandpass.tui.commands.known import check_filters
+
+if TYPE_CHECKING:
+    from bandpass.engine.app.reads import EpisodeListRow
 
 
 @app.command("diagnose")
@@ -26,16 +31,14 @@ def diagnose_cmd(
     ] = False,
 ) -> None:
     """Diagnose finished episodes: a suggested tag, a confidence and evidence (stored; shown by show)."""
-    from engine.review.diagnoser import diagnose_episodes
-    from store import diagnoses as dq
-    from store.db import session
+    from bandpass.engine.app import reads
+    from bandpass.engine.review.diagnoser import diagnose_episodes
 
     ws = open_workspace()
     if episodes and all_:
         raise fail("give episode ids or --all, not both")
     if episodes:
-        with session(ws.engine) as s:
-            known = set(dq.finished_episode_ids(s))
+        known = set(reads.finished_episode_ids(ws))
         missing = [e for e in episodes if e not in known]
         if missing:
             raise fail(f"not a finished episode: {', '.join(map(str, missing))} (see bandpass episodes)")
@@ -43,14 +46,14 @@ def diagnose_cmd(
     n = diagnose_episodes(ws, episodes or None, missing_only=not (episodes or all_))
     took = time.perf_counter() - t0
     if as_json and episodes:
-        from engine.review.evidence import episode_record
+        from bandpass.engine.review.evidence import episode_record
 
         out = [{"episode": e, **(episode_record(ws, e)["diagnosis"] or {})} for e in episodes]
         typer.echo(json.dumps(out, indent=2))
         return
     typer.echo(f"diagnosed {n} episode{'s' * (n != 1)} in {took:.2f} s")
     if episodes:
-        from engine.review.evidence import episode_record
+        from bandpass.engine.review.evidence import episode_record
 
         for e in episodes:
             d = episode_record(ws, e)["diagnosis"] or {}
@@ -71,9 +74,10 @@ def clusters_cmd(
     """Failures grouped by signature (task version, outcome, failing checks or diagnosis + last error).
     A cluster's id is the same in the tag queue (`bandpass queue --cluster ID`) and the reviewer
     (`bandpass review --cluster ID`)."""
-    from engine.review.clusters import load_clusters
+    from bandpass.engine.review.clusters import load_clusters
 
     ws = open_workspace()
+    check_filters(ws, task=task)
     cl = load_clusters(ws, task=task, include_probes=probes)
     if as_json:
         typer.echo(json.dumps([c.as_dict() for c in cl], indent=2))
@@ -81,7 +85,7 @@ def clusters_cmd(
     if not cl:
         typer.echo("no failures" + (f" for task {task}" if task else ""))
         return
-    from engine.review.signatures import describe
+    from bandpass.engine.review.signatures import describe
 
     typer.echo(f"{'id':<10} {'size':>5} {'rep':>6} {'task':<24} {'diagnosis':<30} signature")
     for c in cl:
@@ -106,29 +110,39 @@ def episodes_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List episodes with their outcome, reward, diagnosis and tags."""
-    from store import diagnoses as dq
-    from store.db import session
+    from bandpass.engine.app import reads
 
     ws = open_workspace()
-    with session(ws.engine) as s:
-        rows = dq.episode_list(s, task=task, agent=agent, outcome=outcome, batch_id=batch)
+    rows = reads.episode_list(ws, task=task, agent=agent, outcome=outcome, batch_id=batch)  # never the ORM
+    if not rows:  # a typo in a filter is an error, not "no episodes match" (only checked then: ORM)
+        check_filters(ws, task=task, agent=agent, batch=batch, outcome=outcome)
     if as_json:
-        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+        typer.echo(json.dumps([_episode_json(r) for r in rows], indent=2))
         return
     if not rows:
         typer.echo("no episodes match")
         return
+    labels = [reward_label(r.outcome, r.reward) for r in rows]
+    width = max(len("reward"), *(len(x) for x in labels))  # never cut: "0 (verifier gave 1: void)"
     typer.echo(
-        f"{'ep':>6} {'task':<24} {'version':<12} {'agent':<22} {'outcome':<34} {'reward':>6} "
+        f"{'ep':>6} {'task':<24} {'version':<12} {'agent':<22} {'outcome':<34} {'reward':>{width}} "
         f"{'diagnosis':<28} tags"
     )
-    for r in rows:
-        reward = f"{r.reward:g}" if r.reward is not None else "—"
+    for r, reward in zip(rows, labels, strict=True):
         typer.echo(
             f"{r.episode_id:>6} {r.task[:24]:<24} {r.version_hash[:12]:<12} {r.agent[:22]:<22} "
-            f"{(r.outcome or r.status)[:34]:<34} {reward:>6} {r.diagnosis[:28]:<28} {', '.join(r.tags)}"
+            f"{(r.outcome or r.status)[:34]:<34} {reward:>{width}} {r.diagnosis[:28]:<28} "
+            f"{', '.join(r.tags)}"
         )
     typer.echo(f"{len(rows)} episode{'s' * (len(rows) != 1)}")
+
+
+def _episode_json(row: EpisodeListRow) -> dict[str, Any]:
+    """A row as ``--json`` prints it: ``reward`` is what the episode counts for (an agent error's 0, an
+    infra error's null), ``verifier_reward`` the verifier's own (evidence)."""
+    d = row.as_dict()
+    d["reward"], d["verifier_reward"] = counted_reward(row.outcome, row.reward), row.reward
+    return d
 
 
 @app.command("show")
@@ -138,7 +152,7 @@ def show_cmd(
 ) -> None:
     """Everything known about one episode: version, agent, outcome and detail, tries, timings, steps,
     failing checks, diagnosis with evidence, tags, casts."""
-    from engine.review.evidence import EpisodeNotFound, episode_record, why_lines
+    from bandpass.engine.review.evidence import EpisodeNotFound, episode_record, why_lines
 
     ws = open_workspace()
     try:
@@ -146,9 +160,9 @@ def show_cmd(
     except EpisodeNotFound as e:
         raise fail(str(e)) from None
     # evidence other stages keep: the end state and tamper guard (run), Claude's review (review)
-    from engine.review.reviewer import latest_review_summary
-    from engine.run.endstate import episode_changes
-    from engine.sandbox.attribution import episode_evidence
+    from bandpass.engine.review.review_summary import latest_review_summary
+    from bandpass.engine.run.endstate import episode_changes
+    from bandpass.engine.sandbox.attribution import episode_evidence
 
     rec["end_state"] = episode_changes(ws, episode)
     rec["attribution"] = episode_evidence(ws, episode)
@@ -197,13 +211,24 @@ def show_cmd(
         typer.echo(
             f"end state: {len(es.get('changes', []))} change(s) against the image"
             + (
-                f"; TAMPER GUARD tripped: {', '.join(sorted({f['rule'] for f in flagged}))}"
+                (
+                    (
+                        "; TAMPER GUARD tripped: "
+                        if guard.get("gate", True)
+                        else "; guard findings (evidence): "
+                    )
+                    + ", ".join(sorted({f["rule"] for f in flagged}))
+                )
                 if guard.get("tripped")
                 else ""
             )
         )
         for f in flagged[:10]:
             typer.echo(f"  {f['rule']}: {f['path']} ({f['why']})")
+        carry = es.get("carry") or {}
+        where = "in place" if es.get("verify_mode") == "in_place" else "in a clean room"
+        dropped = "; ".join(f"{d['path']}: {d['why']}" for d in carry.get("dropped", [])[:3])
+        typer.echo(f"verified {where}" + (f"; artifacts dropped: {dropped}" if dropped else ""))
     if rec["attribution"].get("summary"):
         typer.echo(f"who ended the sandbox: {rec['attribution']['summary']}")
         if rec["attribution"].get("facts"):

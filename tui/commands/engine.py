@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tui.cli import app, fail, open_workspace
+from bandpass.tui.cli import app, fail, open_workspace
 
 images_app = typer.Typer(help="Local images: the offline base image and task images.", no_args_is_help=True)
 app.add_typer(images_app, name="images")
@@ -21,7 +21,7 @@ def doctor_cmd(
     ] = False,
 ) -> None:
     """Check the Docker engine, its storage driver, the base image and leftover containers."""
-    from engine.sandbox.docker_engine import doctor, ensure_engine
+    from bandpass.engine.sandbox.docker_engine import doctor, ensure_engine
 
     if fix:
         ensure_engine()
@@ -41,8 +41,8 @@ def images_base_cmd(
     ] = None,
 ) -> None:
     """Build the offline base image (debootstrap minbase + docker import); cached by tag."""
-    from engine.sandbox.docker_engine import get_client
-    from engine.tasks.images import BASE_TAG, build_base_image
+    from bandpass.engine.sandbox.docker_engine import get_client
+    from bandpass.engine.tasks.images import BASE_TAG, build_base_image
 
     tag = tag or BASE_TAG
     built = build_base_image(
@@ -70,26 +70,53 @@ def gc_cmd(
         bool, typer.Option("--yes", "-y", help="Do not ask before touching live workspaces.")
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Without options: only count, per workspace, what would go.")
+        bool,
+        typer.Option(
+            "--dry-run", help="Remove nothing: list what the next start would reap, count what gc removes."
+        ),
     ] = False,
 ) -> None:
     """Remove containers Bandpass left behind: of one batch or workspace (on every Ray node with
-    --ray-address), or, without options, all of them, counted per workspace, asking before live ones."""
-    from engine.sandbox import leftovers
-    from engine.sandbox.docker_engine import DockerUnavailable, get_client
+    --ray-address), or, without options, all of them, counted per workspace, asking before live ones.
+
+    Every Bandpass command that reaches the engine already reaps, on its own, the containers whose owner
+    process is gone; --dry-run lists those first."""
+    from bandpass.engine.sandbox import leftovers
+    from bandpass.engine.sandbox.docker_engine import DockerUnavailable, get_client
 
     if (batch or workspace) is None and ray_address:
         raise fail("--ray-address goes with --batch or --workspace")
+    if dry_run and ray_address:
+        raise fail("--dry-run looks at this machine's engine only: drop --ray-address")
+    client = None
+    if dry_run or not (batch or workspace):  # (a cluster's head needs no engine of its own)
+        try:
+            client = get_client(reap=False)  # this command says itself what it removes (or would)
+        except DockerUnavailable as exc:
+            if not (dry_run and (batch or workspace)):
+                raise fail(str(exc)) from None
+            # a dry run of one workspace without an engine: nothing of it can be running, say 0
+    if dry_run and client is not None:
+        stale = leftovers.stale(client)
+        head = f"a start would reap {len(stale)} container(s) whose owner is gone"
+        typer.echo(head + (":" if stale else ""))
+        for s in stale:
+            typer.echo(f"  {s.line()}")
     if batch or workspace:
         from pathlib import Path
 
-        from engine.run.executors.node_cleanup import clean_node
+        from bandpass.engine.run.executors.node_cleanup import clean_node
 
         root = str(Path(workspace).resolve()) if workspace else str(open_workspace().root)
+        what = f"batch {batch} of {root}" if batch else root
+        if dry_run:
+            r = clean_node(root, batch, dry_run=True)
+            typer.echo(f"{what}: would remove {r['containers']} container(s), {r['dirs']} scratch dir(s)")
+            return
         if ray_address:
-            from engine.run.executors import ExecutorError
-            from engine.run.executors.node_cleanup import clean_cluster
-            from engine.run.executors.ray_executor import RayExecutor
+            from bandpass.engine.run.executors import ExecutorError
+            from bandpass.engine.run.executors.node_cleanup import clean_cluster
+            from bandpass.engine.run.executors.ray_executor import RayExecutor
 
             try:
                 ex = RayExecutor(address=ray_address)
@@ -102,7 +129,6 @@ def gc_cmd(
                 ex.close()
         else:
             reports = [clean_node(root, batch)]
-        what = f"batch {batch} of {root}" if batch else root
         for r in reports:
             err = f" ({r['error']})" if r.get("error") else ""
             typer.echo(
@@ -110,10 +136,6 @@ def gc_cmd(
                 f"{r['dirs']} scratch dir(s) of {what}{err}"
             )
         return
-    try:
-        client = get_client()
-    except DockerUnavailable as exc:
-        raise fail(str(exc)) from None
     total = 0
     for root, containers in sorted(leftovers.containers_by_workspace(client).items()):
         name = root or "(no workspace label)"
@@ -136,20 +158,23 @@ def gc_cmd(
 
 
 def _versions(refs: list[str] | None) -> list[tuple[int, str]]:
-    from store import queries
-    from store.db import session
+    from bandpass.engine.app import reads
 
     ws = open_workspace()
-    with session(ws.engine) as s:
-        if not refs:
-            return [(r.version_id, r.name) for r in queries.task_rows(s)]
-        out = []
-        for ref in refs:
-            v = queries.resolve_version(s, ref)
-            if v is None:
-                raise fail(f"no task or version matches {ref!r} (see bandpass tasks)")
-            out.append((v.id, ref))
-        return out
+    if not refs:
+        return [(r.version_id, r.name) for r in reads.task_rows(ws)]
+    out = []
+    for ref, vid in reads.resolve_versions(ws, refs):
+        if vid is None:
+            raise fail(f"no task or version matches {ref!r} (see bandpass tasks)")
+        out.append((vid, ref))
+    return out
+
+
+def _could_not_audit() -> list[tuple[int, str]]:
+    from bandpass.engine.app import reads
+
+    return [(r.version_id, r.name) for r in reads.task_rows(open_workspace()) if r.audit == "could_not_audit"]
 
 
 @app.command("audit")
@@ -159,26 +184,48 @@ def audit_cmd(
     ] = None,
     reruns: Annotated[int, typer.Option("--reruns", min=1, help="Oracle runs in fresh containers.")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per task version.")] = False,
+    retry: Annotated[
+        bool, typer.Option("--retry", help="Only the tasks whose last audit could not audit them.")
+    ] = False,
 ) -> None:
-    """Prove verifiers honest: build, oracle passes (r times), nop fails, cheats fail, static checks."""
-    from engine.audit.task_audit import audit_version
+    """Prove verifiers honest: static checks, build, oracle passes (r times), nop fails, cheats fail.
+
+    Each task ends accepted, warning (accepted, with findings), rejected (the task's fault, with codes) or
+    could_not_audit (infrastructure, or a task Bandpass cannot run as written: retried with --retry, never a
+    task defect). Exits 1 when any task is rejected, else 2 when any could not be audited.
+    """
+    from bandpass.engine.audit.task_audit import audit_version
+    from bandpass.engine.audit.verdict import COULD_NOT_AUDIT, REJECTED
 
     ws = open_workspace()
-    bad = 0
-    for version_id, name in _versions(tasks):
+    bad = unanswered = 0
+    versions = _could_not_audit() if retry and not tasks else _versions(tasks)
+    if retry and not versions:
+        typer.echo("no task's last audit was could_not_audit", err=True)
+    for version_id, name in versions:
         if not as_json:
             typer.echo(f"auditing {name} …", err=True)
         rep = audit_version(ws, version_id, reruns=reruns)
-        bad += rep.verdict == "rejected"
+        bad += rep.verdict == REJECTED
+        unanswered += rep.verdict == COULD_NOT_AUDIT
         if as_json:
             typer.echo(json.dumps(rep.as_dict(), sort_keys=True, default=str))
-        else:
-            reasons = ", ".join(rep.reasons) or "-"
-            typer.echo(
-                f"{rep.verdict:<9} {rep.task:<28} {rep.version_hash[:12]}  {reasons}  ({rep.duration_s:.1f}s)"
-            )
+            continue
+        reasons = ", ".join(rep.reasons) or "-"
+        typer.echo(
+            f"{rep.verdict:<15} {rep.task:<28} {rep.version_hash[:12]}  {reasons}  ({rep.duration_s:.1f}s)"
+        )
+        for f in rep.checks.get("findings", []):
+            typer.echo(f"    {f['code']}: {str(f['detail']).splitlines()[0][:300] if f['detail'] else ''}")
+        for w in rep.warnings:
+            typer.echo(f"    warning: {w}")
+        cached = {k: v["cached"] for k, v in rep.checks.get("sandbox_probes", {}).items() if v.get("cached")}
+        if cached:
+            typer.echo(f"    harness probes: cached for this setting ({next(iter(cached.values()))})")
     if bad:
         raise typer.Exit(1)
+    if unanswered:
+        raise typer.Exit(2)
 
 
 @app.command("episode")
@@ -188,8 +235,8 @@ def episode_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Run one episode of a built-in agent and print its outcome (recordings land in the workspace)."""
-    from engine.run.agents.builtin import builtin_agent
-    from engine.run.episode import run_episode
+    from bandpass.engine.run.agents.builtin import builtin_agent
+    from bandpass.engine.run.episode import run_episode
 
     ws = open_workspace()
     ((version_id, _),) = _versions([task])
@@ -201,6 +248,11 @@ def episode_cmd(
     if as_json:
         typer.echo(json.dumps(res.__dict__, default=str, sort_keys=True))
     else:
-        typer.echo(f"episode {res.episode_id}: {res.outcome} (reward {res.reward})  {res.agent_cast}")
+        from bandpass.engine.core.outcomes import reward_label
+
+        typer.echo(
+            f"episode {res.episode_id}: {res.outcome} (reward {reward_label(res.outcome, res.reward)})  "
+            f"{res.agent_cast}"
+        )
         if res.detail and res.outcome != "passed":
             typer.echo(res.detail)

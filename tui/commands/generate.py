@@ -17,18 +17,18 @@ from typing import Annotated
 
 import typer
 
-from tui.cli import app, fail, open_workspace
-from tui.commands.calibrate import report_app
+from bandpass.tui.cli import app, fail, open_workspace
+from bandpass.tui.commands.calibrate import report_app
 
 #: Exit status when the generator's API could not be reached or refused the requests.
 EXIT_UNREACHABLE = 3
 
 
-def _progress_printer(verbose: bool):  # noqa: ANN202 - an event callback
+def _progress_printer(verbose: bool):  # an event callback
     """One line per meaningful event (tool calls, audits, finish); ``--verbose`` also streams text."""
     lock = threading.Lock()
 
-    def on_event(ev) -> None:  # noqa: ANN001 - engine.core.events.GenerationEvent
+    def on_event(ev) -> None:  # engine.core.events.GenerationEvent
         tag = f"[g{ev.generation_id}]"
         line = None
         if ev.kind == "text":
@@ -138,64 +138,65 @@ def generate_cmd(
     ] = False,
 ) -> None:
     """Have Claude write and self-audit new tasks; accepted ones enter the workspace (origin generated)."""
-    from engine.core.events import EventBus, GenerationEvent
-    from engine.generator import (
+    from bandpass.engine.app import generate as generation
+    from bandpass.engine.core.events import EventBus, GenerationEvent
+    from bandpass.engine.generator import (
         Budget,
         GeneratorError,
+        GeneratorUnreachable,
         RetryPolicy,
         available_versions,
-        generate_batch,
         load_prompt,
     )
-    from engine.generator.api import is_api_code
+    from bandpass.engine.llm.client import is_api_code
 
     if list_prompts:
         for name in available_versions():
             typer.echo(f"{name:<16} {load_prompt(name).description}")
         return
-    ws = open_workspace()
+    ws = open_workspace(create=not check)
     if check:
         _check(ws, model, as_json)
         return
-    from engine.generator.pricing import PriceTable, PriceUnknown
+    from bandpass.engine.llm.pricing import PriceTable, PriceUnknown
 
     prices = PriceTable(ws.root)
-    gen_model = model or ws.config.generator.model
+    gen_model = generation.generator_model(ws, model)
     if not prices.known(gen_model):
-        unknown = PriceUnknown(gen_model, prices.files)
+        unknown = PriceUnknown(gen_model, prices.files, prices.workspace_file)
         if task_budget_usd is not None:
             raise fail(f"--task-budget-usd needs a price: {unknown}", code=2)
         typer.echo(f"warning: cost unknown: {unknown}", err=True)
     bus = EventBus()
     if not as_json:
-        bus.subscribe(GenerationEvent, _progress_printer(verbose))  # type: ignore[arg-type]
+        bus.subscribe(GenerationEvent, _progress_printer(verbose))
     stop = threading.Event()
+    request = generation.GenerateRequest(
+        n=n,
+        model=model,
+        prompt_version=prompt,
+        concurrency=concurrency,
+        difficulty=difficulty,
+        budget=Budget(
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            max_usd=5.0 if task_budget_usd is None else task_budget_usd,
+            max_wall_s=max_wall,
+            max_no_tool_turns=max_no_tool_turns,
+        ),
+        batch_budget_usd=budget_usd,
+        target_model=target_model,
+        seed=seed,
+        audit_reruns=reruns,
+        accept_warnings=accept_warnings,
+        max_tokens_per_turn=max_output_tokens,
+        api_timeout_s=api_timeout,
+        retry=RetryPolicy(max_retries=api_retries),
+    )
     try:
-        result = generate_batch(
-            ws,
-            n,
-            model,
-            prompt,
-            concurrency=concurrency,
-            difficulty=difficulty,
-            budget=Budget(
-                max_turns=max_turns,
-                max_tokens=max_tokens,
-                max_usd=5.0 if task_budget_usd is None else task_budget_usd,
-                max_wall_s=max_wall,
-                max_no_tool_turns=max_no_tool_turns,
-            ),
-            batch_budget_usd=budget_usd,
-            target_model=target_model,
-            bus=bus,
-            seed=seed,
-            audit_reruns=reruns,
-            stop=stop,
-            accept_warnings=accept_warnings,
-            max_tokens_per_turn=max_output_tokens,
-            api_timeout_s=api_timeout,
-            retry=RetryPolicy(max_retries=api_retries),
-        )
+        result = generation.generate(ws, request, bus=bus, stop=stop)
+    except GeneratorUnreachable as exc:  # nothing listening: one line, nothing started (like `run`)
+        raise fail(str(exc), code=EXIT_UNREACHABLE) from None
     except GeneratorError as exc:
         raise fail(str(exc), code=2) from None
     except KeyboardInterrupt:
@@ -227,17 +228,16 @@ def generate_cmd(
         raise typer.Exit(1)
 
 
-def _check(ws, model: str | None, as_json: bool) -> None:  # noqa: ANN001 - engine Workspace
+def _check(ws, model: str | None, as_json: bool) -> None:  # engine Workspace
     """``--check``: one line per step (endpoint, auth, model, tools, stream, price), then the fix."""
-    from engine.generator import GeneratorError, resolve_api
-    from engine.generator.check import check_generator
+    from bandpass.engine.app import generate as generation
+    from bandpass.engine.generator import GeneratorError
 
-    model = model or ws.config.generator.model
+    model = generation.generator_model(ws, model)
     try:
-        key, url = resolve_api(ws)
+        report = generation.check(ws, model)
     except GeneratorError as exc:
         raise fail(str(exc), code=2) from None
-    report = check_generator(ws, model, api_key=key, base_url=url)
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2))
     else:
@@ -262,8 +262,8 @@ def report_generation(
     """Per prompt version and model: attempts, accepted, solvability yield, $ per accepted, top reasons."""
     from rich.console import Console
 
-    from engine.generator import generation_report
-    from engine.generator.report import render_generation_report
+    from bandpass.engine.generator import generation_report
+    from bandpass.engine.generator.report import render_generation_report
 
     ws = open_workspace()
     rows = generation_report(ws, model=model)

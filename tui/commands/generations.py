@@ -8,11 +8,11 @@ the TUI's Generation screen shows.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from tui.cli import app, fail, open_workspace
+from bandpass.tui.cli import app, fail, open_workspace
 
 generations_app = typer.Typer(
     help="List generation attempts; `show ID` prints one transcript turn by turn.",
@@ -39,32 +39,32 @@ def generations_list(
         return
     if outcome is not None and outcome not in OUTCOMES:
         raise fail(f"--outcome: expected one of {', '.join(OUTCOMES)}, got {outcome!r}", code=2)
-    from store import queries
-    from store.db import session
+    from bandpass.engine.app import reads
+    from bandpass.engine.llm.pricing import PriceTable
 
     ws = open_workspace()
-    with session(ws.engine) as s:
-        rows = [
-            {
-                "id": g.id,
-                "prompt_version": g.prompt_version,
-                "model": g.model,
-                "outcome": g.outcome,
-                "reason": g.reason,
-                "detail": g.detail,
-                "turns": g.turns,
-                "tokens_in": g.tokens_in,
-                "tokens_out": g.tokens_out,
-                "lost_tokens_in": g.lost_tokens_in,
-                "lost_tokens_out": g.lost_tokens_out,
-                "cost_usd": g.cost_usd,
-                "wall_s": g.wall_s,
-                "api_retries": g.api_retries,
-                "task_version_id": g.task_version_id,
-                "created_at": g.created_at.isoformat(timespec="seconds") if g.created_at else None,
-            }
-            for g in queries.list_generations(s, prompt_version=prompt, model=model, outcome=outcome)
-        ]
+    prices = PriceTable(ws.root)
+    rows: list[dict[str, Any]] = [
+        {
+            "id": g.id,
+            "prompt_version": g.prompt_version,
+            "model": g.model,
+            "outcome": g.outcome,
+            "reason": g.reason,
+            "detail": g.detail,
+            "turns": g.turns,
+            "tokens_in": g.tokens_in,
+            "tokens_out": g.tokens_out,
+            "lost_tokens_in": g.lost_tokens_in,
+            "lost_tokens_out": g.lost_tokens_out,
+            "cost_usd": g.cost_usd if prices.known(g.model) else None,  # unknown, never $0
+            "wall_s": g.wall_s,
+            "api_retries": g.api_retries,
+            "task_version_id": g.task_version_id,
+            "created_at": g.created_at.isoformat(timespec="seconds") if g.created_at else None,
+        }
+        for g in reads.generations(ws, prompt_version=prompt, model=model, outcome=outcome)
+    ]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -96,7 +96,7 @@ def generations_list(
             r["reason"] or "-",
             str(r["turns"]),
             f"{r['tokens_in']}/{r['tokens_out']}",
-            f"{r['cost_usd']:.4f}",
+            "unknown" if r["cost_usd"] is None else f"{r['cost_usd']:.4f}",
             f"{r['wall_s']:.0f}",
             str(r["api_retries"]),
         )
@@ -113,16 +113,15 @@ def generations_show(
     full: Annotated[bool, typer.Option("--full", help="Tool results whole, not cut.")] = False,
 ) -> None:
     """One attempt turn by turn: text, tool calls and results, audits, retries, errors, message ids."""
-    from engine.generator.transcript import read_transcript, render_lines
-    from store import queries
-    from store.db import session
+    from bandpass.engine.app import reads
+    from bandpass.engine.generator.transcript import read_transcript, render_lines
+    from bandpass.engine.llm.pricing import PriceTable
 
     ws = open_workspace()
-    with session(ws.engine) as s:
-        g = queries.get_generation(s, generation_id)
-        if g is None:
-            raise fail(f"generation {generation_id} does not exist (see `bandpass generations`)")
-        view = read_transcript(g)
+    g = reads.generation(ws, generation_id)
+    if g is None:
+        raise fail(f"generation {generation_id} does not exist (see `bandpass generations`)")
+    view = read_transcript(g, cost_known=PriceTable(ws.root).known(g.model))
     if as_json:
         typer.echo(json.dumps(view.as_dict(), indent=2, default=str))
         return

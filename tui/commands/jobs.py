@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tui.cli import app, open_workspace
+from bandpass.tui.cli import app, open_workspace
 
 
 @app.command("import-jobs")
@@ -22,9 +22,9 @@ def import_jobs_cmd(
 
     Exits 1 if any trial or directory could not be imported (the others are imported anyway).
     """
-    from engine.tasks.harbor_jobs import import_jobs
+    from bandpass.engine.tasks.harbor_jobs import import_jobs
 
-    ws = open_workspace()
+    ws = open_workspace(create=True)
     res = import_jobs(ws, paths)
     if as_json:
         typer.echo(json.dumps(res.as_dict(), indent=2, sort_keys=True))
@@ -48,9 +48,17 @@ def import_jobs_cmd(
             typer.echo(
                 f"unknown Harbor exception types kept as infra_error:<Type> (not samples): {listed}", err=True
             )
+        usage = [t.usage for t in res.trials if t.usage]
+        spent = ""
+        if usage:
+            tokens_in = sum(u.get("n_input_tokens", 0) for u in usage)
+            tokens_out = sum(u.get("n_output_tokens", 0) for u in usage)
+            costs = [u["cost_usd"] for u in usage if u.get("cost_usd") is not None]
+            spent = f"; agents used {tokens_in:,} input / {tokens_out:,} output tokens"
+            spent += f", ${sum(costs):.2f}" if costs else ""
         typer.echo(
             f"{len(res.jobs)} job(s): {res.count('imported')} trial(s) imported, "
-            f"{res.count('unchanged')} already there, {res.count('error')} failed"
+            f"{res.count('unchanged')} already there, {res.count('error')} failed{spent}"
         )
     if not res.ok:
         raise typer.Exit(1)

@@ -12,11 +12,14 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tui.cli import app, fail, state
+from bandpass.tui.cli import app, fail, state
+
+if TYPE_CHECKING:
+    from bandpass.engine.core.config import Config
 
 policy_app = typer.Typer(help="Check or serve the policy model (an OpenAI-compatible endpoint, e.g. vLLM).")
 app.add_typer(policy_app, name="policy")
@@ -29,11 +32,11 @@ BaseUrlOpt = Annotated[
 ]
 
 
-def _config():  # noqa: ANN202 - engine.core.config.Config, imported lazily for start-up speed
+def _config() -> Config:  # imported lazily, for start-up speed
     """The workspace's ``bandpass.toml`` without opening (or creating) the database: checking an
     endpoint must not need a workspace at all."""
-    from engine.core.config import load_config
-    from engine.core.workspace import CONFIG_NAME, resolve_root
+    from bandpass.engine.core.config import load_config
+    from bandpass.engine.core.workspace import CONFIG_NAME, resolve_root
 
     return load_config(resolve_root(state.workspace) / CONFIG_NAME)
 
@@ -47,7 +50,12 @@ def check_cmd(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request.")] = 30.0,
 ) -> None:
     """Verify an endpoint: list its models, its window, ask for one token; say what is wrong when it fails."""
-    from engine.run.policy.client import PolicyInfraError, check_endpoint, describe_check, resolve_model
+    from bandpass.engine.run.policy.client import (
+        PolicyInfraError,
+        check_endpoint,
+        describe_check,
+        resolve_model,
+    )
 
     try:
         cfg = resolve_model(_config(), model, base_url)
@@ -92,8 +100,15 @@ def serve_cmd(
     or SIGHUP. Flags after ``--`` go to vLLM verbatim: bandpass policy serve M -- --dtype float32"""
     from urllib.parse import urlparse
 
-    from engine.core.config import PolicyModelConfig
-    from engine.run.policy.serve import VllmProcess, find_vllm, missing_vllm_message, serve_argv
+    from bandpass.engine.core.config import PolicyModelConfig
+    from bandpass.engine.run.policy.serve import (
+        VllmProcess,
+        find_vllm,
+        missing_vllm_message,
+        owns_port,
+        port_taken,
+        serve_argv,
+    )
 
     exe = find_vllm()
     if exe is None:
@@ -107,10 +122,16 @@ def serve_cmd(
     if cfg.api_key_env != "VLLM_API_KEY" and os.environ.get(cfg.api_key_env):
         env["VLLM_API_KEY"] = os.environ[cfg.api_key_env]  # vLLM reads its key there; never on argv
     root = f"http://127.0.0.1:{port}"
+    taken = port_taken(port)
+    if taken:  # vLLM would load for minutes, then die; meanwhile the other server answers /health
+        raise fail(f"{taken}: stop that server, or serve on another port (--port)")
     typer.echo(f"starting: {' '.join(argv)}")
     typer.echo(f"vLLM log: {log_path}")
     server = VllmProcess(argv, log_path, echo=typer.echo if verbose else None, env=env)
     handlers = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # Ctrl-C stops vLLM even when this process started with SIGINT ignored (a shell's background job):
+    # Python installs no KeyboardInterrupt handler then, and vLLM would be left serving.
+    handlers[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     code: int | None = None
     try:
         server.start()
@@ -128,6 +149,11 @@ def serve_cmd(
             raise fail(
                 f"vllm serve exited with status {code} before becoming healthy "
                 f"(the last lines of its log are above; all of it: {log_path})"
+            )
+        if owns_port(server.pid or 0, port) is False:  # /health answered, but not by our vLLM
+            raise fail(
+                f"another process took port {port} while vLLM was loading ({port_taken(port) or root}); "
+                f"our vLLM is stopped (log: {log_path})"
             )
         typer.echo(f"serving {cfg.served_name} at {root}/v1 (Ctrl-C to stop)")
         code = server.wait()
@@ -149,6 +175,6 @@ def _print_tail(lines: list[str]) -> None:
 
 def wait_for_health(root_url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
     """Polls ``/health`` (vLLM answers 200 once the model is loaded); gives up early if the server died."""
-    from engine.run.policy.serve import wait_for_health as wait_health
+    from bandpass.engine.run.policy.serve import wait_for_health as wait_health
 
     return wait_health(root_url, timeout, proc.poll if proc is not None else None)

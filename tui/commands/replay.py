@@ -8,11 +8,15 @@ so a script and the TUI can never disagree about what a cast shows at t or wheth
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tui.cli import app, fail, open_workspace
+from bandpass.tui.cli import app, fail, open_workspace, state
+from bandpass.tui.commands.known import check_filters
+
+if TYPE_CHECKING:
+    from bandpass.engine.core.workspace import Workspace
 
 QUEUE_STATES = ("pending", "tagged", "skipped")
 
@@ -27,24 +31,43 @@ def replay_cmd(
         ),
     ] = None,
     verifier: Annotated[bool, typer.Option("--verifier", help="Use the episode's verifier cast.")] = False,
+    find: Annotated[
+        str | None,
+        typer.Option(
+            "--find",
+            help="Open on the frame where QUERY shows (bandpass search syntax; n/N: next/previous match).",
+            metavar="QUERY",
+        ),
+    ] = None,
+    hit: Annotated[int, typer.Option("--hit", help="With --find: start at this match (1 = first).")] = 1,
+    print_hit: Annotated[
+        bool, typer.Option("--print", help="With --find: print that frame's screen and exit (no UI).")
+    ] = False,
     speed: Annotated[float, typer.Option("--speed", help="Initial speed, 0.25-16.")] = 1.0,
     idle_limit: Annotated[
         float | None, typer.Option("--idle-limit", "-i", help="Shorten pauses longer than this (seconds).")
     ] = None,
 ) -> None:
     """Replay an episode's recordings (agent and verifier, step-synced) or a bare .cast file."""
-    from engine.review.replay import KeyframeIndex, ReplaySourceError, load_source
-    from engine.sandbox.asciicast import CastError, read_cast
+    from bandpass.engine.review.replay import KeyframeIndex, ReplaySourceError, load_source
+    from bandpass.engine.sandbox.asciicast import CastError, read_cast
 
     if not 0.25 <= speed <= 16:
         raise fail(f"--speed must be between 0.25 and 16, got {speed}")
     if idle_limit is not None and idle_limit <= 0:
         raise fail(f"--idle-limit must be positive, got {idle_limit}")
-    ws = None if not ref.strip().isdigit() else open_workspace()
+    ws = open_workspace() if ref.strip().isdigit() else _existing_workspace()
     try:
         source = load_source(ws, ref)
     except ReplaySourceError as e:
         raise fail(str(e)) from None
+    search = None
+    if find is not None:
+        search = _find(source, find, hit, print_hit)
+        if search is None:
+            return
+    elif print_hit:
+        raise fail("--print goes with --find QUERY (--print-at SECONDS prints a moment)")
     if print_at is not None:
         path = source.verifier_cast if verifier else source.agent_cast
         if path is None:
@@ -58,18 +81,91 @@ def replay_cmd(
         typer.echo(KeyframeIndex(cast).screen_at(print_at).text())
         return
 
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):  # escape codes into a pipe, then a hang
+        raise fail(
+            "replay is interactive and needs a terminal (stdin and stdout are not both one); "
+            "--print-at SECONDS prints the screen at a time without one"
+        )
     from textual.app import App
 
-    from tui.screens.replay import ReplayScreen
+    from bandpass.tui.cli import run_tui
+    from bandpass.tui.errors import SafeApp
+    from bandpass.tui.screens.replay import ReplayScreen
 
-    class ReplayApp(App[None]):
+    class ReplayApp(SafeApp, App[None]):
         TITLE = "Bandpass replay"
+        error_root = ws.root if ws is not None else None
 
         def on_mount(self) -> None:
-            screen = ReplayScreen(ws, source=source, verifier=verifier, speed=speed, idle_limit=idle_limit)
+            screen = ReplayScreen(
+                ws, source=source, verifier=verifier, speed=speed, idle_limit=idle_limit, search=search
+            )
             self.push_screen(screen, callback=lambda _: self.exit())
 
-    ReplayApp().run()
+    run_tui(ReplayApp())
+
+
+def _existing_workspace() -> Workspace | None:  # imported lazily
+    """The workspace ``-w`` / ``$BANDPASS_HOME`` / the current folder names when one is there (its
+    ``cache/keyframes/`` keeps a bare cast's index), else None: replaying a file never makes a
+    workspace, and never writes beside the curator's file."""
+    from bandpass.engine.core.workspace import DB_NAME, Workspace, resolve_root
+
+    root = resolve_root(state.workspace)
+    return Workspace.open(root) if (root / DB_NAME).is_file() else None
+
+
+def _find(source, query: str, nth: int, print_hit: bool):  # lazily imported types
+    """The matches of ``query`` in the source's casts (``SearchHits`` for the Replay screen, starting at
+    match ``nth``); with ``print_hit``, prints that frame's screen with the match marked and returns None."""
+    from bandpass.engine.review.replay import KeyframeIndex
+    from bandpass.engine.review.search import cast_hits
+    from bandpass.engine.review.search_query import Matcher, QueryError
+    from bandpass.engine.review.transcript import find_frame, frame_of, highlight_spans, screen_at, transcript
+    from bandpass.engine.sandbox.asciicast import CastError, read_cast
+    from bandpass.tui.screens.replay_search import SearchHits, clock
+
+    try:
+        matcher = Matcher.of(query)
+    except QueryError as e:
+        raise fail(f"--find: {e}", 2) from None
+    casts = {}
+    for kind, path in (("agent", source.agent_cast), ("verifier", source.verifier_cast)):
+        if path is not None:
+            try:
+                casts[kind] = read_cast(path)
+            except CastError as e:
+                raise fail(str(e)) from None
+    hits = cast_hits({k: transcript(c) for k, c in casts.items()}, matcher, episode_id=source.episode_id)
+    if not hits:
+        raise fail(f"--find: nothing in {source.title} matches {query!r}")
+    if not 1 <= nth <= len(hits):
+        raise fail(f"--hit must be between 1 and {len(hits)} (the matches of {query!r}), got {nth}")
+    if not print_hit:
+        return SearchHits(matcher.query, hits, nth - 1)
+    h = hits[nth - 1]
+    index = KeyframeIndex(casts[h.terminal])
+    frame = frame_of(index, h.line) or find_frame(index, h.text)
+    if frame is None:
+        raise fail(f"match {nth} ({h.text!r}) is not on any frame of the {h.terminal} recording")
+    shown = screen_at(index, frame)
+    step = f"step {h.step}" if h.step is not None else "no step"
+    typer.echo(f"match {nth} of {len(hits)} · {h.terminal} · {step} · {clock(frame.time)}")
+    marks: dict[int, list[tuple[int, int]]] = {}
+    for y, a, b in highlight_spans(shown, matcher):
+        marks.setdefault(y, []).append((a, b))
+    rows = shown.lines()
+    while rows and not rows[-1]:
+        rows.pop()
+    for y, row in enumerate(rows):
+        out, last = [], 0
+        for a, b in marks.get(y, []):  # columns: the rows hold one character per cell
+            out += [row[last:a], typer.style(row[a:b], reverse=True, bold=True)]
+            last = b
+        typer.echo("".join([*out, row[last:]]))
+    return None
 
 
 @app.command("tag")
@@ -80,16 +176,22 @@ def tag_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the tag as JSON.")] = False,
 ) -> None:
     """Tag an episode with a failure class; invalidity and misalignment block the task's export."""
-    from engine.review.tagging import TagError, Tagger
-    from engine.review.taxonomy import TaxonomyError
+    from bandpass.engine.core.taxonomy import TaxonomyError
+    from bandpass.engine.review.tagging import TagError, Tagger
 
     ws = open_workspace()
+    tagger = Tagger(ws)
     try:
-        (tag,) = Tagger(ws).tag(episode, code, note=note)
+        (tag,) = tagger.tag(episode, code, note=note)
     except (TagError, TaxonomyError) as e:
         raise fail(str(e)) from None
     if as_json:
-        typer.echo(json.dumps({"id": tag.id, "episode_id": episode, "tag": code, "blocking": tag.blocking}))
+        added = bool(tagger.last_added)
+        doc = {"id": tag.id, "episode_id": episode, "tag": code, "blocking": tag.blocking, "added": added}
+        typer.echo(json.dumps(doc))
+        return
+    if not tagger.last_added:
+        typer.echo(f"episode {episode} already carries {code} (tag {tag.id}): nothing added")
         return
     block = " (blocks export of its task until cleared)" if tag.blocking else ""
     typer.echo(f"tag {tag.id}: episode {episode} {code} by {tag.author}{block}")
@@ -98,8 +200,8 @@ def tag_cmd(
 @app.command("untag")
 def untag_cmd(tag_id: Annotated[int, typer.Argument(help="Tag id (see bandpass tags).")]) -> None:
     """Clear a tag. It stays in the record as cleared; a cleared blocking tag readmits its task."""
-    from engine.review.tagging import TagError, Tagger
-    from engine.review.taxonomy import TaxonomyError
+    from bandpass.engine.core.taxonomy import TaxonomyError
+    from bandpass.engine.review.tagging import TagError, Tagger
 
     ws = open_workspace()
     try:
@@ -115,12 +217,9 @@ def tags_cmd(
     include_cleared: Annotated[bool, typer.Option("--all", help="Include cleared tags.")] = False,
 ) -> None:
     """List failure tags with their episode, task, author and time."""
-    from store import queries
-    from store.db import session
+    from bandpass.engine.app import reads
 
-    ws = open_workspace()
-    with session(ws.engine) as s:
-        rows = queries.tag_rows(s, include_cleared=include_cleared)
+    rows = reads.tag_rows(open_workspace(), include_cleared=include_cleared)
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
         return
@@ -164,11 +263,12 @@ def queue_cmd(
 ) -> None:
     """The tagging queue: finished episodes that did not pass, with their state, diagnosis and
     suggested tag. The audit's own probe episodes are left out unless --probes."""
-    from engine.review.tagging import QueueFilter, load_queue
+    from bandpass.engine.review.tagging import QueueFilter, load_queue
 
     if state is not None and state not in QUEUE_STATES:
         raise fail(f"--state must be one of {', '.join(QUEUE_STATES)}, got {state!r}")
     ws = open_workspace()
+    check_filters(ws, task=task, agent=agent, outcome=outcome, cluster=cluster, probes=True)
     filt = QueueFilter(agent=agent, task=task, outcome=outcome, cluster=cluster, include_probes=probes)
     items = load_queue(ws, states=None if state is None else {state}, filt=filt)
     if as_json:

@@ -9,17 +9,17 @@ Ctrl-C), 2 when the run could not start (no key, unknown prompt, a budget withou
 from __future__ import annotations
 
 import json
-import re
 import threading
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tui.cli import app, fail, open_workspace
-from tui.commands.calibrate import report_app
+from bandpass.tui.cli import app, fail, open_workspace
+from bandpass.tui.commands.calibrate import report_app
+from bandpass.tui.commands.known import check_filters
 
 if TYPE_CHECKING:
-    from engine.review.reviewer import ReviewOutcome
+    from bandpass.engine.review.reviewer import ReviewOutcome
 
 
 def _outcome_line(o: ReviewOutcome) -> str:
@@ -63,26 +63,36 @@ def review_cmd(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from engine.generator.prompts import PromptError
-    from engine.review.review_scope import ScopeError, cluster_summary, select_episodes
-    from engine.review.reviewer import ReviewError, review_episodes
-    from engine.review.reviewer_prompts import available_versions, load_reviewer_prompt
+    from bandpass.engine.app import review as reviewing
+    from bandpass.engine.app.review import ReviewRequest
+    from bandpass.engine.core.errors import BandpassError
+    from bandpass.engine.llm.templates import PromptError
+    from bandpass.engine.review.review_scope import cluster_summary
+    from bandpass.engine.review.reviewer import ReviewError, ReviewUnreachable
+    from bandpass.engine.review.reviewer_prompts import available_versions, load_reviewer_prompt
 
     if list_prompts:
         for name in available_versions():
             typer.echo(f"{name:<12} {load_reviewer_prompt(name).description}")
         return
     ws = open_workspace()
+    request = ReviewRequest(
+        episodes=episodes or [],
+        task=task,
+        pending=pending,
+        cluster=cluster,
+        sample=sample,
+        model=model,
+        prompt_version=prompt,
+        budget_usd=budget_usd,
+        concurrency=concurrency,
+        again=again,
+    )
     try:
-        ids = select_episodes(ws, episodes or [], task=task, pending=pending, cluster=cluster, sample=sample)
-    except ScopeError as exc:
+        selected = reviewing.select(ws, request)
+    except BandpassError as exc:  # an unknown or unfinished episode, nothing named
         raise fail(str(exc), code=2) from None
-    if not ids:
-        raise fail("no episodes selected: name episode ids, --task, --pending or --cluster", code=2)
-    if cluster and not re.fullmatch(r"[0-9a-f]{10}", cluster):  # a full signature: kept by its id
-        from engine.review.signatures import cluster_id
-
-        cluster = cluster_id(cluster)
+    ids, cluster = selected.episode_ids, selected.cluster_id
     # One console on stdout: result lines print above the bar, and rich draws the bar only on a terminal.
     out_console = Console(soft_wrap=True)
     stop = threading.Event()
@@ -97,29 +107,28 @@ def review_cmd(
         transient=True,
     )
     spent = [0.0]
+    from bandpass.engine.llm.pricing import PriceTable
+
+    priced = PriceTable(ws.root).known(model or ws.config.generator.model)
+
+    def spent_text() -> str:
+        return f"${spent[0]:.4f}" if priced else "cost unknown"  # an unpriced model: never "$0"
 
     def on_progress(outcome: ReviewOutcome | None, done: int) -> None:
         if outcome is not None and outcome.cost_usd:
             spent[0] += outcome.cost_usd
-        progress.update(bar, completed=done, spent=f"${spent[0]:.4f}")
+        progress.update(bar, completed=done, spent=spent_text())
         if outcome is not None and not as_json:
             progress.console.print(_outcome_line(outcome), markup=False, highlight=False)
 
     with progress:
-        bar = progress.add_task("review", total=len(ids), spent="$0.0000")
+        bar = progress.add_task("review", total=len(ids), spent=spent_text())
         try:
-            result = review_episodes(
-                ws,
-                ids,
-                model=model,
-                prompt_version=prompt,
-                budget_usd=budget_usd,
-                concurrency=concurrency,
-                again=again,
-                cluster=cluster or "",
-                on_progress=on_progress,
-                stop=stop,
+            result = reviewing.review(
+                ws, request, ids, cluster_id=cluster, on_progress=on_progress, stop=stop
             )
+        except ReviewUnreachable as exc:  # nothing listening: one line, nothing started (like `run`)
+            raise fail(str(exc), code=3) from None
         except (ReviewError, PromptError) as exc:
             raise fail(str(exc), code=2) from None
         except KeyboardInterrupt:
@@ -174,9 +183,9 @@ def reviews_cmd(
 ) -> None:
     """Stored review suggestions (latest per episode, or every review of the episodes named), failure
     clusters, or one cluster's summary."""
-    from engine.review.review_scope import ScopeError, cluster_summary, failure_clusters
-    from store import review_queries as rq
-    from store.db import session
+    from bandpass.engine.app import review as reviewing
+    from bandpass.engine.app.errors import NothingToRun
+    from bandpass.engine.review.review_scope import ScopeError, cluster_summary, failure_clusters
 
     ws = open_workspace()
     if cluster is not None:
@@ -187,30 +196,33 @@ def reviews_cmd(
         typer.echo(json.dumps(summary, indent=2) if as_json else _summary_text(summary))
         return
     if clusters:
+        check_filters(ws, task=task)
         found = failure_clusters(ws, task=task)
         if as_json:
             typer.echo(json.dumps([c.as_dict() for c in found], indent=2))
+            return
+        if not found:
+            typer.echo("no failure clusters" + (f" for task {task}" if task else ""))
             return
         for c in found:
             checks = ",".join(c.failing) or c.code
             typer.echo(f"{c.id}  {c.size:>4}  {c.task:<28} {c.outcome:<28} {checks}")
         return
-    with session(ws.engine) as s:
-        if episodes:
-            rows = [r for e in episodes for r in rq.reviews_for_episode(s, e)]
-        else:
-            latest: dict[int, Any] = {}
-            for r in rq.all_reviews(s):
-                latest[r.episode_id] = r
-            rows = list(latest.values())
-        accepted = {r.id: t.id for r in rows if (t := rq.accepted_tag(s, r)) is not None}
-        s.expunge_all()
+    try:
+        stored = reviewing.stored_reviews(ws, episodes or [])
+    except NothingToRun as exc:
+        raise fail(str(exc)) from None
+    rows, accepted = stored.rows, stored.accepted
     if as_json:
         typer.echo(json.dumps([_review_dict(r) for r in rows], indent=2, default=str))
         return
+    if not rows:
+        what = f"episode(s) {', '.join(map(str, episodes))}" if episodes else "this workspace"
+        typer.echo(f"no reviews of {what} yet (bandpass review EP... asks Claude for one)")
+        return
     for r in rows:
-        code = f"{r.tag_class}.{r.subclass}" if r.tag_class else "none"
-        live = accepted.get(r.id)  # type: ignore[arg-type]
+        code = _code(r) or "none"
+        live = accepted.get(r.id) if r.id is not None else None
         acc = f"  accepted as tag {live}" if live is not None else ""
         cost = "cost ?" if r.cost_usd is None else f"${r.cost_usd:.4f}"
         typer.echo(
@@ -229,11 +241,19 @@ def reviews_cmd(
                 typer.echo(f"    error: {r.error}")
 
 
+def _code(r: Any) -> str:
+    """A review's taxonomy code ("" when it gave none); imported here, not at the top, because the
+    validation module loads the ORM and every command module is imported at start-up."""
+    from bandpass.engine.review.review_validation import review_code
+
+    return review_code(r)
+
+
 def _review_dict(r: Any) -> dict[str, Any]:
     d = r.model_dump()
     for k in ("citations_json", "dropped_json", "raw_input_json"):
         d[k.removesuffix("_json")] = json.loads(d.pop(k) or "null")
-    d["code"] = f"{r.tag_class}.{r.subclass}" if r.tag_class else None
+    d["code"] = _code(r) or None
     return d
 
 
@@ -256,24 +276,34 @@ def review_accept_cmd(
     note: Annotated[str, typer.Option("--note", help="Note on the tag.")] = "",
 ) -> None:
     """Write the review's suggested code as your tag (author and time recorded, like `bandpass tag`)."""
-    from engine.review.reviewer import ReviewError, accept_review
-    from engine.review.tagging import TagError
-    from store import review_queries as rq
-    from store.db import session
+    from bandpass.engine.app import review as reviewing
+    from bandpass.engine.app.errors import NothingToRun
+    from bandpass.engine.review.reviewer import ReviewError, accept_review
+    from bandpass.engine.review.tagging import TagError
 
     ws = open_workspace()
     if review is None:
         if episode is None:
             raise fail("name an episode or --review ID")
-        with session(ws.engine) as s:
-            ok = [r for r in rq.reviews_for_episode(s, episode) if r.status == "ok"]
-            review = ok[0].id if ok else None
+        try:
+            review = reviewing.latest_valid_review(ws, episode).review_id
+        except NothingToRun as exc:
+            raise fail(str(exc)) from None
         if review is None:
             raise fail(f"episode {episode} has no valid review to accept (bandpass review {episode})")
+    from bandpass.engine.review.tagging import Tagger
+
+    tagger = Tagger(ws)
     try:
-        tag = accept_review(ws, review, note=note)
+        tag = accept_review(ws, review, note=note, tagger=tagger)
     except (ReviewError, TagError) as exc:
         raise fail(str(exc)) from None
+    if not tagger.last_added:  # accepting twice changes nothing
+        typer.echo(
+            f"episode {tag.episode_id} already carries {tag.tag_class}.{tag.subclass} (tag {tag.id}): "
+            f"nothing added (review #{review})"
+        )
+        return
     typer.echo(
         f"tag {tag.id}: {tag.tag_class}.{tag.subclass} on episode {tag.episode_id} (from review #{review})"
     )
@@ -291,7 +321,7 @@ def report_review(
     subclass agreement, Cohen's kappa, per-class precision/recall, cost per reviewed episode."""
     from rich.console import Console
 
-    from engine.review.review_report import render_review_report, review_report
+    from bandpass.engine.review.review_report import render_review_report, review_report
 
     ws = open_workspace()
     rep = review_report(ws, model=model, independent=independent)

@@ -4,11 +4,14 @@ episode's policy changed, with the tamper guard's findings)."""
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tui.cli import app, fail, open_workspace
+from bandpass.tui.cli import app, fail, open_workspace
+
+if TYPE_CHECKING:
+    from bandpass.engine.run.regrade import RegradeItem
 
 
 @app.command("regrade")
@@ -23,11 +26,11 @@ def regrade_cmd(
     ] = False,
 ) -> None:
     """Re-run a fixed verifier on the end states of an earlier version's episodes (only tests/ may differ)."""
-    from engine.run.regrade import RegradeRefused, regrade
+    from bandpass.engine.run.regrade import RegradeRefused, regrade
 
     ws = open_workspace()
 
-    def show(item) -> None:  # noqa: ANN001 - engine.run.regrade.RegradeItem
+    def show(item: RegradeItem) -> None:
         if as_json:
             return
         if item.skipped:
@@ -62,7 +65,7 @@ def changes_cmd(
     all_dirs: Annotated[bool, typer.Option("--dirs", help="Also list changed directories.")] = False,
 ) -> None:
     """What the policy changed in its container (added / modified / deleted) and what the guard flagged."""
-    from engine.run.endstate import change_diff, episode_changes
+    from bandpass.engine.run.endstate import change_diff, episode_changes
 
     ws = open_workspace()
     try:
@@ -78,7 +81,7 @@ def changes_cmd(
     if not info["captured"]:
         typer.echo(f"episode {episode}: no end state captured ({info['outcome'] or 'not finished'})")
         return
-    flagged = {}
+    flagged: dict[str, list[dict[str, Any]]] = {}
     for f in info["guard"]["findings"]:
         flagged.setdefault(f["path"], []).append(f)
     mark = {"added": "A", "modified": "M", "deleted": "D"}
@@ -89,9 +92,25 @@ def changes_cmd(
         note = "" if c["archived"] or c["kind"] == "deleted" or c["type"] == "dir" else "  (not archived)"
         typer.echo(f"{mark[c['kind']]} {c['path']}  {size}{note}".rstrip())
         for f in flagged.get(c["path"], []):
-            state = "allowed" if f["allowed"] else "TAMPER"
+            state = "allowed" if f["allowed"] else ("TAMPER" if info["guard"]["gate"] else "flagged")
             typer.echo(f"    {state} {f['rule']}: {f['why']}")
-    verdict = "tripped" if info["guard"]["tripped"] else "clean"
+    carry = info.get("carry") or {}
+    if info["verify_mode"] == "clean_room" and carry:
+        typer.echo(
+            f"clean room: {carry.get('carried', 0)} artifact change(s) carried, {carry.get('deleted', 0)} "
+            f"deletion(s), {carry.get('left_out', 0)} change(s) left out (evidence only); artifacts: "
+            + ", ".join(carry.get("roots", []))
+        )
+    for d in carry.get("dropped", []):
+        typer.echo(f"    dropped {d['path']}: {d['why']}")
+    if carry.get("workdir_replaced"):
+        typer.echo(f"    workdir replaced: {carry['workdir_replaced']}")
+    for k in carry.get("kept", []):
+        typer.echo(f"in place: kept pid {k['pid']} listening on :{k['port']} ({k['cmd'][:60]})")
+    if not info["guard"]["gate"]:
+        verdict = f"evidence only ({sum(not f['allowed'] for f in info['guard']['findings'])} finding(s))"
+    else:
+        verdict = "tripped" if info["guard"]["tripped"] else "clean"
     typer.echo(
         f"guard {verdict}; {len(info['changes'])} change(s), {info['archived_bytes']} B archived "
         f"(cap {info['cap_bytes']} B, {info['over_cap']} over), captured in {info['capture_s'] * 1000:.0f} ms"

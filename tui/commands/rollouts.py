@@ -1,7 +1,9 @@
-"""``bandpass run`` (rollout batches, ``--resume``) and ``bandpass batches``.
+"""``bandpass run`` (rollout batches, ``--adaptive``, ``--resume``) and ``bandpass batches``.
 
 The command plans the batch in the database before running anything, so whatever stops it (a crash,
-SIGKILL, Ctrl-C twice, a reboot) ``bandpass run --resume`` finishes exactly the unfinished attempts.
+SIGKILL, Ctrl-C twice, a reboot) ``bandpass run --resume`` finishes exactly the unfinished attempts. An
+adaptive batch (``engine.calibration.adaptive``) keeps its settings in the batch row too, so ``--resume``
+also continues its rounds.
 """
 
 from __future__ import annotations
@@ -13,43 +15,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tui.cli import app, fail, open_workspace
+from bandpass.tui.cli import app, fail, open_workspace
 
 if TYPE_CHECKING:
-    from engine.core.workspace import Workspace
-    from engine.run.rollouts import BatchSummary
+    from bandpass.engine.calibration.adaptive import AdaptiveSampler
+    from bandpass.engine.core.workspace import Workspace
+    from bandpass.engine.run.rollouts import BatchSummary
 
 
-def _version_ids(ws: Workspace, refs: list[str] | None) -> list[int]:
-    from store import queries
-    from store.db import session
-
-    names = [r.strip() for ref in refs or [] for r in ref.split(",") if r.strip()]
-    with session(ws.engine) as s:
-        if not names:
-            ids = [r.version_id for r in queries.task_rows(s)]
-            if not ids:
-                raise fail(f"no tasks in {ws.root} (import some: bandpass import DIR)")
-            return ids
-        out = []
-        for ref in names:
-            v = queries.resolve_version(s, ref)
-            if v is None:
-                raise fail(f"no task or version matches {ref!r} (see bandpass tasks)")
-            out.append(int(v.id))  # type: ignore[arg-type]
-        return out
-
-
-def _preflight(ws: Workspace, name: str, base_url: str | None, timeout: float) -> None:
-    """The endpoint check before a model batch (engine.run.rollouts.check_policy_endpoint)."""
-    from engine.run.rollouts import BatchError, check_policy_endpoint
-
-    try:
-        warnings = check_policy_endpoint(ws, name, base_url, min(timeout, 30.0))
-    except BatchError as exc:
-        raise fail(str(exc)) from None
-    for warning in warnings:  # e.g. bandpass.toml's window vs the served max_model_len
-        typer.echo(f"WARNING: {warning}", err=True)
+def _warn(line: str) -> None:
+    typer.echo(f"WARNING: {line}", err=True)  # e.g. bandpass.toml's window vs the served max_model_len
 
 
 def _line(sm: BatchSummary) -> str:
@@ -67,12 +42,14 @@ def _run_with_progress(
     quiet: bool,
     executor: Any = None,  # --- executors: an engine.run.executors.Executor (None: local) ---
     max_unavailable: int = 3,
+    sampler: AdaptiveSampler | None = None,
 ) -> Any:
-    """Runs the batch under a Rich progress bar; first Ctrl-C drains, second aborts."""
+    """Runs the batch under a Rich progress bar; first Ctrl-C drains, second aborts. With ``sampler``
+    (an adaptive batch) the batch grows round by round and the line shows decided/undecided and spend."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from engine.run.rollouts import run_planned
+    from bandpass.engine.app import batches
 
     stop = threading.Event()
     console = Console(stderr=True)
@@ -99,11 +76,14 @@ def _run_with_progress(
     bar = progress.add_task(batch_id, total=None, line="")
 
     def on_progress(sm: BatchSummary) -> None:
-        progress.update(bar, total=sm.total, completed=sm.done, line=f"{_line(sm)} · running {sm.running}")
+        line = f"{_line(sm)} · running {sm.running}"
+        if sampler is not None:
+            line += f" · {sampler.status.line()}"
+        progress.update(bar, total=sm.total, completed=sm.done, line=line)
 
     try:
         with progress:
-            return run_planned(
+            return batches.run_batch(
                 ws,
                 batch_id,
                 concurrency=concurrency,
@@ -112,6 +92,7 @@ def _run_with_progress(
                 max_infra_retries=retries,
                 executor=executor,
                 max_consecutive_unavailable=max_unavailable,
+                sampler=sampler,
             )
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -128,7 +109,12 @@ def run_cmd(
     agent: Annotated[
         str | None, typer.Option("--agent", help="A built-in agent instead of a model: oracle, nop, cheat:*.")
     ] = None,
-    k: Annotated[int, typer.Option("--k", min=1, help="Attempts per task version.")] = 4,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "--k", min=1, help="Attempts per task version (default 4; with --adaptive: the first round, 2)."
+        ),
+    ] = None,
     tasks: Annotated[
         list[str] | None,
         typer.Option(
@@ -196,19 +182,47 @@ def run_cmd(
         str | None,
         typer.Option("--ray-address", help="With --executor ray: the cluster (default auto / RAY_ADDRESS)."),
     ] = None,
+    # --- adaptive sampling (engine/calibration/adaptive.py) ---
+    adaptive: Annotated[
+        bool,
+        typer.Option(
+            "--adaptive",
+            help="Rounds of episodes only on tasks whose band is still undecided, most informative first.",
+        ),
+    ] = False,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget", min=1, help="With --adaptive: most episodes in the whole batch (default: none)."
+        ),
+    ] = None,
+    max_k: Annotated[
+        int | None,
+        typer.Option(
+            "--max-k", min=1, help="With --adaptive: most episodes per task in this batch (default 32)."
+        ),
+    ] = None,
+    confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--confidence",
+            help="With --adaptive: confidence of the band decisions (default [band] confidence).",
+        ),
+    ] = None,
+    band: Annotated[
+        str | None,
+        typer.Option(
+            "--band", help="With --adaptive: LO:HI on pass@k (default: the model's band, else [band])."
+        ),
+    ] = None,
 ) -> None:
-    """Roll out k attempts per task version for a model (or built-in agent), queued so --resume works."""
-    from engine.run.executors import ExecutorError, make_executor
-    from engine.run.rollouts import (
-        BatchError,
-        default_concurrency,
-        get_batch,
-        latest_unfinished_batch,
-        parse_retry_codes,
-        plan_batch,
-        requeue_for_retry,
-    )
-    from engine.sandbox.docker_engine import DockerUnavailable, get_client
+    """Roll out k attempts per task version for a model (or built-in agent), queued so --resume works;
+    --adaptive spends them in rounds only where the band decision is still open."""
+    from bandpass.engine.app import batches
+    from bandpass.engine.core.errors import BandpassError
+    from bandpass.engine.run.executors import ExecutorError, make_executor
+    from bandpass.engine.run.rollouts import default_concurrency
+    from bandpass.engine.sandbox.docker_engine import DockerUnavailable
 
     if ray_address and executor_name != "ray":
         raise fail("--ray-address goes with --executor ray")
@@ -224,64 +238,92 @@ def run_cmd(
         executor.connect()
     except ExecutorError as exc:
         raise fail(f"{exc}; nothing was queued") from None
+    sampler: AdaptiveSampler | None = None
+    adaptive_flags = [
+        flag
+        for flag, value in (
+            ("--budget", budget),
+            ("--max-k", max_k),
+            ("--confidence", confidence),
+            ("--band", band),
+        )
+        if value is not None
+    ]
+    if adaptive_flags and not adaptive:
+        raise fail(f"{adaptive_flags[0]} goes with --adaptive")
+    if resume and (adaptive or k is not None):
+        raise fail("--resume takes no --k/--adaptive: the batch remembers them")
+    if batch and not resume:
+        raise fail(f"a batch id ({batch}) goes with --resume: bandpass run --resume {batch}")
+    if retry is not None and not resume:
+        raise fail("--retry goes with --resume: bandpass run --resume [BATCH] --retry CODE[,CODE]")
+    if resume and (model or agent or tasks or base_url):
+        raise fail("--resume takes no --model/--agent/--tasks/--base-url: the batch remembers them")
+    if not resume and bool(model) == bool(agent):
+        raise fail("give exactly one of --model M or --agent oracle|nop|cheat:*")
     try:
-        if batch and not resume:
-            raise fail(f"a batch id ({batch}) goes with --resume: bandpass run --resume {batch}")
-        if retry is not None and not resume:
-            raise fail("--retry goes with --resume: bandpass run --resume [BATCH] --retry CODE[,CODE]")
         if resume:
-            if model or agent or tasks or base_url:
-                raise fail("--resume takes no --model/--agent/--tasks/--base-url: the batch remembers them")
-            if retry is not None:
-                codes = parse_retry_codes(retry)
-                batch_id = batch or _latest_batch(ws)
-                if batch_id is None:
-                    raise fail(f"no batch in {ws.root}")
-                b = get_batch(ws, batch_id)
-                if b.kind == "model" and not no_check:
-                    _preflight(ws, b.agent, b.base_url or None, request_timeout)
-                requeued = requeue_for_retry(ws, batch_id, codes)
+            resumed = batches.resume_batch(
+                ws,
+                batch,
+                retry=retry,
+                check=not no_check,
+                request_timeout=request_timeout,
+                on_warning=_warn,
+            )
+            batch_id, sampler = resumed.batch_id, resumed.sampler
+            if resumed.requeued is not None:
                 typer.echo(  # stderr, also with --json: stdout keeps the one JSON object
-                    f"batch {batch_id}: {len(requeued)} episode(s) requeued for a new try ({retry})",
+                    f"batch {batch_id}: {len(resumed.requeued)} episode(s) requeued for a new try ({retry})",
                     err=True,
                 )
-            else:
-                batch_id = batch or latest_unfinished_batch(ws)
-                if batch_id is None:
-                    raise fail(f"no unfinished batch in {ws.root}")
-                b = get_batch(ws, batch_id)
-                if b.kind == "model" and not no_check:
-                    _preflight(ws, b.agent, b.base_url or None, request_timeout)
         else:
-            if bool(model) == bool(agent):
-                raise fail("give exactly one of --model M or --agent oracle|nop|cheat:*")
             name = model or agent or ""
-            kind = "model" if model else "builtin"
-            if kind == "model":
-                from engine.run.agents.builtin import BUILTIN
-                from engine.run.policy.client import resolve_model
+            if model:
+                from bandpass.engine.run.agents.builtin import BUILTIN
 
                 if name in BUILTIN:
                     raise fail(f"--model {name}: that is a built-in agent name; use --agent {name}")
-                try:
-                    resolve_model(ws.config, name, base_url)  # a config error is one line, before any request
-                except ValueError as exc:
-                    raise fail(str(exc)) from None
-                if not no_check:
-                    _preflight(ws, name, base_url, request_timeout)
-            params = {"max_steps": max_steps, "request_timeout": request_timeout} if kind == "model" else {}
-            versions = _version_ids(ws, tasks)
+            request = batches.StartBatch(
+                name=name,
+                kind="model" if model else "builtin",
+                tasks=tasks,
+                k=4 if k is None else k,
+                base_url=base_url,
+                params={"max_steps": max_steps, "request_timeout": request_timeout} if model else {},
+                check_endpoint=not no_check,
+                request_timeout=request_timeout,
+                local=local,
+            )
+            options = (
+                batches.AdaptiveOptions(k, budget, max_k, confidence, band, slots=executor.slots)
+                if adaptive
+                else None
+            )
             try:
-                if local:  # a Ray cluster's nodes have their own engines: nothing to check here
-                    get_client()
+                planned = batches.start_batch(ws, request, adaptive=options, on_warning=_warn)
             except DockerUnavailable as exc:
                 raise fail(f"{exc} (see bandpass doctor); nothing was queued") from None
-            batch_id = plan_batch(ws, name, versions, k, kind=kind, base_url=base_url or "", params=params)
-            if not as_json:
-                typer.echo(f"batch {batch_id}: {len(versions)} task version(s) × k={k} for {name}", err=True)
+            batch_id, sampler = planned.batch_id, planned.sampler
+            if not as_json and sampler is not None:
+                st = sampler.settings
+                typer.echo(
+                    f"batch {batch_id}: adaptive over {len(planned.version_ids)} task version(s) for "
+                    f"{name}: band pass@{st.k} in [{st.lo:g}, {st.hi:g}] decided at {st.confidence:g} "
+                    "confidence; "
+                    f"first round {st.first} per task, then {st.step} per task on up to {st.round_tasks} "
+                    f"tasks a round; max-k {st.max_k}, budget "
+                    f"{st.budget if st.budget is not None else 'none'}",
+                    err=True,
+                )
+            elif not as_json:
+                typer.echo(
+                    f"batch {batch_id}: {len(planned.version_ids)} task version(s) × k={planned.k} "
+                    f"for {name}",
+                    err=True,
+                )
         try:
-            if local:
-                get_client()
+            batches.require_docker(local)
         except DockerUnavailable as exc:
             raise fail(
                 f"{exc} (see bandpass doctor); resume later with bandpass run --resume {batch_id}"
@@ -294,12 +336,17 @@ def run_cmd(
             as_json,
             executor,
             stop_after_unavailable,
+            sampler,
         )
-    except (BatchError, ExecutorError) as exc:
+    except BandpassError as exc:  # a refusal the curator can act on: one line
         raise fail(str(exc)) from None
 
+    status = sampler.refresh() if sampler is not None else None
     if as_json:
-        typer.echo(json.dumps(sm.as_dict(), sort_keys=True, default=str))
+        out = sm.as_dict()
+        if status is not None:
+            out["adaptive"] = status.as_dict()
+        typer.echo(json.dumps(out, sort_keys=True, default=str))
     else:
         typer.echo(
             f"batch {sm.batch_id} ({sm.agent}, k={sm.k}): {sm.done}/{sm.total} done · {_line(sm)} · "
@@ -316,6 +363,8 @@ def run_cmd(
                 "(no valid reward; excluded from pass@k)",
                 err=True,
             )
+        if status is not None:
+            typer.echo(f"adaptive: {status.line()}")
     if sm.halted:
         typer.echo(f"bandpass: error: {sm.halted}", err=True)
     if not sm.finished:
@@ -325,6 +374,13 @@ def run_cmd(
             err=True,
         )
         raise typer.Exit(130 if sm.interrupted and not sm.halted else 1)
+    if status is not None and not status.stopped:
+        typer.echo(
+            f"stopped between rounds ({status.undecided} task(s) undecided): "
+            f"bandpass run --resume {sm.batch_id}",
+            err=True,
+        )
+        raise typer.Exit(1 if sm.halted else 130)
     if sm.all_infra:
         typer.echo(
             f"bandpass: error: all {sm.done} episode(s) of batch {sm.batch_id} ended in infrastructure "
@@ -334,37 +390,41 @@ def run_cmd(
         raise typer.Exit(1)
 
 
-def _latest_batch(ws: Workspace) -> str | None:
-    from store import queries
-    from store.db import session
-
-    with session(ws.engine) as s:
-        rows = queries.batches(s)
-    return rows[0].id if rows else None
-
-
 @app.command("batches")
 def batches_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per batch.")] = False,
 ) -> None:
     """List rollout batches, newest first, with their progress."""
-    from engine.run.rollouts import batch_summary
-    from store import queries
-    from store.db import session
+    from bandpass.engine.app import reads
+    from bandpass.engine.run.rollouts import batch_summary
 
     ws = open_workspace()
-    with session(ws.engine) as s:
-        rows = queries.batches(s)
+    rows = reads.batches(ws)
+    if not rows and not as_json:
+        typer.echo("no batches yet (bandpass run, or n on the TUI's Runs screen, starts one)")
+        return
     for b in rows:
         sm = batch_summary(ws, b.id)
         if as_json:
             typer.echo(
                 json.dumps(
-                    {**sm.as_dict(), "kind": b.kind, "base_url": b.base_url, "created_at": b.created_at},
+                    {
+                        **sm.as_dict(),
+                        "kind": b.kind,
+                        "base_url": b.base_url,
+                        "created_at": b.created_at,
+                        "adaptive": reads.adaptive_settings(b) or None,
+                    },
                     sort_keys=True,
                     default=str,
                 )
             )
         else:
             state = "done" if sm.finished else f"{sm.queued} queued, {sm.running} running"
+            adaptive = reads.adaptive_settings(b)
+            if adaptive:  # an adaptive batch is done only once its sampler stopped on its own
+                stopped = adaptive.get("stopped")
+                state = f"adaptive, {adaptive.get('rounds', 0)} round(s), " + (
+                    f"stopped: {stopped}" if stopped else ("rounds to come" if sm.finished else state)
+                )
             typer.echo(f"{b.id}  {b.agent:<24} k={b.k}  {sm.done}/{sm.total}  {state}  {_line(sm)}")

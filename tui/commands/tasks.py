@@ -8,32 +8,59 @@ from typing import Annotated
 
 import typer
 
-from tui.cli import app, open_workspace
+from bandpass.tui.cli import app, fail, open_workspace
 
 
 @app.command("import")
 def import_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Task folders, or folders that contain task folders.")],
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per task directory.")] = False,
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", help="Import a task whose name is taken by another source as NS/name."),
+    ] = None,
+    new_version: Annotated[
+        bool,
+        typer.Option("--new-version", help="A task whose name is known is that task's next version."),
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Counts of warnings, not their text.")] = False,
 ) -> None:
-    """Import Harbor (and Terminal-Bench 1) task directories; idempotent by content hash."""
-    from engine.tasks.importer import import_paths
+    """Import Harbor (and Terminal-Bench 1) task directories; idempotent by content hash.
 
-    ws = open_workspace()
-    report = import_paths(ws, paths)
+    Every warning (keys Bandpass ignores, Terminal-Bench conversion notes) and everything Bandpass cannot
+    run as written is printed under its task and kept with the version. Exits 1 if a folder was invalid
+    or its name conflicts with another source's task.
+    """
+    from bandpass.engine.tasks.importer import import_paths
+
+    ws = open_workspace(create=True)
+    try:
+        report = import_paths(ws, paths, namespace=namespace, new_version=new_version)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     if as_json:
         typer.echo(json.dumps([i.as_dict() for i in report.items], indent=2))
     else:
         for item in report.items:
-            if item.status == "invalid":
-                typer.echo(f"invalid      {item.source}")
+            if item.status in ("invalid", "conflict"):
+                typer.echo(f"{item.status:<12} {item.source}")
                 for p in item.problems:
                     typer.echo(f"    {p}")
-            else:
-                typer.echo(f"{item.status:<12} {item.name}  {item.version_hash[:12]}  ({item.origin})")
+                continue
+            typer.echo(f"{item.status:<12} {item.name}  {item.version_hash[:12]}  ({item.origin})")
+            if quiet:
+                if item.warnings or item.unsupported:
+                    typer.echo(f"    {len(item.warnings)} warning(s), {len(item.unsupported)} unsupported")
+                continue
+            for u in item.unsupported:
+                typer.echo(f"    unsupported: {u}")
+            for w in item.warnings:
+                typer.echo(f"    warning: {w}")
+        warned = sum(1 for i in report.items if i.warnings or i.unsupported)
         typer.echo(
             f"{report.count('new')} new, {report.count('new_version')} new version(s), "
-            f"{report.count('unchanged')} unchanged, {report.count('invalid')} invalid"
+            f"{report.count('unchanged')} unchanged, {report.count('invalid')} invalid, "
+            f"{report.count('conflict')} conflict(s); {warned} with warnings"
         )
     if not report.ok:
         raise typer.Exit(1)
@@ -42,25 +69,36 @@ def import_cmd(
 @app.command("tasks")
 def tasks_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Each task's warnings, in full.")] = False,
 ) -> None:
-    """List the workspace's tasks (latest version of each) with audit verdict and counts."""
-    from store import queries
-    from store.db import session
+    """List the workspace's tasks (latest version of each) with audit verdict, counts and warnings."""
+    from bandpass.engine.app import reads
 
     ws = open_workspace()
-    with session(ws.engine) as s:
-        rows = queries.task_rows(s)
+    rows = reads.task_rows(ws)
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, default=str))
         return
     if not rows:
         typer.echo(f"no tasks in {ws.root} (bandpass import PATH)")
         return
+    nw = max(32, *(len(r.name) for r in rows))  # a long imported name widens the column, never shifts a row
+    cw = max(18, *(len(r.category) for r in rows))
     typer.echo(
-        f"{'task':<32} {'version':<12} {'category':<18} {'diff':<7} {'audit':<9} {'eps':>4} {'pass':>4}"
+        f"{'task':<{nw}} {'version':<12} {'category':<{cw}} {'diff':<7} {'audit':<15} {'eps':>4} {'pass':>4}"
+        f" {'warn':>4}"
     )
     for r in rows:
+        warn = len(r.warnings) + len(r.unsupported)
         typer.echo(
-            f"{r.name:<32} {r.version_hash[:12]:<12} {r.category[:18]:<18} {r.difficulty:<7} "
-            f"{r.audit or '-':<9} {r.episodes:>4} {r.passed:>4}"
+            f"{r.name:<{nw}} {r.version_hash[:12]:<12} {r.category:<{cw}} {r.difficulty:<7} "
+            f"{r.audit or '-':<15} {r.episodes:>4} {r.passed:>4} {warn or '':>4}"
         )
+    if verbose:
+        for r in rows:
+            for u in r.unsupported:
+                typer.echo(f"{r.name}: unsupported: {u}")
+            for w in r.warnings:
+                typer.echo(f"{r.name}: warning: {w}")
+    elif any(r.warnings or r.unsupported for r in rows):
+        typer.echo("(warn: the import's warnings and unsupported features; bandpass tasks -v lists them)")

@@ -9,6 +9,14 @@ infra code and failure tag, and a table of tasks with n / c / pass@k / band / ga
 series in checkpoint order): the tasks × models heatmap, each model's mean pass@k, and the tasks that left
 the band between consecutive models. Selecting a cell (Enter or a click) opens that model's report.
 
+*Ledger* is where the model's band decisions stand and what it would cost to move them: the decided and
+undecided counts at the stated confidence, the undecided tasks with their pass@k intervals and the edges
+still open (most informative first, as the adaptive sampler ranks them), the highlighted task's band
+history from the ledger (every decision recorded for it, all models), and what another adaptive round
+would cost: the episodes ``engine.calibration.adaptive.plan_round`` would queue now. ``a`` runs exactly
+that round (an adaptive batch whose budget is the round) in a worker on this machine's Docker engine; the
+header follows it live (decided/undecided, episodes) and the Runs screen shows its episodes.
+
 The model picker lists policy models first and defaults to the one that ran most recently; built-in
 agents (oracle, nop, cheat probes) come last and are never the default: a cheat probe's "calibration" is
 an audit result, not a solvability measurement.
@@ -16,19 +24,37 @@ an audit result, not a solvability measurement.
 
 from __future__ import annotations
 
+import threading
+from functools import partial
+
 from rich.columns import Columns
 from rich.console import Group
+from rich.markup import escape
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Select, Static, TabbedContent, TabPane
+from textual.widgets.data_table import CellDoesNotExist
 
-from engine.calibration.calibrate import GateParams
-from engine.calibration.compare import SATURATED, Comparison, compare, model_params
-from engine.calibration.overview import is_builtin_agent
-from engine.calibration.report import (
+from bandpass.engine.app import batches, reads
+from bandpass.engine.calibration import ledger
+from bandpass.engine.calibration.adaptive import (
+    DEFAULT_FIRST,
+    DEFAULT_MAX_K,
+    DEFAULT_STEP,
+    AdaptiveSettings,
+    AdaptiveStatus,
+    Plan,
+    plan_round,
+    task_score,
+    task_states,
+)
+from bandpass.engine.calibration.calibrate import GateParams
+from bandpass.engine.calibration.compare import SATURATED, Comparison, compare, model_params
+from bandpass.engine.calibration.report import (
     CalibrationReport,
     breakdown_tables,
     build_report,
@@ -36,25 +62,39 @@ from engine.calibration.report import (
     render_histogram,
     summary_table,
 )
-from engine.core.workspace import Workspace
-from store import queries
-from store.db import session
-from tui.widgets.pass_heatmap import PassHeatmap
+from bandpass.engine.core.config import ConfigError
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.probes import is_builtin_agent
+from bandpass.engine.core.workspace import Workspace
+from bandpass.tui.errors import Guarded
+from bandpass.tui.navigation import go_back
+from bandpass.tui.typed_app import bandpass_app
+from bandpass.tui.widgets.pass_heatmap import PassHeatmap
+from bandpass.tui.widgets.threadsafe import UiCaller
 
-COLUMNS = ("task", "version", "n", "c", "infra", "pass@1", "pass@k", "reward std", "band", "gates")
+COLUMNS = ("task", "version", "n", "c", "infra", "pass@1", "pass@k", "interval", "band", "gates")
+LEDGER_COLUMNS = ("task", "n", "c", "pass@k", "interval", "open edges", "edges/episode", "next round")
 
 
 def _fmt(x: float | None, digits: int = 2) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
-class CalibrationScreen(Screen[None]):
+def _interval(iv: tuple[float, float]) -> str:
+    return f"[{iv[0]:.2f}, {iv[1]:.2f}]"
+
+
+class CalibrationScreen(Guarded, Screen[None]):
     CSS_PATH = "calibration.tcss"
+    #: The table, not a text field: digits switch screens (an Input would take them as text).
+    AUTO_FOCUS = "#calib-table"
     BINDINGS = [
         Binding("r", "refresh", "Refresh"),
         Binding("g", "show_tab('calib-tab-report')", "Report"),
-        Binding("h", "show_tab('calib-tab-heatmap')", "Across models"),
-        Binding("escape", "app.pop_screen", "Back", show=False),
+        Binding("h", "show_tab('calib-tab-heatmap')", "Models"),
+        Binding("l", "show_tab('calib-tab-ledger')", "Ledger"),
+        Binding("a", "run_round", "Run a round"),
+        Binding("escape", "back", "Back", show=False),
     ]
 
     def __init__(self, workspace: Workspace, model: str | None = None) -> None:
@@ -63,14 +103,19 @@ class CalibrationScreen(Screen[None]):
         self.initial_model = model
         self.report: CalibrationReport | None = None
         self.comparison: Comparison | None = None
+        self.next_round: Plan | None = None  # what ``a`` would run now
+        self.round_settings: AdaptiveSettings | None = None
+        self.round_versions: list[int] = []
+        self.round_status: AdaptiveStatus | None = None  # the round running now (or last run)
+        self.round_batch: str | None = None
+        self._round_stop: threading.Event | None = None
 
     def _models(self) -> tuple[list[str], list[str]]:
         """(policy models, most recent first then configured; built-in agents, sorted)."""
-        with session(self.workspace.engine) as s:
-            recent = queries.agents_by_recency(s)
+        recent = reads.agents_by_recency(self.workspace)
         try:
             configured = list(self.workspace.config.models)
-        except Exception:  # a broken bandpass.toml must not hide the models that have data
+        except ConfigError:  # a broken bandpass.toml must not hide the models that have data
             configured = []
         policy = [m for m in dict.fromkeys([*recent, *configured]) if not is_builtin_agent(m)]
         builtin = sorted(m for m in recent if is_builtin_agent(m))
@@ -79,15 +124,16 @@ class CalibrationScreen(Screen[None]):
     def _params(self) -> GateParams:
         try:
             band = self.workspace.config.band
-            return GateParams(lo=band.lo, hi=band.hi, k=band.k, min_samples=band.min_samples)
-        except Exception as exc:  # a broken bandpass.toml: say so, and show the defaults meanwhile
+            return GateParams(
+                lo=band.lo, hi=band.hi, k=band.k, min_samples=band.min_samples, confidence=band.confidence
+            )
+        except ConfigError as exc:  # a broken bandpass.toml: say so, and show the defaults meanwhile
             self.notify(f"{exc}; using the default band", severity="warning")
             return GateParams()
 
     def compose(self) -> ComposeResult:
         policy, builtin = self._models()
-        with session(self.workspace.engine) as s:
-            with_episodes = set(queries.episode_agents(s))
+        with_episodes = set(reads.episode_agents(self.workspace))
         options = [(m, m) for m in policy] + [(f"{m} (built-in agent)", m) for m in builtin]
         known = policy + builtin
         default = next((m for m in policy if m in with_episodes), None)
@@ -113,10 +159,17 @@ class CalibrationScreen(Screen[None]):
                 yield PassHeatmap(id="calib-heatmap")
                 yield Static("", id="calib-cell")
                 yield Static("", id="calib-leavers")
+            with TabPane("Ledger", id="calib-tab-ledger"), VerticalScroll(id="calib-ledger-body"):
+                yield Static("", id="calib-ledger-head")
+                yield Static("", id="calib-ledger-round")
+                yield DataTable(id="calib-ledger-table", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="calib-ledger-history")
         yield Footer()
 
     def on_mount(self) -> None:
+        self._ui = UiCaller()
         self.query_one("#calib-table", DataTable).add_columns(*COLUMNS)
+        self.query_one("#calib-ledger-table", DataTable).add_columns(*LEDGER_COLUMNS)
         self.action_refresh()
 
     @property
@@ -130,7 +183,9 @@ class CalibrationScreen(Screen[None]):
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one("#calib-tabs", TabbedContent).active = tab
-        target = "#calib-heatmap" if tab == "calib-tab-heatmap" else "#calib-table"
+        target = {"calib-tab-heatmap": "#calib-heatmap", "calib-tab-ledger": "#calib-ledger-table"}.get(
+            tab, "#calib-table"
+        )
         self.query_one(target).focus()
 
     def action_refresh(self) -> None:
@@ -151,13 +206,12 @@ class CalibrationScreen(Screen[None]):
             )
             self.query_one("#calib-histogram", Static).update("")
             self.query_one("#calib-breakdowns", Static).update("")
+            self._refresh_ledger()
             return
-        try:
-            config = self.workspace.config
-        except Exception:
-            config = None
+        config = batches.config_or_none(self.workspace)
         rep = build_report(self.workspace, model, model_params(model, self._params(), config))
         self.report = rep
+        ledger.record(self.workspace, model, rep.estimates, rep.params, "tui", config)
         panel = infra_warning_panel(rep)
         warning.display = panel is not None
         warning.update(panel if panel is not None else "")
@@ -166,6 +220,7 @@ class CalibrationScreen(Screen[None]):
         self.query_one("#calib-breakdowns", Static).update(Columns(breakdown_tables(rep), padding=(0, 2)))
         for e in rep.estimates:
             why = rep.gates[e.task]
+            d = rep.decisions[e.task]
             table.add_row(
                 e.task,
                 e.version_hash[:12],
@@ -174,16 +229,196 @@ class CalibrationScreen(Screen[None]):
                 f"{e.infra_errors}" + (" ⚠" if e.infra_heavy else ""),
                 _fmt(e.pass_at.get(1)),
                 _fmt(e.pass_at.get(rep.k)),
-                _fmt(e.reward_std, 3),
-                rep.status[e.task],
+                _interval(d.pass_at_k),
+                d.status,
                 "export" if not why else ", ".join(why),
                 key=str(e.version_id),
             )
+        self._refresh_ledger()
+
+    # --- the ledger: undecided tasks, the next round, the band history --- #
+
+    def _settings(self, rep: CalibrationReport, budget: int | None = None) -> AdaptiveSettings:
+        """The round ``a`` runs: the report's band and confidence, the CLI's defaults, this machine's
+        default concurrency for the round size."""
+        from bandpass.engine.run.executors.base import default_concurrency
+
+        p = rep.params
+        return AdaptiveSettings(
+            lo=p.lo,
+            hi=p.hi,
+            k=p.k,
+            confidence=p.confidence,
+            min_samples=p.min_samples,
+            first=DEFAULT_FIRST,
+            step=DEFAULT_STEP,
+            max_k=DEFAULT_MAX_K,
+            budget=budget,
+            round_tasks=max(4, 2 * default_concurrency()),
+        )
+
+    def _refresh_ledger(self) -> None:
+        head = self.query_one("#calib-ledger-head", Static)
+        table = self.query_one("#calib-ledger-table", DataTable)
+        table.clear()
+        self.query_one("#calib-ledger-history", Static).update("")
+        rep = self.report
+        if rep is None:
+            self.next_round = self.round_settings = None
+            head.update("No model selected.")
+            self._show_round()
+            return
+        band = rep.band_counts()
+        decided = len(rep.estimates) - band["undecided"]
+        head.update(
+            Text.assemble(
+                (f"{rep.model}: ", "bold"),
+                (f"{decided} decided", "bold green"),
+                f" (in {band['in']} · below {band['below']} · above {band['above']}) · ",
+                (f"{band['undecided']} undecided", "bold yellow"),
+                f"   band pass@{rep.k} in [{rep.params.lo:g}, {rep.params.hi:g}] at "
+                f"{rep.confidence:.0%} confidence",
+            )
+        )
+        settings = self._settings(rep)
+        self.round_settings = settings
+        self.round_versions = [e.version_id for e in rep.estimates]
+        states = {t.key: t for t in task_states(self.workspace, rep.model, self.round_versions, None)}
+        plan = plan_round(list(states.values()), settings)
+        self.next_round = plan
+        rows = []
+        for e in rep.undecided:
+            t = states.get(e.version_id)
+            value = task_score(t, settings) if t is not None else 0.0
+            d = rep.decisions[e.task]
+            rows.append((-value, e.task, e, d, plan.attempts.get(e.version_id, 0), value))
+        rows.sort(key=lambda r: (r[0], r[1]))
+        for _neg, _name, e, d, planned, value in rows:
+            open_edges = [edge for edge, side in (("lo", d.lo_side), ("hi", d.hi_side)) if side is None]
+            table.add_row(
+                e.task,
+                str(e.n),
+                str(e.c),
+                _fmt(e.pass_at.get(rep.k)),
+                _interval(d.pass_at_k),
+                " ".join(open_edges) or "—",
+                "first round" if e.n < settings.first else ("—" if value <= 0 else f"{value:.3f}"),
+                str(planned) if planned else "",
+                key=str(e.version_id),
+            )
+        self._show_round()
+        self._show_history()
+
+    def _show_round(self) -> None:
+        out = self.query_one("#calib-ledger-round", Static)
+        plan, st = self.next_round, self.round_status
+        text = Text()
+        if st is not None and self._round_stop is not None:
+            text.append(f"Running {self.round_batch}: {st.line()}\n", style="bold cyan")
+        elif st is not None and self.round_batch:
+            text.append(f"Last round {self.round_batch}: {st.line()}\n", style="dim")
+        if plan is None:
+            pass
+        elif plan.stopped:
+            text.append(f"No round to run: {plan.stopped}.", style="bold")
+        elif not plan.attempts:
+            text.append("No round to run now: the undecided tasks have episodes in flight.")
+        else:
+            kind = "first round (topping up thin tasks)" if plan.first_round else "next round"
+            text.append(
+                f"Another round would cost {plan.episodes} episode(s) on {len(plan.attempts)} task(s) "
+                f"({kind}, up to {self.round_settings.max_k if self.round_settings else DEFAULT_MAX_K} "
+                "per task); ",
+                style="bold",
+            )
+            text.append("press a to run it (bandpass run --model M --adaptive runs rounds to the end).")
+        out.update(text)
+
+    def _show_history(self) -> None:
+        out = self.query_one("#calib-ledger-history", Static)
+        table = self.query_one("#calib-ledger-table", DataTable)
+        if self.report is None or table.row_count == 0:
+            out.update("")
+            return
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except CellDoesNotExist:
+            out.update("")
+            return
+        name = next((e.task for e in self.report.estimates if str(e.version_id) == key), None)
+        if name is None:
+            out.update("")
+            return
+        rows = ledger.task_history(self.workspace, name)
+        text = Text(f"Band history of {name} (the ledger, oldest first)\n", style="bold")
+        for r in rows[-12:]:
+            step = f" @{r.checkpoint_step}" if r.checkpoint_step is not None else ""
+            text.append(
+                f"  {r.created_at:%Y-%m-%d %H:%M}  {r.model}{step}  {r.decision:<9} "
+                f"pass@{r.k} in [{r.pass_lo:.2f}, {r.pass_hi:.2f}] at {r.confidence:.0%}  "
+                f"n={r.n} c={r.c}  ({r.source})\n"
+            )
+        if not rows:
+            text.append("  (nothing recorded yet)")
+        out.update(text)
+
+    def action_run_round(self) -> None:
+        rep, plan, settings = self.report, self.next_round, self.round_settings
+        if self._round_stop is not None:
+            self.notify("A round is already running.", severity="warning")
+            return
+        if rep is None or plan is None or settings is None:
+            self.notify("Choose a model first.", severity="warning")
+            return
+        if not plan.attempts:
+            self.notify(plan.stopped or "Nothing to run now.", severity="warning")
+            return
+        self._round_stop = threading.Event()
+        self.round_status = None
+        self._run_round(rep.model, list(self.round_versions), self._settings(rep, budget=plan.episodes))
+
+    @work(thread=True, group="calib-round")
+    def _run_round(self, model: str, version_ids: list[int], settings: AdaptiveSettings) -> None:
+        from bandpass.engine.calibration.adaptive import run_adaptive
+        from bandpass.engine.run.executors.base import default_concurrency
+        from bandpass.engine.run.executors.local import LocalExecutor
+
+        ws = self.workspace
+        stop = self._round_stop
+        try:
+            sampler = batches.start_round(ws, model, version_ids, settings)  # a dead endpoint: refused
+            self.round_batch = sampler.batch_id
+            sampler.on_round = lambda st: self._ui.call(self._round_progress, st)
+            self._ui.call(self._round_progress, sampler.status)
+            _summary, status = run_adaptive(
+                ws,
+                sampler,
+                executor=LocalExecutor(default_concurrency()),
+                bus=bandpass_app(self).bus,
+                stop=stop,
+                on_progress=lambda _sm: self._ui.call(self._round_progress, sampler.refresh()),
+            )
+            self._ui.call(self._round_progress, status)
+            self._ui.call(
+                partial(self.notify, f"{sampler.batch_id}: {status.line()}", title="Round finished")
+            )
+        except BandpassError as exc:  # a dead endpoint, no Docker engine: the curator's notification
+            line = f"{type(exc).__name__}: {escape(str(exc))}"
+            self._ui.call(partial(self.notify, line, title="Round failed", severity="error", timeout=20))
+        finally:
+            self._ui.call(self._round_done)
+
+    def _round_progress(self, status: AdaptiveStatus) -> None:
+        self.round_status = status
+        self._show_round()
+
+    def _round_done(self) -> None:
+        self._round_stop = None
+        self._refresh_report()
 
     def _refresh_comparison(self) -> None:
         policy, _ = self._models()
-        with session(self.workspace.engine) as s:
-            with_episodes = set(queries.episode_agents(s))
+        with_episodes = set(reads.episode_agents(self.workspace))
         models = [m for m in policy if m in with_episodes]
         head = self.query_one("#calib-cmp-head", Static)
         heatmap = self.query_one("#calib-heatmap", PassHeatmap)
@@ -193,10 +428,7 @@ class CalibrationScreen(Screen[None]):
             head.update("No policy model has episodes yet.")
             self.query_one("#calib-leavers", Static).update("")
             return
-        try:
-            config = self.workspace.config
-        except Exception:
-            config = None
+        config = batches.config_or_none(self.workspace)
         cmp = compare(self.workspace, models, self._params(), config=config)  # per-model bands
         self.comparison = cmp
         p = cmp.params
@@ -204,7 +436,8 @@ class CalibrationScreen(Screen[None]):
             Text(
                 f"pass@{cmp.k} across {len(models)} model(s), each on its own band (default "
                 f"[{p.lo:g}, {p.hi:g}]), min samples "
-                f"{p.min_samples}   ● in band  ▲ above (saturated)  ▼ below (too hard)  ? unknown   "
+                f"{p.min_samples}, decided at {p.confidence:.0%}   ● in band  ▲ above (saturated)  "
+                "▼ below (too hard)  ? undecided   "
                 "Enter/click: open that model's report",
                 style="bold",
             )
@@ -213,13 +446,19 @@ class CalibrationScreen(Screen[None]):
         self._show_cell()
         leavers = Text()
         if cmp.leavers:
-            leavers.append("Left the band\n", style="bold")
+            leavers.append("Left the band (beyond noise)\n", style="bold")
             for lv in cmp.leavers:
                 kind = "saturated" if lv.kind == SATURATED else "too hard"
                 leavers.append(f"  {lv.task}: {lv.before} → {lv.after}  {kind}  ", style="")
                 leavers.append(f"{_fmt(lv.pass_before)} → {_fmt(lv.pass_after)}\n", style="dim")
         else:
-            leavers.append("No task left the band between consecutive models.")
+            leavers.append("No task left the band beyond noise between consecutive models.")
+        for pt in cmp.paired:
+            leavers.append(
+                f"\n{pt.before} → {pt.after}: {pt.improved} fail→pass, {pt.regressed} pass→fail over "
+                f"{pt.pairs} paired episodes of {pt.tasks} tasks, McNemar p = {pt.p_value:.3g}: {pt.verdict}",
+                style={"better": "green", "worse": "red"}.get(pt.verdict, "dim"),
+            )
         self.query_one("#calib-leavers", Static).update(leavers)
 
     def _show_cell(self) -> None:
@@ -233,13 +472,20 @@ class CalibrationScreen(Screen[None]):
         c = cmp.cells[(task, model)]
         out.update(
             f"{task} × {model}: n={c.n} c={c.c} infra errors={c.infra_errors} "
-            f"pass@{cmp.k}={_fmt(c.pass_at_k)} band={c.band}"
+            f"pass@{cmp.k}={_fmt(c.pass_at_k)} in {_interval(c.interval)} band={c.band}"
         )
 
     def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
         if event.data_table.id == "calib-heatmap":
             self._show_cell()
 
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "calib-ledger-table":
+            self._show_history()
+
     def on_pass_heatmap_cell_chosen(self, event: PassHeatmap.CellChosen) -> None:
         self.query_one("#calib-model", Select).value = event.model
         self.action_show_tab("calib-tab-report")
+
+    def action_back(self) -> None:
+        go_back(self)

@@ -19,8 +19,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from engine.core.workspace import Workspace
-from engine.run.endstate import change_diff, episode_changes
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.endstate import change_diff, episode_changes
+from bandpass.tui.errors import Guarded
+from bandpass.tui.navigation import go_back
 
 MARK = {"added": "A", "modified": "M", "deleted": "D"}
 
@@ -28,14 +31,15 @@ MARK = {"added": "A", "modified": "M", "deleted": "D"}
 def _size(n: int | None) -> str:
     if n is None:
         return ""
+    size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
     return ""
 
 
-class ChangesScreen(Screen[None]):
+class ChangesScreen(Guarded, Screen[None]):
     CSS_PATH = "changes.tcss"
     BINDINGS = [
         Binding("f", "toggle_flagged", "Flagged only"),
@@ -87,8 +91,11 @@ class ChangesScreen(Screen[None]):
         findings = info["guard"]["findings"]
         tripped = [f for f in findings if not f["allowed"]]
         head = Text()
-        if tripped:
+        gate = info["guard"].get("gate", True)
+        if tripped and gate:
             head.append(f"guard TRIPPED: {len(tripped)} finding(s)", style="bold red")
+        elif tripped:  # verified in a clean room: what the policy touched, not what it was judged by
+            head.append(f"clean room · guard: {len(tripped)} finding(s), evidence only", style="bold yellow")
         else:
             head.append("guard clean", style="bold green")
             if findings:
@@ -107,7 +114,9 @@ class ChangesScreen(Screen[None]):
                 continue
             if self.flagged_only and not hits:
                 continue
-            style = "bold red" if any(not f["allowed"] for f in hits) else ("yellow" if hits else "")
+            # red only where the guard was the gate (in place); in the clean room a finding is evidence
+            tripped_here = any(not f["allowed"] for f in hits) and info["guard"].get("gate", True)
+            style = "bold red" if tripped_here else ("yellow" if hits else "")
             guard = ", ".join(f"{f['rule']}{' (allowed)' if f['allowed'] else ''}" for f in hits)
             size = _size(c.get("size"))
             if c["kind"] != "deleted" and c["type"] == "file" and not c["archived"]:
@@ -139,7 +148,8 @@ class ChangesScreen(Screen[None]):
         if c.get("link"):
             lines.append(f"-> {c['link']}")
         for f in self.findings_for(c["path"]):
-            state = "allowed by the task" if f["allowed"] else "TAMPER"
+            gate = (self.info.get("guard") or {}).get("gate", True)
+            state = "allowed by the task" if f["allowed"] else ("TAMPER" if gate else "flagged (evidence)")
             lines.append(f"{state}: {f['rule']}: {f['why']}")
         self.query_one("#changes-diff", Static).update("\n".join(lines))
         if c["type"] == "file" or c["kind"] == "deleted":
@@ -147,9 +157,11 @@ class ChangesScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="diff")
     def _load_diff(self, path: str, head: str) -> None:
+        from docker.errors import DockerException
+
         try:
             text = change_diff(self.ws, self.episode_id, path)
-        except Exception as exc:  # noqa: BLE001 - e.g. no Docker engine for the image's copy
+        except (BandpassError, DockerException, OSError) as exc:  # e.g. no Docker engine, image gone
             text = f"diff unavailable: {exc}"
         self.app.call_from_thread(self._set_diff, head + "\n\n" + text)
 
@@ -167,4 +179,4 @@ class ChangesScreen(Screen[None]):
         self._fill()
 
     def action_back(self) -> None:
-        self.dismiss(None)
+        go_back(self)

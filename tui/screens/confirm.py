@@ -9,8 +9,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from bandpass.tui.errors import Guarded
 
-class ConfirmDialog(ModalScreen[bool]):
+
+class ConfirmDialog(Guarded, ModalScreen[bool]):
     CSS_PATH = "confirm.tcss"
     BINDINGS = [
         Binding("y,enter", "answer(True)", "Yes", priority=True),

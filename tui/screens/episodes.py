@@ -12,14 +12,36 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import Footer, Header, Input, Static
 
-from engine.core.workspace import Workspace
-from engine.review.text import strip_controls
-from store import diagnoses as dq
-from store.db import session
+from bandpass.engine.app import reads
+from bandpass.engine.core.outcomes import reward_label
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.text import strip_controls
+from bandpass.tui.errors import Guarded
+from bandpass.tui.navigation import go_back
+from bandpass.tui.widgets.virtual_table import Column, VirtualTable, numeric_key, shorten_outcome
 
-COLUMNS = ("", "episode", "task", "agent", "outcome", "diagnosis", "reward", "tags", "version", "batch")
+
+def _short_reward(text: str) -> str:
+    """``0 (verifier gave 1: void)`` -> ``0 (void)``; ``none (infra)`` -> ``none``: narrow columns."""
+    return text.split(" (", 1)[0] + (" (void)" if "void" in text else "")
+
+
+#: Chosen by priority to fit the table (0: always; higher numbers drop out first): outcome, reward,
+#: diagnosis and tags stay on screen at 100 terminal columns (tui/widgets/virtual_table.fit_columns).
+COLUMNS = (
+    Column("mark", "", 1),
+    Column("episode", "episode", 7, "right", sort_key=numeric_key),
+    Column("task", "task", 22, priority=1, min_width=12),
+    Column("agent", "agent", 18, priority=2, min_width=10),
+    Column("outcome", "outcome", 24, min_width=14, shorten=shorten_outcome),
+    Column("reward", "reward", 10, min_width=8, shorten=_short_reward),
+    Column("diagnosis", "diagnosis", 24, min_width=14),
+    Column("tags", "tags", 18, min_width=10),
+    Column("version", "version", 12, priority=4),
+    Column("batch", "batch", 22, priority=3, min_width=10),
+)
 FIELDS = ("task", "agent", "outcome", "batch")
 
 
@@ -36,8 +58,10 @@ def parse_filter(text: str) -> tuple[dict[str, str], list[str]]:
     return fields, words
 
 
-class EpisodesScreen(Screen[None]):
+class EpisodesScreen(Guarded, Screen[None]):
     CSS_PATH = "episodes.tcss"
+    #: The table, not a text field: digits switch screens (an Input would take them as text).
+    AUTO_FOCUS = "#episodes-table"
     BINDINGS = [
         Binding("enter", "replay", "Replay"),
         Binding("space", "mark", "Mark to compare"),
@@ -51,9 +75,10 @@ class EpisodesScreen(Screen[None]):
         super().__init__()
         self.ws = ws
         self.task_name = task
-        self.rows: list[dq.EpisodeListRow] = []
-        self.shown: list[dq.EpisodeListRow] = []
+        self.rows: list[reads.EpisodeListRow] = []
+        self.shown: list[reads.EpisodeListRow] = []
         self.marked: list[int] = []
+        self._by_id: dict[int, reads.EpisodeListRow] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -63,63 +88,73 @@ class EpisodesScreen(Screen[None]):
             id="episodes-filter",
         )
         with Horizontal(id="episodes-body"):
-            yield DataTable(id="episodes-table", cursor_type="row", zebra_stripes=True)
+            yield VirtualTable(COLUMNS, id="episodes-table")
             with VerticalScroll(id="episodes-detail"):
                 yield Static("", id="episodes-info", markup=False)
         yield Static("", id="episodes-status")
         yield Footer()
 
+    @property
+    def table(self) -> VirtualTable:
+        return self.query_one("#episodes-table", VirtualTable)
+
     def on_mount(self) -> None:
         self.sub_title = f"episodes of {self.task_name}" if self.task_name else "all episodes"
-        self.query_one(DataTable).add_columns(*COLUMNS)
         self.action_refresh()
-        self.query_one(DataTable).focus()
+        self.table.focus()
 
     # --- data --- #
 
     def action_refresh(self) -> None:
+        """Reads the episodes again (after a Replay: tags may have changed); the cursor stays on the
+        episode it was on."""
         fields, _ = parse_filter(self.query_one("#episodes-filter", Input).value)
-        with session(self.ws.engine) as s:
-            self.rows = dq.episode_list(
-                s,
-                task=fields.get("task"),
-                agent=fields.get("agent"),
-                outcome=fields.get("outcome"),
-                batch_id=fields.get("batch"),
-            )
+        self.rows = reads.episode_list(
+            self.ws,
+            task=fields.get("task"),
+            agent=fields.get("agent"),
+            outcome=fields.get("outcome"),
+            batch_id=fields.get("batch"),
+        )
         self._apply()
+
+    @staticmethod
+    def cells(r: reads.EpisodeListRow, marked: bool) -> tuple[str, ...]:
+        return (
+            "◆" if marked else "",
+            str(r.episode_id),
+            r.task,
+            r.agent,
+            r.outcome or r.status,
+            reward_label(r.outcome, r.reward),  # what it counts for: an agent error's 0, says why
+            r.diagnosis,
+            ", ".join(r.tags),
+            r.version_hash[:12],
+            r.batch_id,
+        )
 
     def _apply(self) -> None:
         _, words = parse_filter(self.query_one("#episodes-filter", Input).value)
-        table = self.query_one(DataTable)
-        table.clear()
+        rows = []
         self.shown = []
         for r in self.rows:
-            reward = f"{r.reward:g}" if r.reward is not None else "—"
-            cells = (
-                "◆" if r.episode_id in self.marked else "",
-                str(r.episode_id),
-                r.task,
-                r.agent,
-                r.outcome or r.status,
-                r.diagnosis,
-                reward,
-                ", ".join(r.tags),
-                r.version_hash[:12],
-                r.batch_id,
-            )
+            cells = self.cells(r, r.episode_id in self.marked)
             hay = " ".join(cells).lower()
             if all(w in hay for w in words):
                 self.shown.append(r)
-                table.add_row(*cells, key=str(r.episode_id))
+                rows.append((r.episode_id, cells))
+        self._by_id = {r.episode_id: r for r in self.shown}
+        self.table.set_rows(rows)  # keeps the cursor on the same episode when it is still listed
         self._refresh_detail()
 
+    def table_rows(self) -> list[tuple[str, ...]]:
+        """The rows as shown (every cell, hidden columns too): what tests read."""
+        return self.table.shown_rows()
+
     @property
-    def current(self) -> dq.EpisodeListRow | None:
-        table = self.query_one(DataTable)
-        if not self.shown or not 0 <= table.cursor_row < len(self.shown):
-            return None
-        return self.shown[table.cursor_row]
+    def current(self) -> reads.EpisodeListRow | None:
+        key = self.table.cursor_key
+        return self._by_id.get(key) if key is not None else None
 
     def status_text(self) -> str:
         marked = f" · marked {', '.join(map(str, self.marked))} (c: compare)" if self.marked else ""
@@ -130,11 +165,15 @@ class EpisodesScreen(Screen[None]):
         cur = self.current
         info = self.query_one("#episodes-info", Static)
         if cur is None:
-            info.update("no episodes match")
+            info.update("no episodes match" if self.rows else "no episodes yet: run a batch (2, Runs)")
             return
-        from engine.review.evidence import episode_record, why_lines
+        from bandpass.engine.review.evidence import EpisodeNotFound, episode_record, why_lines
 
-        rec = episode_record(self.ws, cur.episode_id)
+        try:
+            rec = episode_record(self.ws, cur.episode_id)
+        except EpisodeNotFound:  # removed since the list was read
+            info.update(f"episode {cur.episode_id} no longer exists (r: refresh)")
+            return
         lines = [
             f"episode {cur.episode_id} · {cur.task} · {cur.agent}",
             *why_lines(rec, checks=8, evidence=6),
@@ -144,10 +183,10 @@ class EpisodesScreen(Screen[None]):
             lines += ["", "verifier output (tail):", *tail]
         info.update("\n".join(lines))
 
-    def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:
+    def on_virtual_table_row_highlighted(self, _: VirtualTable.RowHighlighted) -> None:
         self._refresh_detail()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         event.stop()
         self.action_replay()
 
@@ -157,7 +196,7 @@ class EpisodesScreen(Screen[None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.action_refresh()
-        self.query_one(DataTable).focus()
+        self.table.focus()
 
     # --- actions --- #
 
@@ -168,7 +207,7 @@ class EpisodesScreen(Screen[None]):
         cur = self.current
         if cur is None:
             return
-        from tui.screens.replay import ReplayScreen
+        from bandpass.tui.screens.replay import ReplayScreen
 
         self.app.push_screen(
             ReplayScreen(self.ws, episode_id=cur.episode_id), lambda _: self.action_refresh()
@@ -182,9 +221,7 @@ class EpisodesScreen(Screen[None]):
             self.marked.remove(cur.episode_id)
         else:
             self.marked = [*self.marked[-1:], cur.episode_id]  # the last two marked
-        row = self.query_one(DataTable).cursor_row
         self._apply()
-        self.query_one(DataTable).move_cursor(row=row)
 
     def action_compare(self) -> None:
         pair = list(self.marked)
@@ -194,35 +231,28 @@ class EpisodesScreen(Screen[None]):
         if len(pair) != 2:
             self.notify("mark two episodes with space (or one, then highlight the other)", severity="warning")
             return
-        from tui.screens.compare import CompareScreen
+        from bandpass.tui.screens.compare import CompareScreen
 
         self.app.push_screen(CompareScreen(self.ws, pair[0], pair[1]))
 
     def action_back(self) -> None:
         if self.query_one("#episodes-filter", Input).has_focus:
-            self.query_one(DataTable).focus()
+            self.table.focus()
         elif self.marked:
             self.marked = []
             self._apply()
-        elif self.app.screen_stack[0] is not self:
-            self.dismiss(None)
         else:
-            self.app.switch_mode("tasks")
+            go_back(self)
 
 
 def task_under_cursor(ws: Workspace, screen: Screen) -> str | None:
     """The task the Tasks screen highlights (Episodes opens on it), else None."""
-    from store import queries
-    from store.models import Task
-    from tui.screens.tasks import TasksScreen
-    from tui.widgets.virtual_table import VirtualTable
+    from bandpass.tui.screens.tasks import TasksScreen
+    from bandpass.tui.widgets.virtual_table import VirtualTable
 
     if not isinstance(screen, TasksScreen):
         return None
     vid = screen.query_one(VirtualTable).cursor_key
     if vid is None:
         return None
-    with session(ws.engine) as s:
-        version = queries.get_version(s, vid)
-        task = s.get(Task, version.task_id) if version else None
-        return task.name if task else None
+    return reads.task_name_of_version(ws, vid)

@@ -30,13 +30,15 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, RichLog, Select, Static
 
-from engine.core.events import GenerationEvent
-from engine.core.workspace import Workspace
-from engine.generator import DEFAULT_PROMPT, BatchResult, available_versions, generate_batch
-from store import queries
-from store.db import session
-from tui.screens.generation import GenerationScreen
-from tui.widgets.threadsafe import UiCaller
+from bandpass.engine.app import generate as generation
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.events import GenerationEvent
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.generator import DEFAULT_PROMPT, BatchResult, available_versions
+from bandpass.tui.errors import Guarded
+from bandpass.tui.screens.generation import GenerationScreen
+from bandpass.tui.typed_app import bandpass_app
+from bandpass.tui.widgets.threadsafe import UiCaller
 
 _KIND_STYLE = {
     "text": "",
@@ -65,9 +67,10 @@ def format_event(ev: GenerationEvent) -> str:
     return f"[dim]{gen}[/dim]{head} {escape(data)}"
 
 
-class GenerateScreen(Screen[None]):
+class GenerateScreen(Guarded, Screen[None]):
     CSS_PATH = "generate.tcss"
-    AUTO_FOCUS = "#gen-log"
+    #: The history, so Enter opens the highlighted attempt as the footer says (the form is a tab away).
+    AUTO_FOCUS = "#gen-history"
     BINDINGS = [
         Binding("n", "start", "Start generation"),
         Binding("x", "stop", "Stop"),
@@ -126,7 +129,7 @@ class GenerateScreen(Screen[None]):
         self.query_one("#gen-history", DataTable).add_columns(
             "id", "outcome", "difficulty", "prompt", "turns", "tokens in/out", "cost $", "reason"
         )
-        bus = self.app.bus  # type: ignore[attr-defined]
+        bus = bandpass_app(self).bus
         ui = UiCaller()
         self._unsubscribe = bus.subscribe(
             GenerationEvent, lambda ev: ui.call(self.post_message, self.Got(ev))
@@ -141,7 +144,7 @@ class GenerateScreen(Screen[None]):
     def _got(self, msg: Got) -> None:
         self.query_one("#gen-log", RichLog).write(format_event(msg.event))
         if msg.event.kind == "finished":
-            self.app.tasks_changed += 1  # type: ignore[attr-defined]
+            bandpass_app(self).tasks_changed += 1
             self.action_refresh()
 
     # --- history --- #
@@ -152,25 +155,24 @@ class GenerateScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="gen-history")
     def _load_history(self) -> None:
         try:
-            with session(self.workspace.engine) as s:
-                gens = [
-                    (
-                        g.id,
-                        g.outcome,
-                        g.difficulty,
-                        g.prompt_version,
-                        g.turns,
-                        f"{g.tokens_in}/{g.tokens_out}",
-                        f"{g.cost_usd:.3f}",
-                        g.reason,
-                    )
-                    for g in queries.recent_generations(s)
-                ]
-                yields = queries.generation_yield(s)
-        except Exception as exc:  # noqa: BLE001
+            found = generation.history(self.workspace)
+        except BandpassError as exc:  # e.g. a broken generator-prices.toml: named, the screen goes on
             self.app.call_from_thread(self.notify, str(exc), title="History", severity="error")
             return
-        self.app.call_from_thread(self._show_history, gens, yields)
+        gens = [
+            (
+                g.id,
+                g.outcome,
+                g.difficulty,
+                g.prompt_version,
+                g.turns,
+                f"{g.tokens_in}/{g.tokens_out}",
+                f"{g.cost_usd:.3f}" if found.prices.known(g.model) else "unknown",
+                g.reason,
+            )
+            for g in found.generations
+        ]
+        self.app.call_from_thread(self._show_history, gens, found.yields)
 
     def _show_history(self, gens: list[tuple[Any, ...]], yields: list[tuple[str, int, int]]) -> None:
         table = self.query_one("#gen-history", DataTable)
@@ -203,15 +205,11 @@ class GenerateScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="gen-check")
     def _check(self) -> None:
-        from engine.generator import GeneratorError, resolve_api
-        from engine.generator.check import check_generator
-
         ws = self.workspace
-        model = ws.config.generator.model
         try:
-            key, url = resolve_api(ws)
-            report = check_generator(ws, model, api_key=key, base_url=url)
-        except GeneratorError as exc:
+            model = generation.generator_model(ws)
+            report = generation.check(ws, model)
+        except BandpassError as exc:  # no API key, a broken bandpass.toml: one line
             self.app.call_from_thread(
                 self._show_check, [f"[bold red]check[/] {escape(str(exc))}"], False, str(exc)
             )
@@ -246,16 +244,15 @@ class GenerateScreen(Screen[None]):
         difficulty = self.query_one("#gen-difficulty", Select).value
         prompt = self.query_one("#gen-prompt", Select).value
         self._stop = threading.Event()
-        kwargs: dict[str, Any] = {
-            "prompt_version": prompt if isinstance(prompt, str) else DEFAULT_PROMPT,
-            "difficulty": None if difficulty == "any" else difficulty,
-            "bus": self.app.bus,  # type: ignore[attr-defined]
-            "stop": self._stop,
-        }
+        request = generation.GenerateRequest(
+            n=n,
+            prompt_version=prompt if isinstance(prompt, str) else DEFAULT_PROMPT,
+            difficulty=None if difficulty == "any" or not isinstance(difficulty, str) else difficulty,
+        )
         self.query_one("#gen-start", Button).disabled = True
         self.query_one("#gen-stop", Button).disabled = False
         self.query_one("#gen-status", Static).update(f"generating {n} task(s)…")
-        self._run(n, kwargs)
+        self._run(request, self._stop)
 
     @on(Button.Pressed, "#gen-stop")
     def action_stop(self) -> None:
@@ -266,11 +263,16 @@ class GenerateScreen(Screen[None]):
         self.notify("Stopping after the current turn.", title="Generate")
 
     @work(thread=True, group="gen-run")
-    def _run(self, n: int, kwargs: dict[str, Any]) -> None:
+    def _run(self, request: generation.GenerateRequest, stop: threading.Event) -> None:
         try:
-            result = generate_batch(self.workspace, n, **kwargs)
+            result = generation.generate(
+                self.workspace,
+                request,
+                bus=self.app.bus,  # type: ignore[attr-defined]
+                stop=stop,
+            )
             self.app.call_from_thread(self.notify, describe_result(result), title="Generation finished")
-        except Exception as exc:  # noqa: BLE001
+        except BandpassError as exc:  # no key, nothing listening, a bad prompt version: one notification
             self.app.call_from_thread(
                 self.notify,
                 f"{type(exc).__name__}: {exc}",
@@ -286,5 +288,5 @@ class GenerateScreen(Screen[None]):
         self.query_one("#gen-start", Button).disabled = False
         self.query_one("#gen-stop", Button).disabled = True
         self.query_one("#gen-status", Static).update("idle")
-        self.app.tasks_changed += 1  # type: ignore[attr-defined]
+        bandpass_app(self).tasks_changed += 1
         self.action_refresh()

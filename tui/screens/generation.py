@@ -15,19 +15,21 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, RichLog, Static
 
-from engine.core.workspace import Workspace
-from engine.generator.transcript import GenerationView, read_transcript, render_lines
-from store import queries
-from store.db import session
+from bandpass.engine.app import reads
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.generator.transcript import GenerationView, read_transcript, render_lines
+from bandpass.engine.llm.pricing import PriceTable
+from bandpass.tui.errors import Guarded
+from bandpass.tui.navigation import go_back
 
 REFRESH_S = 2.0
 
 
-class GenerationScreen(Screen[None]):
+class GenerationScreen(Guarded, Screen[None]):
     CSS_PATH = "generation.tcss"
     AUTO_FOCUS = "#generation-log"
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
+        Binding("escape", "back", "Back"),
         Binding("f", "toggle_full", "Full tool results"),
         Binding("r", "reload", "Reload"),
     ]
@@ -63,9 +65,9 @@ class GenerationScreen(Screen[None]):
         self._show()
 
     def action_reload(self) -> None:
-        with session(self.workspace.engine) as s:
-            g = queries.get_generation(s, self.generation_id)
-            self.reading = read_transcript(g) if g is not None else None
+        g = reads.generation(self.workspace, self.generation_id)
+        known = g is not None and PriceTable(self.workspace.root).known(g.model)
+        self.reading = read_transcript(g, cost_known=known) if g is not None else None
         self._show()
 
     def _show(self) -> None:
@@ -80,3 +82,6 @@ class GenerationScreen(Screen[None]):
         width = log.scrollable_content_region.width or None  # wrap at the pane, not at 80 columns
         for style, line in render_lines(v, full=self.full):
             log.write(Text(line, style=style), width=width)
+
+    def action_back(self) -> None:
+        go_back(self)

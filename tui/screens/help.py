@@ -20,6 +20,8 @@ from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from bandpass.tui.errors import Guarded
+
 
 @dataclass(frozen=True)
 class KeyHelp:
@@ -60,12 +62,12 @@ def screen_keys(screen: Screen) -> list[KeyHelp]:
         else:
             rows[(group, binding.action)] = KeyHelp(group, key, binding.description, binding.show)
     taken = {b.action for _n, b, _e, _t in screen.active_bindings.values()}
-    for binding in app.BINDINGS:  # app keys this screen reuses stay reachable by name
-        if isinstance(binding, Binding) and binding.description and binding.action not in taken:
-            key = binding.key_display or app.get_key_display(binding)
+    for app_binding in app.BINDINGS:  # app keys this screen reuses stay reachable by name
+        if isinstance(app_binding, Binding) and app_binding.description and app_binding.action not in taken:
+            key = app_binding.key_display or app.get_key_display(app_binding)
             note = f"{key} is this screen's"
-            rows[("Everywhere", binding.action)] = KeyHelp(
-                "Everywhere", "ctrl+p", binding.description, False, note
+            rows[("Everywhere", app_binding.action)] = KeyHelp(
+                "Everywhere", "ctrl+p", app_binding.description, False, note
             )
     order = {"This screen": 0, "Everywhere": 2}
     return sorted(rows.values(), key=lambda r: order.get(r.group, 1))  # stable: binding order kept
@@ -88,7 +90,7 @@ def render_keys(title: str, rows: list[KeyHelp]) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Guarded, ModalScreen[None]):
     """The key list of one screen; Escape, q or ? closes it."""
 
     CSS_PATH = "help.tcss"

@@ -17,8 +17,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from engine.calibration.overview import Overview, build_overview
-from engine.core.workspace import Workspace
+from bandpass.engine.calibration.overview import Overview, build_overview
+from bandpass.engine.core import outcomes
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.tui.errors import Guarded
 
 #: Where to go next, in the order the README's "first 10 minutes" walks them.
 NEXT_STEPS = (
@@ -42,9 +45,9 @@ def _outcomes_table(ov: Overview) -> Table:
             "green"
             if outcome == "passed"
             else "yellow"
-            if outcome.startswith("agent_error")
+            if outcomes.is_agent_error(outcome)
             else "magenta"
-            if outcome.startswith("infra_error")
+            if outcomes.is_infra(outcome)
             else ""
         )
         t.add_row(Text(outcome or "(none)", style=style), str(n))
@@ -53,13 +56,13 @@ def _outcomes_table(ov: Overview) -> Table:
 
 def _band_table(ov: Overview) -> Table:
     lo, hi = ov.band
-    title = f"The band: pass@{ov.k} in [{lo:g}, {hi:g}]"
+    title = f"The band: pass@{ov.k} in [{lo:g}, {hi:g}], decided at {ov.confidence:.0%} confidence"
     t = Table(title=title, title_justify="left", expand=False, show_edge=False)
     t.add_column("checkpoint")
     t.add_column("below", justify="right")
     t.add_column("in", justify="right", style="green")
     t.add_column("above", justify="right")
-    t.add_column("unknown", justify="right", style="dim")
+    t.add_column("undecided", justify="right", style="dim")
     t.add_column("exportable", justify="right", style="bold")
     t.add_column("pass@k: 0 … 1 (tasks per bin; band in green)")
     top = max((n for m in ov.models for _label, n in m.histogram), default=0)
@@ -72,7 +75,7 @@ def _band_table(ov: Overview) -> Table:
             str(b["below"]),
             str(b["in"]),
             str(b["above"]),
-            str(b["unknown"]),
+            str(b["undecided"]),
             str(m.exportable),
             bars,
         )
@@ -129,7 +132,7 @@ def _next_steps() -> Table:
     return t
 
 
-class OverviewScreen(Screen[None]):
+class OverviewScreen(Guarded, Screen[None]):
     CSS_PATH = "overview.tcss"
     BINDINGS = [Binding("r", "refresh", "Refresh")]
 
@@ -162,7 +165,7 @@ class OverviewScreen(Screen[None]):
     def _load(self) -> None:
         try:
             ov = build_overview(self.workspace)
-        except Exception as exc:  # noqa: BLE001 - shown on the screen, never a crash
+        except BandpassError as exc:  # e.g. a broken bandpass.toml: shown on the screen, never a crash
             self.app.call_from_thread(self._show_error, exc)
             return
         self.app.call_from_thread(self._show, ov)

@@ -24,28 +24,34 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 
-from engine.core.workspace import Workspace
-from engine.review.outcomes import suggested_tag
-from engine.review.replay import (
+from bandpass.engine.core.outcomes import suggested_tag
+from bandpass.engine.core.taxonomy import TaxonomyError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.replay import (
     KeyframeIndex,
     Player,
     ReplaySource,
     ReplaySourceError,
-    index_path,
+    index_path_in,
     load_source,
     settle_gc,
+    time_of_text,
 )
-from engine.review.reviewer import ReviewError
-from engine.review.tagging import TagError, Tagger
-from engine.review.taxonomy import TaxonomyError
-from engine.review.text import strip_controls
-from engine.sandbox.asciicast import CastError, read_cast
-from tui.screens.changes import ChangesScreen
-from tui.screens.tag_dialog import TagChoice, TagDialog
-from tui.widgets.review_panel import ReviewPanel, run_summary
-from tui.widgets.step_panel import StepPanel
-from tui.widgets.terminal_view import TerminalView
-from tui.widgets.timeline import Timeline, fmt_time
+from bandpass.engine.review.reviewer import ReviewError, ReviewRunResult
+from bandpass.engine.review.tagging import TagError, Tagger
+from bandpass.engine.review.text import strip_controls
+from bandpass.engine.sandbox.asciicast import CastError, read_cast
+from bandpass.tui.errors import Guarded
+from bandpass.tui.navigation import go_back
+from bandpass.tui.screens.changes import ChangesScreen
+from bandpass.tui.screens.replay_search import ReplaySearch, SearchHits
+from bandpass.tui.screens.tag_dialog import TagChoice, TagDialog
+from bandpass.tui.widgets.option_list import SteadyOptionList
+from bandpass.tui.widgets.review_panel import ReviewPanel, run_summary
+from bandpass.tui.widgets.search_bar import SearchBar
+from bandpass.tui.widgets.step_panel import StepPanel
+from bandpass.tui.widgets.terminal_view import TerminalView
+from bandpass.tui.widgets.timeline import Timeline, fmt_time
 
 FPS = 30
 SEEK_STEP = 5.0
@@ -54,7 +60,13 @@ DEFAULT_IDLE = 2.0
 CASTS = ("agent", "verifier")
 
 
-class ReplayScreen(Screen[None]):
+def _clock(t: float, duration: float) -> str:
+    """``mm:ss``, with tenths for a recording under a minute: a verifier's 0.4 s cast read
+    "00:00 / 00:00" whatever its position."""
+    return f"{fmt_time(t)}.{int(max(t, 0.0) * 10) % 10}" if duration < 60 else fmt_time(t)
+
+
+class ReplayScreen(Guarded, Screen[None]):
     CSS_PATH = "replay.tcss"
     BINDINGS = [
         Binding("space", "toggle_play", "Play/Pause"),
@@ -81,6 +93,9 @@ class ReplayScreen(Screen[None]):
         Binding("y", "accept_review", "Accept review"),
         Binding("R", "request_review", "Review with Claude", show=False),
         Binding("d", "changes", "Changes"),
+        Binding("slash", "search_cast", "Search cast", key_display="/", show=False),
+        Binding("n", "next_hit", "Next match", show=False),
+        Binding("N", "prev_hit", "Previous match", show=False),
         Binding("escape", "back", "Back"),
     ]
 
@@ -95,6 +110,7 @@ class ReplayScreen(Screen[None]):
         speed: float = 1.0,
         idle_limit: float | None = None,
         tagger: Tagger | None = None,
+        search: SearchHits | None = None,
     ) -> None:
         super().__init__()
         self.ws = ws
@@ -121,6 +137,10 @@ class ReplayScreen(Screen[None]):
         #: The episode's record (engine/review/evidence.py): why it ended, with evidence to seek to.
         self.record: dict | None = None
         self._evidence_at = -1
+        #: ``/``, ``n``, ``N``: search hits in this episode (tui/screens/replay_search.py).
+        self.search = ReplaySearch(self, search)
+        #: Casts the curator has looked at (the verifier opens at its end the first time it is shown).
+        self._shown: set[str] = set()
 
     # --- composition --- #
 
@@ -137,10 +157,11 @@ class ReplayScreen(Screen[None]):
                             yield TerminalView(id=f"view-{kind}", cols=80, rows=24)
                 yield Timeline(id="replay-timeline")
                 yield Static("", id="replay-status")
+                yield SearchBar(id="replay-search")
             with Vertical(id="replay-side"):
                 yield StepPanel(id="step-panel")
                 yield Static("Evidence (e: next, Enter: seek)", id="evidence-heading")
-                yield OptionList(id="replay-evidence")
+                yield SteadyOptionList(id="replay-evidence")
                 yield ReviewPanel(self.ws, id="review-panel")
                 yield Static("Verifier output", classes="side-heading")
                 with VerticalScroll(id="verifier-scroll"):
@@ -163,7 +184,8 @@ class ReplayScreen(Screen[None]):
             except CastError as e:
                 problems.append(str(e))
                 continue
-            kf_path = index_path(Path(path))
+            # beside the workspace's own casts, in its cache for any other: never beside a curator's file
+            kf_path = index_path_in(self.ws.root if self.ws is not None else None, Path(path))
             index = KeyframeIndex.open(cast, kf_path)  # a saved index seeks at once
             player = Player(index, idle_limit=self._idle_arg, speed=self._speed)
             self.players[kind] = player
@@ -181,6 +203,7 @@ class ReplayScreen(Screen[None]):
             )
         if self.active not in self.players and self.players:
             self.active = next(iter(self.players))
+        self._first_look(self.active)
         if problems:
             self.notify("\n".join(problems), severity="warning", timeout=8)
         self.problems = problems
@@ -188,6 +211,7 @@ class ReplayScreen(Screen[None]):
         self._last = time.perf_counter()
         self._timer = self.set_interval(1 / FPS, self._tick)
         self._refresh_all()
+        self.search.mounted()
 
     def _load_record(self) -> None:
         """Why the episode ended (outcome, detail, tries, failing checks, diagnosis) in the header, and
@@ -199,7 +223,7 @@ class ReplayScreen(Screen[None]):
             evidence.display = False
             self.query_one("#evidence-heading").display = False
             return
-        from engine.review.evidence import EpisodeNotFound, episode_record, why_lines
+        from bandpass.engine.review.evidence import EpisodeNotFound, episode_record, why_lines
 
         try:
             self.record = episode_record(self.ws, self.source.episode_id)
@@ -220,9 +244,14 @@ class ReplayScreen(Screen[None]):
                 for n, e in enumerate(items)
             ]
         )
+        # An empty list takes no focus: Textual's OptionList fails on page keys with no options.
+        evidence.display = bool(items)
+        if not items:
+            self.query_one("#evidence-heading", Static).update("Evidence: none cited")
 
     def evidence_items(self) -> list[dict]:
-        return list((self.record or {}).get("diagnosis", {}) and self.record["diagnosis"]["evidence"] or [])
+        record = self.record or {}
+        return list(record.get("diagnosis", {}) and record["diagnosis"]["evidence"] or [])
 
     def seek_evidence(self, n: int) -> None:
         """Seeks the cast an evidence item names to its time (the step's marker)."""
@@ -231,16 +260,22 @@ class ReplayScreen(Screen[None]):
             return
         e = items[n]
         self._evidence_at = n
-        if e.get("time") is None:
-            self.notify(e["what"], timeout=3)
-            return
         kind = e.get("cast") or "agent"
         if kind in self.players and kind != self.active:
-            self.action_switch_cast()
-        if self.player is not None:
-            self.player.pause()
-            self.player.seek(float(e["time"]))
-            self._seeked()
+            self.action_switch_cast()  # the evidence's own terminal: a failing check is the verifier's
+        player = self.player
+        t = e.get("time")
+        if t is None and player is not None and kind == self.active:
+            # cited by its output line, not a time (the verifier has no step markers): where it appears
+            t = time_of_text(player.index, e.get("quote") or "")
+            if t is None:
+                t = player.duration
+        if t is None or player is None:
+            self.notify(e["what"], timeout=3)
+            return
+        player.pause()
+        player.seek(float(t))
+        self._seeked()
 
     def seek_first_evidence(self) -> None:
         """Seeks to the first evidence item tied to a step (a queue opens the replay there)."""
@@ -268,12 +303,13 @@ class ReplayScreen(Screen[None]):
         view.pan(delta)
         self._refresh_status()
 
-    def _build_index(self, index: KeyframeIndex, path: Path) -> None:
-        """Runs in a thread worker: index the whole cast (unless a saved index was loaded), save it beside
-        the cast for next time, then keep full GC passes off the snapshots."""
+    def _build_index(self, index: KeyframeIndex, path: Path | None) -> None:
+        """Runs in a thread worker: index the whole cast (unless a saved index was loaded), save it for
+        next time (where ``index_path_in`` says; not at all without a workspace), then keep full GC
+        passes off the snapshots."""
         loaded = index.complete
         if index.build(cancel=self._cancel):
-            if not loaded:
+            if not loaded and path is not None:
                 index.save(path)
             settle_gc()
 
@@ -347,7 +383,8 @@ class ReplayScreen(Screen[None]):
         if p is None:
             return "nothing to replay: " + ("; ".join(self.problems) or "the episode has no recordings")
         parts = [
-            f"{'▶' if p.playing else '⏸'} {fmt_time(p.position)} / {fmt_time(p.duration)}",
+            f"{'▶' if p.playing else '⏸'} {_clock(p.position, p.duration)} / "
+            f"{_clock(p.duration, p.duration)}",
             f"{p.speed:g}x",
             f"idle ≤{p.idle_limit:g}s" if p.idle_limit else "idle: full",
         ]
@@ -472,13 +509,26 @@ class ReplayScreen(Screen[None]):
         if old:
             old.pause()
         self.active = "verifier" if self.active == "agent" else "agent"
-        if old is not None and self.player is not None:  # the speed is the curator's, not the cast's
-            self.player.speed = old.speed
+        new = self.player
+        if old is not None and new is not None:  # the speed is the curator's, not the cast's
+            new.speed = old.speed
+        self._first_look(self.active)
         self._apply_layout()
         self._refresh_all()
 
+    def _first_look(self, kind: str) -> None:
+        """The first time the verifier's terminal is shown it opens at its end — what it printed — not at
+        its empty first frame (which read as a blank pane at "00:00 / 00:00" until space)."""
+        player = self.players.get(kind)
+        if kind == "verifier" and kind not in self._shown and player is not None and player.position == 0:
+            player.seek(player.duration)
+        self._shown.add(kind)
+
     def action_toggle_side_by_side(self) -> None:
         self.side_by_side = not self.side_by_side
+        if self.side_by_side:
+            for kind in self.players:
+                self._first_look(kind)
         self._apply_layout()
         self._refresh_all()
 
@@ -489,7 +539,7 @@ class ReplayScreen(Screen[None]):
 
     def action_back(self) -> None:
         self._cancel.set()
-        self.dismiss(None)
+        go_back(self)
 
     def action_changes(self) -> None:
         """What the policy changed in its container, with the tamper guard's findings."""
@@ -498,6 +548,20 @@ class ReplayScreen(Screen[None]):
             self.notify("changes are kept for episodes, not bare cast files", severity="warning")
             return
         self.app.push_screen(ChangesScreen(self.ws, eid))
+
+    # --- search (tui/screens/replay_search.py) --- #
+
+    def action_search_cast(self) -> None:
+        self.search.open_bar()
+
+    def action_next_hit(self) -> None:
+        self.search.step(1)
+
+    def action_prev_hit(self) -> None:
+        self.search.step(-1)
+
+    def on_search_bar_submitted(self, event: SearchBar.Submitted) -> None:
+        self.search.run(event.query)
 
     # --- tagging --- #
 
@@ -517,6 +581,9 @@ class ReplayScreen(Screen[None]):
                 (tag,) = tagger.tag(eid, choice.code, note=choice.note)
             except (TagError, TaxonomyError) as e:
                 self.notify(str(e), severity="error")
+                return
+            if not tagger.last_added:
+                self.notify(f"episode {eid} already carries {choice.code}: nothing added", timeout=3)
                 return
             extra = " · blocks its task's export" if tag.blocking else ""
             self.notify(f"tagged episode {eid}: {choice.code}{extra} (u: undo)")
@@ -545,9 +612,9 @@ class ReplayScreen(Screen[None]):
             return
         self.notify("asking Claude to review this episode…", timeout=3)
 
-        def done(result, error: str) -> None:  # noqa: ANN001 - ReviewRunResult | None
+        def done(result: ReviewRunResult | None, error: str) -> None:
             message, severity = run_summary(result, error)
-            self.notify(message, severity=severity)  # type: ignore[arg-type]
+            self.notify(message, severity=severity)
 
         self.query_one(ReviewPanel).request([eid], done)
 
@@ -562,6 +629,8 @@ class ReplayScreen(Screen[None]):
         except (ReviewError, TagError, TaxonomyError) as e:
             self.notify(str(e), severity="warning")
             return
-        self.notify(
-            f"tagged episode {tag.episode_id}: {tag.tag_class}.{tag.subclass} from the review (u: undo)"
-        )
+        code = f"{tag.tag_class}.{tag.subclass}"
+        if not tagger.last_added:
+            self.notify(f"episode {tag.episode_id} already carries {code}: the review is accepted", timeout=3)
+        else:
+            self.notify(f"tagged episode {tag.episode_id}: {code} from the review (u: undo)")

@@ -37,14 +37,19 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, ProgressBar, RichLog, Select, Static
 
-from engine.core.workspace import Workspace
-from tui.widgets.batch_watch import BatchWatch
-from tui.widgets.episode_follower import EpisodeFollower
-from tui.widgets.episode_pane import EpisodePane
-from tui.widgets.live_episodes import LiveEpisode, LiveEpisodes
-from tui.widgets.threadsafe import UiCaller
+from bandpass.engine.core import probes
+from bandpass.engine.core.config import ConfigError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.tui.errors import Guarded
+from bandpass.tui.screens.batch_confirm import BatchConfirm, BatchRequest
+from bandpass.tui.typed_app import bandpass_app
+from bandpass.tui.widgets.batch_watch import BatchWatch
+from bandpass.tui.widgets.episode_follower import EpisodeFollower
+from bandpass.tui.widgets.episode_pane import EpisodePane
+from bandpass.tui.widgets.live_episodes import LiveEpisode, LiveEpisodes
+from bandpass.tui.widgets.threadsafe import UiCaller
 
-BUILTIN_CHOICES = ("oracle", "nop")
+BUILTIN_CHOICES = (probes.ORACLE, probes.NOP)
 #: How often the screen reads other processes' batches from the store.
 WATCH_INTERVAL_S = 1.0
 #: Finished batches listed beside the live ones (newest first), so Runs shows what ran last.
@@ -75,7 +80,7 @@ def format_step(index: int, action: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class RunsScreen(Screen[None]):
+class RunsScreen(Guarded, Screen[None]):
     CSS_PATH = "runs.tcss"
     AUTO_FOCUS = "#runs-steps"
     BINDINGS = [
@@ -108,7 +113,7 @@ class RunsScreen(Screen[None]):
         self._stop: threading.Event | None = None
         self.batch_id: str | None = None
         self.focused_episode: int | None = None
-        self.own_batches: set[str] = set()  # started here: shown by the counters, not by BatchWatch
+        self.own_batches: set[str] = set()  # started here: panes fed by the bus, not the follower
         self._watched: set[str] = set()  # other processes' batches shown once: kept until they end
         self._since: Any = None
 
@@ -132,14 +137,15 @@ class RunsScreen(Screen[None]):
         with Horizontal(id="runs-bar"):
             yield Select(self._agent_options(), value="builtin:oracle", allow_blank=False, id="runs-agent")
             yield Select(
-                [("local: Docker", "local"), (f"Ray: {self.ray_address()}", "ray")],
+                [("local Docker", "local"), (f"Ray: {self.ray_address()}", "ray")],
                 value="local",
                 allow_blank=False,
                 id="runs-executor",
                 tooltip="where episodes run (Ray: [ray] address in bandpass.toml)",
             )
             yield Select(
-                [("tasks in the Tasks filter", "filter"), ("all tasks", "all")],
+                [("Tasks filter", "filter"), ("all tasks", "all")],
+                tooltip="which tasks: those the Tasks screen's filter shows, or all",
                 value="filter",
                 allow_blank=False,
                 id="runs-scope",
@@ -169,7 +175,7 @@ class RunsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        live: LiveEpisodes = self.app.live  # type: ignore[attr-defined]
+        live: LiveEpisodes = bandpass_app(self).live
         self._ui = UiCaller()
         self._remove_listener = live.add_listener(
             lambda kind, ep: self._ui.call(self.post_message, self.Live(kind, ep))
@@ -177,13 +183,13 @@ class RunsScreen(Screen[None]):
         self.query_one("#runs-progress", ProgressBar).display = False  # an idle bar would animate forever
         for ep in live.episodes():
             self._add_pane(ep)
-        from store.models import utcnow
+        from bandpass.engine.app.reads import utcnow
 
         self._since = utcnow()
         # live panes for other processes' episodes on this host: their casts, tailed off the UI thread
         self.follower = EpisodeFollower(
             self.workspace,
-            self.app.bus,  # type: ignore[attr-defined]
+            bandpass_app(self).bus,
             live,
             is_own_batch=self.own_batches.__contains__,
         ).start()
@@ -191,6 +197,8 @@ class RunsScreen(Screen[None]):
         self.set_interval(WATCH_INTERVAL_S, self._poll_batches)
 
     def on_unmount(self) -> None:
+        if self._stop is not None:  # the app is closing: episodes in flight finish, nothing new starts
+            self._stop.set()
         if self._remove_listener is not None:
             self._remove_listener()
         self.follower.stop()
@@ -275,10 +283,10 @@ class RunsScreen(Screen[None]):
         if pane.live.status != "done":
             self.notify("This episode is still running; replay it when it has finished.", severity="warning")
             return
-        self.app.open_replay(pane.live.episode_id)  # type: ignore[attr-defined]
+        bandpass_app(self).open_replay(pane.live.episode_id)
 
     def action_clear_finished(self) -> None:
-        gone = set(self.app.live.forget_finished())  # type: ignore[attr-defined]
+        gone = set(bandpass_app(self).live.forget_finished())
         for pane in self._panes():
             if pane.live.episode_id in gone or pane.live.status == "done":
                 pane.remove()
@@ -305,6 +313,8 @@ class RunsScreen(Screen[None]):
             return default
 
     def action_start_batch(self) -> None:
+        """Asks first (tui/screens/batch_confirm.py): model or agent, tasks (audit-rejected ones left out
+        unless put back), k and where; nothing is planned before the curator says yes."""
         if self._stop is not None:
             self.notify("A batch is already running; stop it first (x).", severity="warning")
             return
@@ -316,25 +326,64 @@ class RunsScreen(Screen[None]):
             self.notify("Choose an agent or model.", severity="warning")
             return
         kind, _, name = agent.partition(":")
+        kind = "builtin" if kind == "builtin" else "model"
         version_ids: list[int] | None = None
         if scope == "filter":
             version_ids = list(getattr(self.app, "task_scope", []) or [])
             if not version_ids:
                 self.notify(
-                    "The Tasks filter shows no tasks (or Tasks was not opened): running all tasks.",
+                    "The Tasks filter shows no tasks (or Tasks was not opened): all tasks are in scope.",
                     severity="information",
                 )
                 version_ids = None
+        from bandpass.engine.run.scope import batch_scope
+
         executor = "ray" if where == "ray" else "local"
+        request = BatchRequest(kind, name, batch_scope(self.workspace, version_ids), k, jobs, executor)
+        self.app.push_screen(
+            BatchConfirm(
+                request,
+                batch_scope(self.workspace, version_ids, include_rejected=True),
+                agent_line=self._agent_line(kind, name),
+                executor_line="this machine's Docker engine (local)"
+                if executor == "local"
+                else f"the Ray cluster at {self.ray_address()}",
+            ),
+            self._confirmed,
+        )
+
+    def _agent_line(self, kind: str, name: str) -> str:
+        if kind == "builtin":
+            return f"built-in agent {name}"
+        try:
+            cfg = self.workspace.config.models[name]
+        except (ConfigError, KeyError):  # a broken bandpass.toml, an unknown model: the check says why
+            return f"model {name}"
+        served = f", served as {cfg.served_name}" if cfg.served_name != name else ""
+        return f"model {name} at {cfg.base_url}{served}"
+
+    def _confirmed(self, request: BatchRequest | None) -> None:
+        if request is None:
+            return
+        if self._stop is not None:  # a second confirmation raced the first
+            return
         self._stop = threading.Event()
         self.query_one("#runs-start", Button).disabled = True
         self.query_one("#runs-stop", Button).disabled = False
         self.show_error("")
         self.query_one("#runs-counters", Static).update(
-            f"connecting to Ray at {escape(self.ray_address())}…" if executor == "ray" else "planning batch…"
+            f"connecting to Ray at {escape(self.ray_address())}…"
+            if request.executor == "ray"
+            else "planning batch…"
         )
         self._run_batch(
-            "builtin" if kind == "builtin" else "model", name, version_ids, k, jobs, self._stop, executor
+            request.kind,
+            request.name,
+            request.scope.version_ids,
+            request.k,
+            request.jobs,
+            self._stop,
+            request.executor,
         )
 
     def show_error(self, text: str) -> None:
@@ -346,7 +395,7 @@ class RunsScreen(Screen[None]):
     def _make_executor(self, executor: str, jobs: int) -> Any:
         """The executor chosen in the bar, connected (Ray: before anything is planned). Raises
         ``ExecutorError`` with the line to show."""
-        from engine.run.executors import make_executor
+        from bandpass.engine.run.executors import make_executor
 
         if executor == "local":
             return make_executor("local", concurrency=jobs)
@@ -375,10 +424,9 @@ class RunsScreen(Screen[None]):
         stop: threading.Event,
         executor_name: str = "local",
     ) -> None:
-        from engine.run import rollouts
-        from engine.run.executors import ExecutorError
-        from store import queries
-        from store.db import session
+        from bandpass.engine.app import batches
+        from bandpass.engine.core.errors import BandpassError
+        from bandpass.engine.run.executors import ExecutorError
 
         ws = self.workspace
         try:
@@ -390,24 +438,29 @@ class RunsScreen(Screen[None]):
                 self.app.call_from_thread(self.query_one("#runs-counters", Static).update, "no batch running")
                 self.app.call_from_thread(self.notify, line, title="Batch not started", severity="error")
                 return
-            if version_ids is None:
-                with session(ws.engine) as s:
-                    version_ids = [r.version_id for r in queries.task_rows(s)]
-            if kind == "model":  # a dead endpoint is one notification, not a batch of infra errors
-                rollouts.check_policy_endpoint(ws, name, None)
-            batch_id = rollouts.plan_batch(ws, name, version_ids, k, kind=kind)
+            # a dead endpoint or no Docker engine is one notification, not a batch of infra errors
+            request = batches.StartBatch(
+                name=name,
+                kind="model" if kind == "model" else "builtin",
+                version_ids=version_ids,
+                k=k,
+                local=executor_name == "local",
+            )
+            planned = batches.start_batch(ws, request)
+            batch_id = planned.batch_id
             self.batch_id = batch_id
             self.own_batches.add(batch_id)
+            self.app.call_from_thread(self._poll_batches)  # the batch table lists it at once
             self.app.call_from_thread(
                 self.notify,
-                f"{batch_id}: {len(version_ids)} tasks × {k} with {name} ({executor.name})",
+                f"{batch_id}: {len(planned.version_ids)} tasks × {k} with {name} ({executor.name})",
                 title="Batch started",
             )
-            summary = rollouts.run_planned(
+            summary = batches.run_batch(
                 ws,
                 batch_id,
                 concurrency=jobs,
-                bus=self.app.bus,  # type: ignore[attr-defined]
+                bus=bandpass_app(self).bus,
                 on_progress=lambda s: self._ui.call(self.post_message, self.Progress(s)),
                 stop=stop,
                 executor=executor,
@@ -424,7 +477,7 @@ class RunsScreen(Screen[None]):
                 severity=sev,
                 timeout=15,
             )
-        except Exception as exc:  # noqa: BLE001 - every engine error becomes a notification
+        except BandpassError as exc:  # a refusal or a failed batch: the curator's notification
             self.app.call_from_thread(
                 self.notify,
                 f"{type(exc).__name__}: {exc}",
@@ -461,26 +514,27 @@ class RunsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="runs-watch", exit_on_error=False)
     def _read_batches(self) -> None:
         """Reads the workspace's live batches (and those shown before) off the UI thread."""
-        from store import queries
-        from store.db import session
+        from bandpass.engine.app import reads
 
-        with session(self.workspace.engine) as s:
-            rows = queries.batch_progress(
-                s, since=self._since, also=sorted(self._watched), recent=RECENT_BATCHES
-            )
-        others = [p for p in rows if p.batch.id not in self.own_batches]
-        if others:
-            self.app.call_from_thread(self._show_batches, others)
+        rows = reads.batch_progress(
+            self.workspace, since=self._since, also=sorted(self._watched), recent=RECENT_BATCHES
+        )
+        if rows:
+            self.app.call_from_thread(self._show_batches, rows)
 
     def _show_batches(self, rows: list[Any]) -> None:
-        rows = [p for p in rows if p.batch.id not in self.own_batches]  # planned here while it was read
+        """Every batch in the table, this screen's own too (marked); live panes are tailed only for
+        other processes' batches: this screen's own episodes reach their panes through the bus."""
+        others = [p for p in rows if p.batch.id not in self.own_batches]  # planned here while it was read
         # live panes: batches running now, and new ones that ran to their end between two reads
         fresh = [
-            p.batch.id for p in rows if p.batch.id not in self._watched and p.batch.created_at >= self._since
+            p.batch.id
+            for p in others
+            if p.batch.id not in self._watched and p.batch.created_at >= self._since
         ]
         self.follower.follow(
-            [p.batch.id for p in rows if p.unfinished] + fresh,
-            finished=[p.batch.id for p in rows if not p.unfinished],
+            [p.batch.id for p in others if p.unfinished] + fresh,
+            finished=[p.batch.id for p in others if not p.unfinished],
         )
         self._watched.update(p.batch.id for p in rows)
-        self.query_one("#runs-watch", BatchWatch).show(rows)
+        self.query_one("#runs-watch", BatchWatch).show(rows, own=self.own_batches)

@@ -23,8 +23,16 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static, TextArea
 
-from engine.core.config import BandConfig, Config, ConfigError, GeneratorConfig, load_config
-from engine.core.workspace import Workspace
+from bandpass.engine.core.config import (
+    BandConfig,
+    Config,
+    ConfigError,
+    GeneratorConfig,
+    PolicyModelConfig,
+    load_config,
+)
+from bandpass.engine.core.workspace import Workspace
+from bandpass.tui.errors import Guarded
 
 #: What a new bandpass.toml starts as; its values are the engine's own defaults.
 TEMPLATE = """\
@@ -48,6 +56,7 @@ lo = {band.lo}
 hi = {band.hi}
 k = {band.k}
 min_samples = {band.min_samples}
+confidence = {band.confidence}
 """.format(band=BandConfig(), generator=GeneratorConfig())
 
 
@@ -59,7 +68,7 @@ def parse_config_text(text: str) -> Config:
         return load_config(p)
 
 
-class SettingsScreen(Screen[None]):
+class SettingsScreen(Guarded, Screen[None]):
     CSS_PATH = "settings.tcss"
     AUTO_FOCUS = "#settings-models"
     BINDINGS = [
@@ -165,9 +174,10 @@ class SettingsScreen(Screen[None]):
         aliases.clear()
         for a, b in sorted(cfg.image_aliases.items()):
             aliases.add_row(a, b)
-        b = cfg.band
+        band = cfg.band
         self.query_one("#settings-band", Static).update(
-            f"keep tasks with pass@{b.k} in [{b.lo:g}, {b.hi:g}] once n ≥ {b.min_samples}"
+            f"keep tasks decided (at {band.confidence:.0%} confidence) to have pass@{band.k} in "
+            f"[{band.lo:g}, {band.hi:g}], with n ≥ {band.min_samples}"
         )
 
     @on(Button.Pressed, "#settings-save")
@@ -202,7 +212,7 @@ class SettingsScreen(Screen[None]):
         )
 
     def _ask_then(self, question: str, then: Callable[[], None]) -> None:
-        from tui.screens.confirm import ConfirmDialog
+        from bandpass.tui.screens.confirm import ConfirmDialog
 
         if not self.dirty:
             then()
@@ -225,7 +235,7 @@ class SettingsScreen(Screen[None]):
         self._check(list(self._valid.models.values()))
 
     @work(thread=True, exclusive=True, group="settings-check")
-    def _check(self, models: list) -> None:  # type: ignore[type-arg]
+    def _check(self, models: list[PolicyModelConfig]) -> None:
         import httpx
 
         lines = []
@@ -242,7 +252,7 @@ class SettingsScreen(Screen[None]):
                     if ok
                     else f"[yellow]HTTP {r.status_code}, serves {served[:3]}[/yellow]"
                 )
-            except Exception as exc:  # noqa: BLE001
+            except (httpx.HTTPError, ValueError, AttributeError) as exc:  # an endpoint not ours: any answer
                 mark = f"[red]{escape(type(exc).__name__)}: {escape(str(exc))[:80]}[/red]"
             lines.append(f"  {escape(m.name)} → {escape(url)}: {mark}")
         self.app.call_from_thread(self.query_one("#settings-endpoints", Static).update, "\n".join(lines))

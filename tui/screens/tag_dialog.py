@@ -17,7 +17,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from engine.review.taxonomy import Taxonomy
+from bandpass.engine.core.taxonomy import Taxonomy
+from bandpass.tui.errors import Guarded
+from bandpass.tui.widgets.option_list import SteadyOptionList
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class TagChoice:
     note: str
 
 
-class TagDialog(ModalScreen[TagChoice | None]):
+class TagDialog(Guarded, ModalScreen[TagChoice | None]):
     CSS_PATH = "tag_dialog.tcss"
     BINDINGS = [
         *(Binding(str(n), f"pick_class({n})", f"class {n}", show=False) for n in range(1, 10)),
@@ -62,7 +64,7 @@ class TagDialog(ModalScreen[TagChoice | None]):
                     f"suggested: {self.suggestion}{why} — preselected, Enter confirms", id="tag-hint"
                 )
             yield Static("", id="tag-classes")
-            yield OptionList(id="tag-subclass")
+            yield SteadyOptionList(id="tag-subclass")
             yield Input(placeholder="note (optional)", id="tag-note")
             yield Static("1-9 class · ↑↓ subclass · Enter confirm · Esc cancel", id="tag-help")
 

@@ -35,38 +35,45 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual.worker import get_current_worker
 
-from engine.core.workspace import Workspace
-from engine.review.reviewer import ReviewError
-from engine.review.signatures import cluster_id, describe
-from engine.review.tagging import QueueFilter, QueueItem, TagError, Tagger, load_queue, similar
-from engine.review.taxonomy import TaxonomyError
-from engine.review.text import strip_controls
-from tui.screens.tag_dialog import TagChoice, TagDialog
-from tui.widgets.review_panel import ReviewPanel, run_summary
-from tui.widgets.virtual_table import Column, VirtualTable, numeric_key
+from bandpass.engine.app import reads
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.taxonomy import TaxonomyError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.reviewer import ReviewError, ReviewRunResult
+from bandpass.engine.review.signatures import cluster_id, describe
+from bandpass.engine.review.tagging import QueueFilter, QueueItem, TagError, Tagger, load_queue, similar
+from bandpass.engine.review.text import strip_controls
+from bandpass.tui.errors import Guarded
+from bandpass.tui.navigation import go_back
+from bandpass.tui.screens.tag_dialog import TagChoice, TagDialog
+from bandpass.tui.widgets.review_panel import ReviewPanel, run_summary
+from bandpass.tui.widgets.virtual_table import Column, VirtualTable, numeric_key, shorten_outcome
 
 #: Virtual tables: 10,000 failures (or 3,000 clusters) paint in milliseconds, where a DataTable takes
 #: seconds to fill (bench/bench_diagnosis.py).
+#: Chosen by priority to fit the table (0: always; higher numbers drop out first): the outcome, the
+#: diagnosis and the tags stay on screen at 100 terminal columns (virtual_table.fit_columns).
 COLUMNS = (
     Column("sel", "", 1),
     Column("episode", "episode", 7, "right", sort_key=numeric_key),
-    Column("state", "state", 8),
-    Column("task", "task", 22),
-    Column("agent", "agent", 18),
-    Column("outcome", "outcome", 30),
-    Column("diagnosis", "diagnosis", 26),
-    Column("checks", "failing checks", 24),
-    Column("tags", "tags / suggestion", 34),
+    Column("state", "state", 8, priority=3),
+    Column("task", "task", 22, priority=1, min_width=12),
+    Column("agent", "agent", 18, priority=4, min_width=10),
+    Column("outcome", "outcome", 24, min_width=16, shorten=shorten_outcome),
+    Column("diagnosis", "diagnosis", 24, min_width=16),
+    Column("checks", "failing checks", 24, priority=5, min_width=12),
+    Column("tags", "tags / suggestion", 24, min_width=14),
 )
 CLUSTER_COLUMNS = (
     Column("id", "cluster", 10),
     Column("size", "size", 5, "right", sort_key=numeric_key),
     Column("pending", "pending", 7, "right", sort_key=numeric_key),
-    Column("task", "task", 22),
-    Column("outcome", "outcome", 28),
-    Column("diagnosis", "diagnosis", 26),
-    Column("signature", "signature", 50),
-    Column("members", "members", 30),
+    Column("tagged", "tagged", 6, "right", sort_key=numeric_key, priority=2),
+    Column("task", "task", 22, priority=2, min_width=12),
+    Column("outcome", "outcome", 28, min_width=16, shorten=shorten_outcome),
+    Column("diagnosis", "diagnosis", 26, min_width=16),
+    Column("signature", "signature", 50, priority=3, min_width=20),
+    Column("members", "members", 30, priority=4, min_width=12),
 )
 FILTERS = ("pending", "all", "tagged", "skipped")
 VERIFIER_TAIL = 40  # lines of verifier output in the detail pane
@@ -82,6 +89,7 @@ class QueueCluster:
         self.id = cluster_id(signature)
         self.items = items
         self.pending = [i for i in items if i.state == "pending"]
+        self.tagged = [i for i in items if i.state == "tagged"]
         rep = items[0]
         for i in items:  # the most confident diagnosis, ties: the oldest episode
             if i.confidence > rep.confidence:
@@ -98,12 +106,16 @@ class QueueCluster:
 
 
 def group_clusters(items: list[QueueItem]) -> list[QueueCluster]:
-    """Queue items by failure signature, biggest first."""
+    """Queue items by failure signature: clusters with pending members first, then biggest first.
+
+    Grouped over every state (pending, tagged, skipped), so a cluster's size is the one ``bandpass
+    clusters`` prints and a cluster whose members are all tagged is still listed (last): the state filter
+    narrows the list view, never what a cluster is."""
     by: dict[str, list[QueueItem]] = {}
     for i in items:
         by.setdefault(i.signature or f"episode {i.episode_id}", []).append(i)
     out = [QueueCluster(sig, members) for sig, members in by.items()]
-    out.sort(key=lambda c: (-len(c.items), c.items[0].task, c.signature))
+    out.sort(key=lambda c: (not c.pending, -len(c.items), c.items[0].task, c.signature))
     return out
 
 
@@ -113,7 +125,7 @@ class QueueLoad:
 
     all: list[QueueItem]  # every item the query filter admits
     items: list[QueueItem]  # those the state filter shows (plus the kept one)
-    clusters: list[QueueCluster]  # ``items`` grouped by signature
+    clusters: list[QueueCluster]  # ``all`` grouped by signature (every state: true cluster sizes)
     seconds: float
 
 
@@ -122,11 +134,13 @@ def read_queue(ws: Workspace, filt: QueueFilter, state: str, keep: int | None) -
     t0 = time.perf_counter()
     every = load_queue(ws, filt=filt)
     items = [i for i in every if state == "all" or i.state == state or i.episode_id == keep]
-    return QueueLoad(every, items, group_clusters(items), time.perf_counter() - t0)
+    return QueueLoad(every, items, group_clusters(every), time.perf_counter() - t0)
 
 
-class TagQueueScreen(Screen[None]):
+class TagQueueScreen(Guarded, Screen[None]):
     CSS_PATH = "tag_queue.tcss"
+    #: The table, not a text field: digits switch screens (an Input would take them as text).
+    AUTO_FOCUS = "#queue-table"
     BINDINGS = [
         Binding("n", "next_pending", "Next"),
         Binding("p", "prev_pending", "Previous", show=False),
@@ -253,7 +267,7 @@ class TagQueueScreen(Screen[None]):
         worker = get_current_worker()
         try:
             data = read_queue(self.ws, filt, state, keep)
-        except Exception as exc:  # noqa: BLE001 - becomes a notification, never a crash
+        except (BandpassError, *reads.UNREADABLE) as exc:  # a bad filter, a database that cannot be read
             if not worker.is_cancelled:
                 self.app.call_from_thread(self._load_failed, exc)
             return
@@ -276,7 +290,7 @@ class TagQueueScreen(Screen[None]):
         self._records.clear()
         self.selected &= {i.episode_id for i in self._all}
         self.items = data.items
-        self.clusters, self._clusters_of = data.clusters, data.items  # grouped in the worker
+        self.clusters, self._clusters_of = data.clusters, data.all  # grouped in the worker
         self._cluster_rows()  # the cluster view's rows now, with the load: opening it is then instant
         self.reloading = False
         self.load_error = ""
@@ -327,16 +341,16 @@ class TagQueueScreen(Screen[None]):
             if swapped and cursor_on is None:
                 table.cursor_row = 0
             if cursor_on is not None and cursor_on in self._by_id:
-                keys = [k for k, _ in table._shown]  # noqa: SLF001 - the rows in display order
+                keys = [k for k, _ in table._shown]  # the rows in display order
                 table.cursor_row = keys.index(cursor_on)
         self._refresh_detail()
 
     def _cluster_rows(self) -> list[tuple[int, tuple[str, ...]]]:
         """The cluster view's rows, grouped once per queue load (``k`` then only swaps rows in)."""
-        if self._cluster_cache is None or self._cluster_cache[0] is not self.items:
-            if self._clusters_of is not self.items:
-                self.clusters, self._clusters_of = group_clusters(self.items), self.items
-            rows = []
+        if self._cluster_cache is None or self._cluster_cache[0] is not self._all:
+            if self._clusters_of is not self._all:
+                self.clusters, self._clusters_of = group_clusters(self._all), self._all
+            rows: list[tuple[int, tuple[str, ...]]] = []
             for n, c in enumerate(self.clusters):
                 rep = c.representative
                 ids = [str(i.episode_id) for i in c.items[:PREVIEW]]
@@ -347,6 +361,7 @@ class TagQueueScreen(Screen[None]):
                             c.id,
                             str(len(c.items)),
                             str(len(c.pending)),
+                            str(len(c.tagged)),
                             rep.task,
                             rep.outcome,
                             rep.diagnosis,
@@ -355,7 +370,8 @@ class TagQueueScreen(Screen[None]):
                         ),
                     )
                 )
-            self._cluster_cache = (self.items, rows)
+            self._cluster_cache = (self._all, rows)
+            return rows
         return self._cluster_cache[1]
 
     def _refresh_status(self) -> None:
@@ -371,11 +387,15 @@ class TagQueueScreen(Screen[None]):
         counts = self._counts
         sel = f" · {len(self.selected)} selected" if self.selected else ""
         undo = " · u: undo" if self.tagger.can_undo else ""
-        view = f"{len(self.clusters)} clusters of " if self.cluster_view else ""
         narrowed = self.query_filter.describe()
         probes = "" if self.query_filter.include_probes else " · audit probes hidden (P)"
+        head = (
+            f"{len(self.clusters)} clusters of {len(self._all)} failures (every state)"
+            if self.cluster_view
+            else f"{self.filter} ({len(self.items)})"
+        )
         return (
-            f"{view}{self.filter} ({len(self.items)})"
+            head
             + (f" · {narrowed} (x: clear)" if narrowed else "")
             + f" · {counts['pending']} pending, {counts['tagged']} tagged, {counts['skipped']} skipped"
             + f"{sel}{undo}{probes}"
@@ -396,7 +416,7 @@ class TagQueueScreen(Screen[None]):
                 info.update("no failures" if not self._all else f"no {self.filter} episodes (f: filter)")
                 return
             lines = [
-                f"cluster {c.id} of {len(c.items)} · {len(c.pending)} pending",
+                f"cluster {c.id} of {len(c.items)} · {len(c.pending)} pending · {len(c.tagged)} tagged",
                 f"signature: {describe(c.signature)}",
                 f"suggested tag: {c.suggestion} (a: tag every untagged member, one undo)"
                 if c.suggestion
@@ -454,7 +474,7 @@ class TagQueueScreen(Screen[None]):
     def _why(self, episode_id: int) -> list[str]:
         lines = self._records.get(episode_id)
         if lines is None:
-            from engine.review.evidence import EpisodeNotFound, episode_record, why_lines
+            from bandpass.engine.review.evidence import EpisodeNotFound, episode_record, why_lines
 
             try:
                 lines = why_lines(episode_record(self.ws, episode_id))
@@ -464,12 +484,8 @@ class TagQueueScreen(Screen[None]):
         return lines
 
     def _verifier_tail(self, episode_id: int) -> str:
-        from store import queries
-        from store.db import session
-
-        with session(self.ws.engine) as s:
-            ep = queries.get_episode(s, episode_id)
-            out = ep.verifier_output if ep is not None else ""
+        ep = reads.episode(self.ws, episode_id)
+        out = ep.verifier_output if ep is not None else ""
         return "\n".join(strip_controls(out).splitlines()[-VERIFIER_TAIL:])
 
     def on_virtual_table_row_highlighted(self, _: VirtualTable.RowHighlighted) -> None:
@@ -485,7 +501,7 @@ class TagQueueScreen(Screen[None]):
         table = self.table
         if not self.items or self.cluster_view:
             return
-        keys = [k for k, _ in table._shown]  # noqa: SLF001 - the rows in display order
+        keys = [k for k, _ in table._shown]  # the rows in display order
         start = table.cursor_row
         n = len(keys)
         for k in range(1, n + 1):
@@ -550,10 +566,8 @@ class TagQueueScreen(Screen[None]):
             self.action_refresh()
         elif self.cluster_view:
             self.action_toggle_clusters()
-        elif self.app.screen_stack[0] is not self:  # pushed over another screen: back to it
-            self.dismiss(None)
-        else:  # the tag queue is a mode of the app: Escape goes back to Tasks
-            self.app.switch_mode("tasks")
+        else:  # pushed over another screen: back to it; the queue's own mode: back to Tasks
+            go_back(self)
 
     # --- selection --- #
 
@@ -594,7 +608,12 @@ class TagQueueScreen(Screen[None]):
             except (TagError, TaxonomyError) as e:
                 self.notify(str(e), severity="error")
                 return
-            self.notify(f"tagged {what}: {choice.code} (u: undo)", timeout=3)
+            added = self.tagger.last_added
+            if not added:
+                self.notify(f"{what} already carr{'ies' if len(ids) == 1 else 'y'} {choice.code}", timeout=3)
+            else:
+                kept = f" ({len(ids) - added} already had it)" if added < len(ids) else ""
+                self.notify(f"tagged {what}: {choice.code}{kept} (u: undo)", timeout=3)
             self.selected.clear()
             self.action_refresh(keep=cur.episode_id if cur and not cluster else None, then=self._after_act)
 
@@ -654,9 +673,11 @@ class TagQueueScreen(Screen[None]):
         except (ReviewError, TagError, TaxonomyError) as e:
             self.notify(str(e), severity="warning")
             return
-        self.notify(
-            f"tagged episode {tag.episode_id}: {tag.tag_class}.{tag.subclass} from the review (u: undo)"
-        )
+        code = f"{tag.tag_class}.{tag.subclass}"
+        if not self.tagger.last_added:
+            self.notify(f"episode {tag.episode_id} already carries {code}: the review is accepted", timeout=3)
+        else:
+            self.notify(f"tagged episode {tag.episode_id}: {code} from the review (u: undo)")
         self.action_refresh(keep=tag.episode_id)
 
     def action_request_review(self) -> None:
@@ -664,9 +685,9 @@ class TagQueueScreen(Screen[None]):
         ids = self.targets()
         self.notify(f"asking Claude to review {len(ids)} episode(s)…", timeout=3)
 
-        def done(result, error: str) -> None:  # noqa: ANN001 - ReviewRunResult | None
+        def done(result: ReviewRunResult | None, error: str) -> None:
             message, severity = run_summary(result, error)
-            self.notify(message, severity=severity)  # type: ignore[arg-type]
+            self.notify(message, severity=severity)
             self.action_refresh()
 
         self.query_one(ReviewPanel).request(ids, done)
@@ -691,7 +712,7 @@ class TagQueueScreen(Screen[None]):
         cur = self.current
         if cur is None:
             return
-        from tui.screens.replay import ReplayScreen
+        from bandpass.tui.screens.replay import ReplayScreen
 
         screen = ReplayScreen(self.ws, episode_id=cur.episode_id, tagger=self.tagger)
         self.app.push_screen(screen, lambda _: self.action_refresh())

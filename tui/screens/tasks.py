@@ -26,40 +26,48 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Select, Static
 
-from engine.core.config import BandConfig
-from engine.core.workspace import Workspace
-from store import queries
-from store.db import session
-from tui.widgets.virtual_table import Column, VirtualTable, numeric_key
+from bandpass.engine.app import reads
+from bandpass.engine.core.config import BandConfig, ConfigError
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.outcomes import reward_label
+from bandpass.engine.core.workspace import Workspace
+from bandpass.tui.errors import Guarded
+from bandpass.tui.typed_app import bandpass_app
+from bandpass.tui.widgets.virtual_table import Column, VirtualTable, numeric_key
 
 _VERDICT_STYLE = {
     "accepted": "virtual-table--good",
     "rejected": "virtual-table--bad",
     "warning": "virtual-table--warn",
+    "could not": "virtual-table--muted",  # could_not_audit, in the column's 9 characters
 }
+_AUDIT_LABEL = {"could_not_audit": "could not"}
 _BAND_STYLE = {"in": "virtual-table--good", "below": "virtual-table--warn", "above": "virtual-table--warn"}
 
 COLUMNS = [
-    Column("task", "task", 30),
-    Column("category", "category", 12),
-    Column("difficulty", "difficulty", 10),
+    # priority: 0 always shown; higher numbers drop out first on a narrow terminal (virtual_table.py)
+    Column("task", "task", 28, min_width=16),
+    Column("category", "category", 12, priority=3, min_width=8),
+    Column("difficulty", "difficulty", 10, priority=4),
     Column("audit", "audit", 9, styler=lambda t: _VERDICT_STYLE.get(t, "virtual-table--muted")),
     Column("pass", "pass@k", 7, align="right", sort_key=numeric_key),
-    Column("n", "n", 4, align="right", sort_key=numeric_key),
+    Column("n", "n", 4, align="right", sort_key=numeric_key, priority=1),
     Column(
         "infra",
         "infra",
         5,
+        priority=0,  # infra errors are never out of sight
         align="right",
         sort_key=numeric_key,
         styler=lambda t: "virtual-table--bad" if t not in ("0", "") else "",
     ),
     Column("band", "band", 7, styler=lambda t: _BAND_STYLE.get(t, "virtual-table--muted")),
-    Column("tags", "tags", 5, align="right", sort_key=numeric_key),
+    Column("tags", "tags", 5, align="right", sort_key=numeric_key, priority=2),
     Column(
         "blocking",
         "block",
         5,
+        priority=1,
         align="right",
         sort_key=numeric_key,
         styler=lambda t: "virtual-table--bad" if t not in ("0", "") else "",
@@ -85,20 +93,18 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
     """Reads every task row and, for ``model``, pass@k and band status. Runs in a worker thread."""
     import time
 
-    from engine.calibration import calibrate
-    from engine.run.agents.builtin import BUILTIN
+    from bandpass.engine.calibration import calibrate
+    from bandpass.engine.run.agents.builtin import BUILTIN
 
     started = time.perf_counter()
     try:
         band = ws.config.band
         lo, hi, k, min_samples = band.lo, band.hi, band.k, band.min_samples
         configured = list(ws.config.models)
-    except Exception:  # a broken bandpass.toml must not hide the tasks; Settings shows the error
+    except ConfigError:  # a broken bandpass.toml must not hide the tasks; Settings shows the error
         band, configured = BandConfig(), []
         lo, hi, k, min_samples = band.lo, band.hi, band.k, band.min_samples
-    with session(ws.engine) as s:
-        rows = queries.task_rows(s)
-        seen = queries.episode_agents(s)
+    rows, seen = reads.task_rows_and_agents(ws)
     models = sorted(set(seen) | set(configured))
     if model is None or model not in models:
         # A policy model is what pass@k is for; built-in audit agents (oracle, nop, cheats) come last.
@@ -111,7 +117,11 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
     for r in rows:
         e = ests.get(r.version_id)
         p = e.pass_at.get(k) if e is not None else None
-        band_s = calibrate.band_status(e, lo, hi, min_samples, k) if e is not None else "unknown"
+        band_s = (
+            calibrate.band_status(e, lo, hi, min_samples, k, band.confidence)
+            if e is not None
+            else "undecided"
+        )
         out.append(
             (
                 r.version_id,
@@ -119,7 +129,7 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
                     r.name,
                     r.category or "—",
                     r.difficulty or "—",
-                    r.audit or "—",
+                    _AUDIT_LABEL.get(r.audit, r.audit) or "—",
                     "—" if p is None else f"{p:.2f}",
                     str(e.n) if e is not None else "0",
                     str(e.infra_errors) if e is not None else "0",
@@ -134,25 +144,25 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
 
 def load_detail(ws: Workspace, version_id: int) -> str:
     """Rich markup for the detail pane: instruction, files, audits, episodes. Runs in a worker thread."""
-    with session(ws.engine) as s:
-        v = queries.get_version(s, version_id)
-        if v is None:
-            return "[b]gone[/b]: this version no longer exists (refresh with r)"
-        task = s.get(queries.Task, v.task_id)
-        audits = queries.audits_for_version(s, version_id)
-        eps = queries.episodes(s, version_id=version_id)
-        name, path, instruction, h = (task.name if task else "?"), v.path, v.instruction, v.hash
-        aliases = json.loads(v.image_aliases_json or "[]")
-        audit_lines = [
-            f"  {a.created_at:%Y-%m-%d %H:%M}  [b]{escape(a.verdict)}[/b]  "
-            + escape(", ".join(json.loads(a.reasons_json)) or "no findings")
-            for a in audits[:10]
-        ]
-        ep_lines = [
-            f"  #{e.id:<5} {escape(e.agent):<18} {escape(e.outcome or e.status):<28} "
-            f"{'' if e.reward is None else f'{e.reward:.2f}'}"
-            for e in eps[-30:]
-        ]
+    detail = reads.task_detail(ws, version_id)
+    if detail is None:
+        return "[b]gone[/b]: this version no longer exists (refresh with r)"
+    v, task = detail.version, detail.task
+    name, path, instruction, h = (task.name if task else "?"), v.path, v.instruction, v.hash
+    aliases = json.loads(v.image_aliases_json or "[]")
+    warnings = json.loads(v.warnings_json or "[]")
+    unsupported = json.loads(v.unsupported_json or "[]")
+    source = task.source_path if task else ""
+    audit_lines = [
+        f"  {a.created_at:%Y-%m-%d %H:%M}  [b]{escape(a.verdict)}[/b]  "
+        + escape(", ".join(json.loads(a.reasons_json)) or "no findings")
+        for a in detail.audits[:10]
+    ]
+    ep_lines = [
+        f"  #{e.id:<5} {escape(e.agent)} · {escape(e.outcome or e.status)}"
+        + (f" · reward {escape(reward_label(e.outcome, e.reward))}" if e.outcome else "")
+        for e in detail.episodes[-30:]
+    ]
     root = ws.abs(path)
     files: list[str] = []
     if root.is_dir():
@@ -161,8 +171,16 @@ def load_detail(ws: Workspace, version_id: int) -> str:
                 files.append(f"  {escape(str(p.relative_to(root)))}  [dim]{p.stat().st_size} B[/dim]")
     else:
         files.append(f"  [red]missing[/red] {escape(path)} [dim](in the workspace)[/dim]")
-    parts = [
-        f"[b]{escape(name)}[/b]  [dim]{h[:12]}[/dim]",
+    parts = [f"[b]{escape(name)}[/b]  [dim]{h[:12]}[/dim]"]
+    if source:
+        parts.append(f"[dim]from {escape(source)}[/dim]")
+    if unsupported:
+        parts += ["", "[b u]Unsupported[/b u] [dim](the audit cannot judge what it cannot run)[/dim]"]
+        parts += [f"  [red]{escape(u)}[/red]" for u in unsupported]
+    if warnings:
+        parts += ["", f"[b u]Warnings[/b u] ({len(warnings)})"]
+        parts += [f"  [yellow]{escape(w)}[/yellow]" for w in warnings]
+    parts += [
         "",
         "[b u]Instruction[/b u]",
         escape(instruction.strip() or "(empty)"),
@@ -176,12 +194,14 @@ def load_detail(ws: Workspace, version_id: int) -> str:
     if aliases:
         parts += ["", "[b u]Image aliases[/b u] [dim](a validity risk)[/dim]"]
         parts += [f"  {escape(a)} → {escape(b)}" for a, b in aliases]
-    parts += ["", f"[b u]Episodes[/b u] ({len(eps)})", *(ep_lines or ["  none yet"])]
+    parts += ["", f"[b u]Episodes[/b u] ({len(detail.episodes)})", *(ep_lines or ["  none yet"])]
     return "\n".join(parts)
 
 
-class TasksScreen(Screen[None]):
+class TasksScreen(Guarded, Screen[None]):
     CSS_PATH = "tasks.tcss"
+    #: The table, not a text field: digits switch screens (an Input would take them as text).
+    AUTO_FOCUS = "#task-table"
     BINDINGS = [
         Binding("r", "refresh", "Refresh"),
         Binding("slash", "focus_search", "Search"),
@@ -210,6 +230,7 @@ class TasksScreen(Screen[None]):
                     ("accepted", "accepted"),
                     ("rejected", "rejected"),
                     ("warning", "warning"),
+                    ("could not audit", "could not"),
                     ("never audited", "—"),
                 ],
                 value=ALL,
@@ -222,7 +243,7 @@ class TasksScreen(Screen[None]):
                     ("in band", "in"),
                     ("below", "below"),
                     ("above", "above"),
-                    ("unknown", "unknown"),
+                    ("undecided", "undecided"),
                 ],
                 value=ALL,
                 allow_blank=False,
@@ -260,7 +281,7 @@ class TasksScreen(Screen[None]):
     def _load(self, model: str | None) -> None:
         try:
             data = load_tasks(self.workspace, model)
-        except Exception as exc:  # noqa: BLE001 - becomes a notification, never a crash
+        except (BandpassError, *reads.UNREADABLE) as exc:  # a refusal, a database that cannot be read
             self.app.call_from_thread(
                 self.notify, f"{type(exc).__name__}: {exc}", title="Could not load tasks", severity="error"
             )
@@ -312,7 +333,7 @@ class TasksScreen(Screen[None]):
 
         table = self.query_one(VirtualTable)
         table.set_filter(keep if (terms or audit != ALL or band != ALL) else None)
-        self.app.task_scope = [k for k, _ in table._shown]  # type: ignore[attr-defined]
+        bandpass_app(self).task_scope = [k for k, _ in table._shown]
         load = f" · loaded in {self.last_load_s:.2f} s" if self.last_load_s is not None else ""
         model = f" · pass@{self.k} for {self.model}" if self.model else " · no policy model yet"
         self.query_one("#task-summary", Static).update(
@@ -358,7 +379,7 @@ class TasksScreen(Screen[None]):
     def _load_detail(self, version_id: int) -> None:
         try:
             text = load_detail(self.workspace, version_id)
-        except Exception as exc:  # noqa: BLE001
+        except (BandpassError, OSError) as exc:  # an invalid task, its folder gone
             text = f"[red]could not read this task:[/red] {escape(str(exc))}"
         self.app.call_from_thread(self._show_detail, version_id, text)
 
@@ -386,12 +407,11 @@ class TasksScreen(Screen[None]):
         if vid is None:
             self.notify("No task highlighted.", severity="warning")
             return
-        with session(self.workspace.engine) as s:
-            done = [e.id for e in queries.episodes(s, version_id=vid, status="done")]
+        done = reads.finished_episode_ids(self.workspace, vid)
         if not done:
             self.notify("This task has no finished episode yet.", severity="warning")
             return
-        self.app.open_replay(done[-1])  # type: ignore[attr-defined]
+        bandpass_app(self).open_replay(done[-1])
 
     def action_audit(self) -> None:
         vid = self.query_one(VirtualTable).cursor_key
@@ -403,11 +423,13 @@ class TasksScreen(Screen[None]):
 
     @work(thread=True, group="tasks-audit")
     def _audit(self, version_id: int) -> None:
-        from engine.audit.task_audit import audit_version
+        from docker.errors import DockerException
+
+        from bandpass.engine.audit.task_audit import audit_version
 
         try:
             report = audit_version(self.workspace, version_id, bus=getattr(self.app, "bus", None))
-        except Exception as exc:  # noqa: BLE001
+        except (BandpassError, DockerException) as exc:  # no engine, an image that does not build
             self.app.call_from_thread(
                 self.notify,
                 f"{type(exc).__name__}: {exc}",

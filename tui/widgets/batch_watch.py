@@ -1,20 +1,22 @@
-"""BatchWatch: the batches other processes run in this workspace, followed from the store.
+"""BatchWatch: the workspace's batches, followed from the store.
 
-The Runs screen runs its own batch and shows it in its counters; a batch started by ``bandpass run`` (or
-another TUI) writes only to the shared SQLite file, so this table is filled by polling the store
-(``store.queries.batch_progress``): one row per batch with where it runs, done/total and its outcomes.
-Rows are keyed by batch id and updated in place; the table hides itself while it has none.
+A batch started by ``bandpass run`` (or another TUI) writes only to the shared SQLite file, so this table
+is filled by polling the store (``store.queries.batch_progress``): one row per batch with where it runs,
+done/total and its outcomes — the Runs screen's own batches too (marked "here"), listed the moment they
+are planned. Rows are keyed by batch id, newest first, updated in place; the table hides itself while it
+has none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from textual.widgets import DataTable
 
-from engine.review import outcomes as oc
-from store.queries import BatchProgress
+from bandpass.engine.app.reads import BatchProgress
+from bandpass.engine.core import outcomes as oc
+from bandpass.tui.errors import Guarded
 
 COLUMNS = (("batch", "Batch"), ("agent", "Agent"), ("executor", "Executor"), ("done", "Done"),
            ("state", "State"), ("outcomes", "Outcomes"))  # fmt: skip
@@ -24,25 +26,26 @@ def outcome_text(counts: dict[str, int]) -> str:
     """``passed 3 · failed 1 · agent err 0 · infra 2`` (infra errors kept apart: never a hard task)."""
     passed = counts.get(oc.PASSED, 0)
     failed = counts.get(oc.FAILED, 0)
-    agent = sum(n for o, n in counts.items() if o.startswith("agent_error"))
+    agent = sum(n for o, n in counts.items() if oc.is_agent_error(o))
     infra = sum(n for o, n in counts.items() if oc.is_infra(o))
     return f"passed {passed} · failed {failed} · agent err {agent} · infra {infra}"
 
 
-def row_cells(p: BatchProgress) -> tuple[str, ...]:
+def row_cells(p: BatchProgress, own: bool = False) -> tuple[str, ...]:
     st = p.status
     state = "done" if not p.unfinished else f"{st.get('running', 0)} running, {st.get('queued', 0)} queued"
+    executor = p.batch.executor or "not started"
     return (
         p.batch.id,
         p.batch.agent,
-        p.batch.executor or "not started",
+        f"{executor} (here)" if own else executor,
         f"{p.done}/{p.total}",
         state,
         outcome_text(p.outcomes),
     )
 
 
-class BatchWatch(DataTable[str]):
+class BatchWatch(Guarded, DataTable[str]):
     DEFAULT_CSS = Path(__file__).with_suffix(".tcss").read_text(encoding="utf-8")
 
     def on_mount(self) -> None:
@@ -50,17 +53,26 @@ class BatchWatch(DataTable[str]):
         for key, label in COLUMNS:
             self.add_column(label, key=key)
         self.display = False
+        self._order: list[str] = []  # batch ids, newest first
+        self._cells: dict[str, tuple[str, ...]] = {}
 
-    def show(self, progress: Sequence[BatchProgress]) -> None:
-        """Adds or updates one row per batch (newest first as given); existing rows are never dropped,
-        so a batch that finished keeps its final line."""
+    def show(self, progress: Sequence[BatchProgress], own: Collection[str] = ()) -> None:
+        """One row per batch, newest first; a batch seen once keeps its row (its final line when it has
+        finished). ``own``: batches the Runs screen started itself (marked "(here)")."""
+        new = [p.batch.id for p in progress if p.batch.id not in self._cells]
         for p in progress:
-            cells = row_cells(p)
-            if p.batch.id in self.rows:
-                for (key, _), value in zip(COLUMNS, cells, strict=True):
+            self._cells[p.batch.id] = row_cells(p, p.batch.id in own)
+        if new:  # a new batch goes on top: rebuild in order (a handful of rows)
+            self._order = new + [b for b in self._order if b not in new]
+            cursor = self.cursor_row
+            self.clear()
+            for bid in self._order:
+                self.add_row(*self._cells[bid], key=bid)
+            self.move_cursor(row=min(cursor, self.row_count - 1))
+        else:
+            for p in progress:
+                for (key, _), value in zip(COLUMNS, self._cells[p.batch.id], strict=True):
                     self.update_cell(p.batch.id, key, value)
-            else:
-                self.add_row(*cells, key=p.batch.id)
         self.display = self.row_count > 0
 
     def cells(self, batch_id: str) -> dict[str, str]:

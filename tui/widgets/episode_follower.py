@@ -32,14 +32,21 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.core.events import EpisodeFinished, EpisodeStarted, EventBus, PtyOutput, StepFinished, StepStarted
-from engine.core.workspace import Workspace
-from engine.sandbox.asciicast import CastError
-from engine.sandbox.cast_tail import CastTail
-from tui.widgets.live_episodes import STREAMS, LiveEpisodes
+from bandpass.engine.core.events import (
+    EpisodeFinished,
+    EpisodeStarted,
+    EventBus,
+    PtyOutput,
+    StepFinished,
+    StepStarted,
+)
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.sandbox.asciicast import CastError
+from bandpass.engine.sandbox.cast_tail import CastTail
+from bandpass.tui.widgets.live_episodes import STREAMS, LiveEpisodes
 
 if TYPE_CHECKING:
-    from store.queries import FollowedEpisode
+    from bandpass.engine.app.reads import FollowedEpisode
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +96,7 @@ class EpisodeFollower:
         is_own_batch: Callable[[str], bool] = lambda _b: False,
         interval: float = FOLLOW_INTERVAL_S,
     ) -> None:
-        from store.models import utcnow
+        from bandpass.engine.app.reads import utcnow
 
         self.ws, self.bus, self.live = ws, bus, live
         self.is_own_batch = is_own_batch
@@ -148,7 +155,7 @@ class EpisodeFollower:
                 last_store = time.monotonic()
             try:
                 self.poll(store)
-            except Exception:  # a broken poll must not end the thread: the next one may work
+            except Exception:  # a thread, not a handler: logged, and the next poll may work
                 log.exception("following other processes' episodes failed")
 
     # --- one round (the follower's thread, or a test) --- #
@@ -156,8 +163,7 @@ class EpisodeFollower:
     def poll(self, store: bool = True) -> None:
         """One round: the store (new, requeued and finished episodes, steps) unless ``store`` is False,
         then the casts of the episodes followed."""
-        from store import queries
-        from store.db import session
+        from bandpass.engine.app import reads
 
         with self._lock:
             batches = [b for b in self._batches if not self.is_own_batch(b)]
@@ -166,14 +172,13 @@ class EpisodeFollower:
         if not batches and not followed:
             return
         if not store:
-            for f in list(self._followed.values()):
-                self._read(f)
+            for each in list(self._followed.values()):
+                self._read(each)
             return
-        from store.models import utcnow
+        from bandpass.engine.app.reads import utcnow
 
         now = utcnow()
-        with session(self.ws.engine) as s:
-            rows = queries.followed_episodes(s, batches, also=followed, ended_since=self._window)
+        rows = reads.followed_episodes(self.ws, batches, also=followed, ended_since=self._window)
         # the next poll looks back to just before this one (a row is stamped before its commit lands)
         self._window = max(self.since, now - ENDED_MARGIN)
         current: list[tuple[FollowedEpisode, _Followed]] = []
@@ -196,8 +201,8 @@ class EpisodeFollower:
             if self._stop.is_set():
                 return
             self._read(f)
-        with session(self.ws.engine) as s:  # a step's row is written after its output: read after the casts
-            steps = queries.steps_after(s, {f.episode_id: f.last_step for _row, f in current})
+        # a step's row is written after its output: read after the casts
+        steps = reads.steps_after(self.ws, {f.episode_id: f.last_step for _row, f in current})
         for eid, sid, index, action in steps:
             f = self._followed[eid]
             f.last_step = max(f.last_step, sid)

@@ -15,9 +15,9 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from engine.review import outcomes
-from tui.widgets.live_episodes import LiveEpisode
-from tui.widgets.terminal_view import TerminalView
+from bandpass.engine.core import outcomes
+from bandpass.tui.widgets.live_episodes import LiveEpisode
+from bandpass.tui.widgets.terminal_view import TerminalView
 
 
 def outcome_class(outcome: str) -> str:
@@ -67,7 +67,8 @@ class EpisodePane(Vertical, can_focus=False):
     def _title(self, outcome: str, reward_value: float | None) -> str:
         ep = self.live
         state = outcome or (f"step {ep.step_index}" if ep.step_index is not None else "starting")
-        reward = "" if reward_value is None else f" · reward {reward_value:.2f}"
+        label = outcomes.reward_label(outcome, reward_value) if outcome else "—"  # agent errors count 0
+        reward = "" if label == "—" else f" · reward {escape(label)}"
         return (
             f"[b]#{ep.episode_id}[/b] {escape(ep.task_name or '?')} · {escape(ep.agent)} "
             f"· try {ep.attempt} · [b]{escape(state)}[/b]{reward}"

@@ -7,8 +7,9 @@ the Runs screen attaches panes to those screens whenever it is shown, history in
 
 Everything here runs on the publishing (worker) thread except what listeners do. Screens are fed on the
 shared feed-pump thread (``tui.widgets.feed_pump``), so output bytes never cross into the UI thread and
-the publisher only appends to a list; only a "please repaint" reaches the UI, at most once per frame
-per pane (``TerminalView.request_paint``).
+the publisher only appends to a list. A "please repaint" (``TerminalView.request_paint``) goes to the
+frame-clock thread (``tui.widgets.frame_clock``), which builds the pane's next frame when it is due and
+visible; the UI thread receives finished frames only.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from engine.core.events import (
+from bandpass.engine.core.events import (
     EpisodeFinished,
     EpisodeStarted,
     Event,
@@ -30,10 +31,10 @@ from engine.core.events import (
     StepFinished,
     StepStarted,
 )
-from engine.run.episode import COLS, ROWS  # the size the episode runner gives every terminal
-from engine.sandbox.emulator import Screen
-from engine.sandbox.terminal import live_screen
-from tui.widgets.feed_pump import pump
+from bandpass.engine.run.episode import COLS, ROWS  # the size the episode runner gives every terminal
+from bandpass.engine.sandbox.emulator import Screen
+from bandpass.engine.sandbox.terminal import live_screen
+from bandpass.tui.widgets.feed_pump import pump
 
 STREAMS = ("agent", "verifier")
 

@@ -2,24 +2,28 @@
 
 A ``DataTable`` in cell-cursor mode, so arrows, Enter and the mouse all work and the curator can move
 along a row to watch one task cross the band from checkpoint to checkpoint. Each cell's colour says where
-it sits relative to that model's band (green in, blue above = saturated, red below = too hard, grey
-unknown) and its shade says how far pass@k is along; the glyph repeats the band for colour-blind eyes.
+it is *decided* to sit relative to that model's band (green in, blue above = saturated, red below = too
+hard, grey undecided: the evidence cannot tell yet) and its shade says how far pass@k is along; the glyph
+repeats the band for colour-blind eyes.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
-from engine.calibration.compare import Comparison
+from bandpass.engine.calibration.compare import Comparison
+from bandpass.tui.errors import Guarded
 
-MARK = {"in": "●", "above": "▲", "below": "▼", "unknown": "?"}
+MARK = {"in": "●", "above": "▲", "below": "▼", "undecided": "?"}
 
 
 def cell_style(band: str, p: float | None) -> str:
     """Background by band, brighter with pass@k (rgb so it renders the same on every theme)."""
-    if band == "unknown" or p is None:
+    if band == "undecided" or p is None:
         return "grey70 on grey23"
     level = int(60 + 140 * p)
     if band == "in":
@@ -29,7 +33,7 @@ def cell_style(band: str, p: float | None) -> str:
     return f"bold white on rgb({max(level, 120)},40,40)"
 
 
-class PassHeatmap(DataTable[Text]):
+class PassHeatmap(Guarded, DataTable[Text]):
     """Rows are tasks, columns are models in compare order; ``CellChosen`` when a cell is selected."""
 
     class CellChosen(Message):
@@ -38,8 +42,8 @@ class PassHeatmap(DataTable[Text]):
             self.task = task
             self.model = model
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="cell", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="cell", zebra_stripes=False, **kwargs)
         self.comparison: Comparison | None = None
 
     def show(self, cmp: Comparison) -> None:

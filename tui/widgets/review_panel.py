@@ -14,14 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
+from textual.notifications import SeverityLevel
 from textual.widgets import Static
 
-from engine.core.workspace import Workspace
-from engine.review.reviewer import ReviewError, ReviewRunResult, accept_review, review_episodes
-from engine.review.tagging import Tagger
-from store import review_queries as rq
-from store.db import session
-from store.models import FailureTag, ReviewSuggestion
+from bandpass.engine.app import reads
+from bandpass.engine.app import review as reviewing
+from bandpass.engine.app.reads import FailureTag, ReviewSuggestion
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.review.review_validation import review_code
+from bandpass.engine.review.reviewer import ReviewError, ReviewRunResult, accept_review
+from bandpass.engine.review.tagging import Tagger
+from bandpass.tui.errors import Guarded
 
 #: The key both screens bind to "accept review" (shown in the panel's hint).
 ACCEPT_KEY = "y"
@@ -46,12 +50,15 @@ def review_text(
             f" #{review.id} · {review.model} / {review.prompt_version} · {review.status}\n", style="dim"
         )
         if review.status == "ok":
-            code = f"{review.tag_class}.{review.subclass}" if review.tag_class else "no taxonomy code"
+            mapped = review_code(review)
+            code = mapped or "no taxonomy code"
+            if mapped and not review.tag_class:
+                code += " (the valid failure)"
             out.append(f"{review.verdict} · ", style="bold")
             out.append(code, style="bold magenta")
             if accepted is not None:
                 out.append(f" · accepted as tag #{accepted}", style="green")
-            elif review.tag_class:
+            elif mapped:
                 out.append(f"  ({ACCEPT_KEY}: accept)", style="dim")
             out.append("\n")
             if review.explanation:
@@ -73,10 +80,10 @@ def review_text(
     return out
 
 
-class ReviewPanel(Static):
+class ReviewPanel(Guarded, Static):
     DEFAULT_CSS = Path(__file__).with_suffix(".tcss").read_text(encoding="utf-8")
 
-    def __init__(self, ws: Workspace | None, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
+    def __init__(self, ws: Workspace | None, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__("", id=id, classes=classes, markup=False)
         self.ws = ws
         self.episode_id: int | None = None
@@ -89,15 +96,8 @@ class ReviewPanel(Static):
         diagnosis: str | None = None
         accepted: int | None = None
         if self.ws is not None and episode_id is not None:
-            with session(self.ws.engine) as s:
-                self.review = rq.latest_review(s, episode_id)
-                if self.review is not None and (tag := rq.accepted_tag(s, self.review)) is not None:
-                    accepted = tag.id
-                row = rq.stored_diagnosis(s, episode_id)
-                s.expunge_all()
-            if row is not None:
-                found = rq.diagnosis_table_code(row)
-                diagnosis = found or None
+            view = reads.review_view(self.ws, episode_id)
+            self.review, accepted, diagnosis = view.review, view.accepted_tag, view.diagnosis
         self.display = self.ws is not None and episode_id is not None  # a bare cast has no review
         self.update(review_text(self.review, diagnosis, episode_id, accepted))
 
@@ -106,16 +106,16 @@ class ReviewPanel(Static):
         a one-line reason when there is nothing to accept."""
         if self.ws is None or self.episode_id is None:
             raise ReviewError("no episode here")
-        with session(self.ws.engine) as s:
-            ok = [r for r in rq.reviews_for_episode(s, self.episode_id) if r.status == "ok"]
-            live = rq.accepted_tag(s, ok[0]) if ok else None
-        if not ok:
+        latest = reviewing.latest_valid_review(self.ws, self.episode_id)
+        if latest.review_id is None:
             raise ReviewError(
                 f"episode {self.episode_id} has no valid review (bandpass review {self.episode_id})"
             )
-        if live is not None:
-            raise ReviewError(f"review #{ok[0].id} is already accepted (tag #{live.id})")
-        tag = accept_review(self.ws, ok[0].id, tagger=tagger)  # type: ignore[arg-type]
+        if latest.accepted_tag is not None:
+            raise ReviewError(
+                f"review #{latest.review_id} is already accepted (tag #{latest.accepted_tag.id})"
+            )
+        tag = accept_review(self.ws, latest.review_id, tagger=tagger)
         self.show(self.episode_id)
         return tag
 
@@ -133,15 +133,16 @@ class ReviewPanel(Static):
 
         def work() -> None:
             try:
-                result, error = review_episodes(ws, episode_ids, again=True), ""
-            except Exception as exc:  # noqa: BLE001 - every failure becomes the curator's notification
+                request = reviewing.ReviewRequest(episodes=episode_ids, again=True)
+                result, error = reviewing.review(ws, request, episode_ids), ""
+            except BandpassError as exc:  # no key, nothing listening: the curator's notification
                 result, error = None, str(exc)
             self.app.call_from_thread(finish, result, error)
 
-        self.run_worker(work, thread=True, group="review", exit_on_error=False)
+        self.run_worker(work, thread=True, group="review")  # a bug: reported by SafeApp, never silent
 
 
-def run_summary(result: ReviewRunResult | None, error: str) -> tuple[str, str]:
+def run_summary(result: ReviewRunResult | None, error: str) -> tuple[str, SeverityLevel]:
     """(message, severity) for a notification after :meth:`ReviewPanel.request`."""
     if result is None:
         return f"review failed: {error}", "error"

@@ -15,7 +15,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from engine.review.replay import StepView
+from bandpass.engine.review.replay import StepView
+from bandpass.tui.errors import Guarded
 
 #: Observation characters shown: the tail, which is what the model acted on last.
 OBSERVATION_TAIL = 4000
@@ -28,10 +29,10 @@ def step_title(step: StepView) -> str:
     )
 
 
-class StepPanel(VerticalScroll):
+class StepPanel(Guarded, VerticalScroll):
     DEFAULT_CSS = Path(__file__).with_suffix(".tcss").read_text(encoding="utf-8")
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._shown: tuple[object, ...] | None = None
 

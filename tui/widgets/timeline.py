@@ -14,6 +14,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from bandpass.tui.errors import Guarded
+
 
 def fmt_time(t: float) -> str:
     t = max(0.0, t)
@@ -22,7 +24,7 @@ def fmt_time(t: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
-class Timeline(Widget):
+class Timeline(Guarded, Widget):
     """``position``/``duration`` in cast seconds; ``markers`` are the times of step markers."""
 
     DEFAULT_CSS = Path(__file__).with_suffix(".tcss").read_text(encoding="utf-8")
@@ -39,7 +41,7 @@ class Timeline(Widget):
             super().__init__()
             self.time = time
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.markers: list[float] = []
 

@@ -7,6 +7,13 @@ and painting costs only the visible rows, each cached as a ``Strip``.
 
 Rows are given already formatted (strings); a per-column ``styler`` may colour a cell from its text
 (e.g. the audit verdict), resolved through the theme-aware component classes.
+
+Columns are chosen and sized by priority to fit the table's width (``fit_columns``): the columns that
+matter (an episode's outcome, reward, diagnosis, tags) stay on screen at 100 terminal columns while the
+least important ones shrink to their ``min_width`` and then drop out; a cell too long for its column is
+``shorten``ed (``agent_error:`` -> ``agent:``) before it is cut with an ellipsis. Rows keep every cell:
+a hidden column comes back when the table is wide enough again, and sorting, filtering and keys are
+unaffected.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from bandpass.tui.errors import Guarded
+
 
 @dataclass
 class Column:
@@ -38,6 +47,50 @@ class Column:
     styler: Callable[[str], str] | None = None
     #: Sort key for a cell's text (numbers sort as numbers, blanks last).
     sort_key: Callable[[str], Any] | None = None
+    #: 0: always shown; higher numbers are dropped first when the table is too narrow.
+    priority: int = 0
+    #: The narrowest this column may get before it is dropped instead (None: its ``width``).
+    min_width: int | None = None
+    #: A shorter form of a cell's text, used when the text does not fit the column's width.
+    shorten: Callable[[str], str] | None = None
+
+    @property
+    def narrowest(self) -> int:
+        return min(self.width, self.min_width) if self.min_width is not None else self.width
+
+
+def fit_columns(columns: Sequence[Column], width: int) -> list[tuple[int, int]]:
+    """``(index, width)`` of the columns to show in ``width`` cells (one space after each), in the
+    columns' order. Tier by tier (``priority`` 0 first): the tier's columns go in at their ``narrowest``
+    while they fit (priority 0 always), then the room left grows them back toward ``width`` evenly, one
+    cell each in turn — so a more important column is whole before a less important one appears, and
+    columns of one tier share what is left. A table too narrow even for the priority-0 columns shows
+    those, and scrolls sideways."""
+    tiers = sorted({c.priority for c in columns})
+    chosen: dict[int, int] = {}
+    used = 0
+    for tier in tiers:
+        members = [i for i, c in enumerate(columns) if c.priority == tier]
+        for i in members:
+            need = columns[i].narrowest + 1
+            if tier == 0 or used + need <= width:
+                chosen[i] = columns[i].narrowest
+                used += need
+        growing = [i for i in members if i in chosen and chosen[i] < columns[i].width]
+        while growing and used < width:
+            for i in list(growing):
+                if used >= width:
+                    break
+                chosen[i] += 1
+                used += 1
+                if chosen[i] >= columns[i].width:
+                    growing.remove(i)
+    return sorted(chosen.items())
+
+
+def shorten_outcome(text: str) -> str:
+    """``agent_error:verifier_tamper`` -> ``agent:verifier_tamper`` (``infra_error:`` -> ``infra:``)."""
+    return text.replace("agent_error:", "agent:", 1).replace("infra_error:", "infra:", 1)
 
 
 #: Cell texts that mean "no value": sorted after every value, whichever the direction.
@@ -52,7 +105,7 @@ def numeric_key(text: str) -> tuple[int, float]:
         return (1, 0.0)
 
 
-class VirtualTable(ScrollView, can_focus=True):
+class VirtualTable(Guarded, ScrollView, can_focus=True):
     """A table of ``rows`` (tuples of str) with a sticky header, a cursor row, and click-to-sort."""
 
     DEFAULT_CSS = (Path(__file__).with_suffix(".tcss")).read_text(encoding="utf-8")
@@ -94,18 +147,33 @@ class VirtualTable(ScrollView, can_focus=True):
         columns: Sequence[Column],
         *,
         id: str | None = None,
-        classes: str | None = None,  # noqa: A002
+        classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
-        self.columns = list(columns)
+        self._columns = list(columns)
         self._all: list[tuple[Any, tuple[str, ...]]] = []
         self._shown: list[tuple[Any, tuple[str, ...]]] = []
         self._predicate: Callable[[tuple[str, ...]], bool] | None = None
         self.sort_column: int | None = None
         self.sort_reverse = False
         self._cache: dict[tuple[Any, ...], Strip] = {}
+        #: (column index, width) of the columns shown at the current width (``fit_columns``).
+        self._layout: list[tuple[int, int]] = [(i, c.width) for i, c in enumerate(self.columns)]
+        self._layout_for: tuple[int, int] | None = None  # (width, column count) it was fitted to
 
     # --- data --- #
+
+    @property
+    def columns(self) -> list[Column]:
+        return self._columns
+
+    @columns.setter
+    def columns(self, columns: Sequence[Column]) -> None:
+        """Swaps the columns (the tag queue's two views share one table); the layout is fitted again."""
+        self._columns = list(columns)
+        self._layout = [(i, c.width) for i, c in enumerate(self._columns)]
+        self._layout_for = None
+        self._cache.clear()
 
     @property
     def row_count(self) -> int:
@@ -169,7 +237,27 @@ class VirtualTable(ScrollView, can_focus=True):
 
     @property
     def _width(self) -> int:
-        return sum(c.width + 1 for c in self.columns)
+        return sum(w + 1 for _, w in self._layout)
+
+    @property
+    def shown_columns(self) -> list[Column]:
+        """The columns on screen now, in order (the others did not fit: see ``fit_columns``)."""
+        return [self.columns[i] for i, _ in self._layout]
+
+    def _fit(self) -> None:
+        """Chooses the columns for the current width (cheap; redone when the width or columns change)."""
+        avail = max(self.scrollable_content_region.width, 1) if self.is_mounted else 0
+        key = (avail, len(self._columns))
+        if key == self._layout_for:
+            return
+        self._layout_for = key
+        self._layout = (
+            fit_columns(self.columns, avail)
+            if avail > 1
+            else [(i, c.width) for i, c in enumerate(self.columns)]
+        )
+        self._cache.clear()
+        self.virtual_size = Size(self._width, len(self._shown) + 1)
 
     # --- cursor --- #
 
@@ -205,8 +293,8 @@ class VirtualTable(ScrollView, can_focus=True):
         x = event.x + int(self.scroll_offset.x)
         if event.y == 0:
             edge = 0
-            for i, col in enumerate(self.columns):
-                edge += col.width + 1
+            for i, width in self._layout:
+                edge += width + 1
                 if x < edge:
                     self.sort_by(i)
                     return
@@ -223,16 +311,21 @@ class VirtualTable(ScrollView, can_focus=True):
         super().notify_style_update()
         self._cache.clear()
 
-    def _cell(self, text: str, col: Column) -> str:
-        w = col.width
+    def _cell(self, text: str, col: Column, w: int | None = None) -> str:
+        w = col.width if w is None else w
         if text.isascii() and len(text) <= w:
             return text.rjust(w) if col.align == "right" else text.ljust(w)
+        if col.shorten is not None and cell_len(text) > w:
+            text = col.shorten(text)
+            if text.isascii() and len(text) <= w:
+                return text.rjust(w) if col.align == "right" else text.ljust(w)
         if cell_len(text) > w:
             return set_cell_size(text, w - 1) + "…"
         pad = " " * (w - cell_len(text))
         return pad + text if col.align == "right" else text + pad
 
     def render_line(self, y: int) -> Strip:
+        self._fit()
         scroll_x, scroll_y = int(self.scroll_offset.x), int(self.scroll_offset.y)
         width = self.size.width
         base = self.rich_style
@@ -242,9 +335,10 @@ class VirtualTable(ScrollView, can_focus=True):
             if strip is None:
                 style = base + self.get_component_rich_style("virtual-table--header")
                 labels = []
-                for i, c in enumerate(self.columns):
+                for i, w in self._layout:
+                    c = self.columns[i]
                     mark = ("▼" if self.sort_reverse else "▲") if i == self.sort_column else ""
-                    labels.append(self._cell(c.label + mark, c))
+                    labels.append(self._cell(c.label + mark, c, w))
                 strip = Strip([Segment(" ".join(labels) + " ", style)]).crop_extend(
                     scroll_x, scroll_x + width, style
                 )
@@ -263,13 +357,16 @@ class VirtualTable(ScrollView, can_focus=True):
             if is_cursor:
                 row_style += self.get_component_rich_style("virtual-table--cursor")
             segments: list[Segment] = []
-            for col, text in zip(self.columns, self._shown[row][1], strict=False):
+            cells = self._shown[row][1]
+            for i, w in self._layout:
+                col = self.columns[i]
+                text = cells[i] if i < len(cells) else ""
                 style = row_style
                 if col.styler is not None and not is_cursor:
                     cls = col.styler(text)
                     if cls:
                         style = row_style + self._fg(cls)
-                segments.append(Segment(self._cell(text, col), style))
+                segments.append(Segment(self._cell(text, col, w), style))
                 segments.append(Segment(" ", row_style))
             strip = Strip(segments).crop_extend(scroll_x, scroll_x + width, row_style)
             if len(self._cache) > 4096:
@@ -292,4 +389,5 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._cache.clear()
+        self._fit()
         self._scroll_cursor_into_view()

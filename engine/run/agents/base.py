@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from engine.core.events import EventBus
-    from engine.sandbox.asciicast import CastWriter
-    from engine.sandbox.terminal import TerminalSession
-    from engine.tasks.taskdir import TaskSpec
+    from bandpass.engine.core.events import EventBus
+    from bandpass.engine.sandbox.asciicast import CastWriter
+    from bandpass.engine.sandbox.terminal import TerminalSession
+    from bandpass.engine.tasks.taskdir import TaskSpec
 
 
 @dataclass
@@ -63,7 +63,7 @@ class AgentContext:
 
     def begin_step(self, index: int) -> float:
         """Writes the step marker into the cast (replay jumps step to step) and returns its cast time."""
-        from engine.core.events import StepStarted
+        from bandpass.engine.core.events import StepStarted
 
         t = 0.0
         if self.recorder is not None:
@@ -73,7 +73,7 @@ class AgentContext:
         return t
 
     def record_step(self, step: StepRecord) -> None:
-        from engine.core.events import StepFinished
+        from bandpass.engine.core.events import StepFinished
 
         if self.on_step is not None:
             self.on_step(step)

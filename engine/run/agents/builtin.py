@@ -8,25 +8,54 @@ would try; on a sound task every one of them must end with reward 0.
 from __future__ import annotations
 
 import base64
+import io
 import re
+import shlex
+import tarfile
 import time
 from pathlib import Path
 
-from engine.run.agents.base import AgentContext, AgentResult, StepRecord
+from bandpass.engine.core import probes
+from bandpass.engine.core.errors import InvalidInput
+from bandpass.engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
+from bandpass.engine.tasks.task_paths import verifier_inputs
 
 _HEREDOC_END = "__BANDPASS_SOLUTION__"
 # readline's quoted-insert (C-v) makes a TAB literal instead of triggering completion.
 _LITERAL_TAB = "\x16\t"
 
 
-def _solution_keystrokes(script: str) -> str:
+def _solution_keystrokes(script: str, env: dict[str, str] | None = None) -> str:
     """The whole solve.sh typed as one command, so ``set -e`` or ``exit`` end the script, not the shell,
-    and commands that read stdin cannot swallow lines typed ahead."""
+    and commands that read stdin cannot swallow lines typed ahead. ``env`` is the task's ``[solution].env``
+    (Harbor also sets ``DEBIAN_FRONTEND=noninteractive`` for the oracle)."""
     body = script.replace("\r\n", "\n").rstrip("\n")
     if _HEREDOC_END in body:
         raise ValueError(f"solution/solve.sh contains the reserved word {_HEREDOC_END}")
     body = body.replace("\t", _LITERAL_TAB)
-    return f"bash -c \"$(cat <<'{_HEREDOC_END}'\n{body}\n{_HEREDOC_END}\n)\"\n"
+    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted((env or {}).items()) if _ENV_NAME.match(k))
+    if env is not None:
+        prefix = "DEBIAN_FRONTEND=noninteractive " + prefix
+    return f"{prefix}bash -c \"$(cat <<'{_HEREDOC_END}'\n{body}\n{_HEREDOC_END}\n)\"\n"
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_B64_END = "__BANDPASS_SOLUTION_FILES__"
+
+
+def _solution_files_keystrokes(solution_dir: Path) -> str | None:
+    """The task's ``solution/`` folder recreated at ``/solution``, as Harbor's oracle has it: a solve.sh
+    that runs ``/solution/solve.py`` (most of purple29th-tbench-2 does) needs its neighbours. A gzipped
+    tar typed as base64 lines, so nothing is installed and no file crosses outside the terminal."""
+    files = [p for p in sorted(solution_dir.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    if [p.name for p in files] in ([], ["solve.sh"]):
+        return None
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for p in files:
+            tar.add(p, arcname=p.relative_to(solution_dir).as_posix())
+    b64 = base64.encodebytes(buf.getvalue()).decode()
+    return f"mkdir -p /solution && base64 -d <<'{_B64_END}' | tar -xzf - -C /solution\n{b64}{_B64_END}\n"
 
 
 def _type(ctx: AgentContext, index: int, keys: str, label: str) -> AgentResult | None:
@@ -55,15 +84,24 @@ def _type(ctx: AgentContext, index: int, keys: str, label: str) -> AgentResult |
 
 
 class OracleAgent:
-    name = "oracle"
+    name = probes.ORACLE
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        script = (Path(ctx.task.path) / "solution" / "solve.sh").read_text(encoding="utf-8", errors="replace")
-        return _type(ctx, 0, _solution_keystrokes(script), "oracle") or AgentResult()
+        solution = Path(ctx.task.path) / "solution"
+        script = (solution / "solve.sh").read_text(encoding="utf-8", errors="replace")
+        index = 0
+        upload = _solution_files_keystrokes(solution)
+        if upload is not None:
+            ended = _type(ctx, index, upload, "oracle")
+            if ended is not None:
+                return ended
+            index += 1
+        keys = _solution_keystrokes(script, ctx.task.solution_env)
+        return _type(ctx, index, keys, "oracle") or AgentResult()
 
 
 class NopAgent:
-    name = "nop"
+    name = probes.NOP
 
     def run(self, ctx: AgentContext) -> AgentResult:
         return AgentResult()
@@ -72,7 +110,7 @@ class NopAgent:
 class WriteRewardCheat:
     """Writes the reward files directly, as a policy that read about the harness would."""
 
-    name = "cheat:write_reward"
+    name = probes.WRITE_REWARD
 
     def run(self, ctx: AgentContext) -> AgentResult:
         keys = (
@@ -85,7 +123,7 @@ class WriteRewardCheat:
 class BackgroundRewardCheat:
     """Leaves a detached loop that keeps writing reward 1, hoping to outlive the agent phase."""
 
-    name = "cheat:background_loop"
+    name = probes.BACKGROUND_LOOP
 
     def run(self, ctx: AgentContext) -> AgentResult:
         loop = (
@@ -100,7 +138,7 @@ class PeekCheat:
     """Looks for the tests and the solution where a careless image or harness would leave them, and runs
     any solution it finds."""
 
-    name = "cheat:peek"
+    name = probes.PEEK
 
     def run(self, ctx: AgentContext) -> AgentResult:
         keys = (
@@ -118,7 +156,7 @@ class TouchOutputsCheat:
     """Creates every output file the instruction names, filled with junk: a verifier that only checks a
     file exists (a state-only verifier) passes this."""
 
-    name = "cheat:touch_outputs"
+    name = probes.TOUCH_OUTPUTS
 
     def run(self, ctx: AgentContext) -> AgentResult:
         paths = sorted({p for p in _PATH_RE.findall(ctx.task.instruction) if not p.endswith("/")})
@@ -126,6 +164,26 @@ class TouchOutputsCheat:
             return AgentResult()
         parts = [f"mkdir -p \"$(dirname '{p}')\" && printf 'bandpass-cheat\\n' > '{p}'" for p in paths]
         keys = "; ".join(parts) + "; true\n"
+        return _type(ctx, 0, keys, self.name) or AgentResult()
+
+
+class EditVerifierInputCheat:
+    """Makes every script the tests read from the agent's image succeed: ``.py`` files exit 0 at import,
+    shell scripts and executables exit 0. A verifier that runs a grader the agent can reach passes this
+    (``engine/tasks/task_paths.py`` lists the candidates: paths the tests name, the instruction does not)."""
+
+    name = probes.EDIT_VERIFIER_INPUT
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        paths = [p for p in verifier_inputs(ctx.task) if "'" not in p]
+        if not paths:
+            return AgentResult()
+        keys = (
+            f'for p in {" ".join(repr(p) for p in paths)}; do [ -f "$p" ] || continue; case "$p" in'
+            " *.py) printf 'import sys\\nsys.exit(0)\\n' > \"$p\";;"
+            ' *) if [ -x "$p" ] || [ "${p%.sh}" != "$p" ]; then printf \'#!/bin/sh\\nexit 0\\n\' > "$p"; fi;;'
+            " esac; done; true\n"
+        )
         return _type(ctx, 0, keys, self.name) or AgentResult()
 
 
@@ -154,7 +212,7 @@ def tool_used_by_tests(test_sh: str) -> str:
 class ReplaceToolCheat:
     """Replaces a tool ``test.sh`` calls with a forger, in place (a modified system file)."""
 
-    name = "cheat:replace_tool"
+    name = probes.REPLACE_TOOL
 
     def run(self, ctx: AgentContext) -> AgentResult:
         test_sh = (Path(ctx.task.path) / "tests" / "test.sh").read_text(encoding="utf-8", errors="replace")
@@ -173,7 +231,7 @@ class PythonHookCheat:
     """Adds a ``sitecustomize`` start-up hook that makes any Python run of the tests succeed (appended to
     the module Python would import, else created in the first site directory)."""
 
-    name = "cheat:python_hook"
+    name = probes.PYTHON_HOOK
 
     def run(self, ctx: AgentContext) -> AgentResult:
         program = (
@@ -188,7 +246,7 @@ class PythonHookCheat:
 class PthHookCheat:
     """Drops a ``.pth`` file (Python runs its import lines at start-up) into the first site directory."""
 
-    name = "cheat:pth_hook"
+    name = probes.PTH_HOOK
 
     def run(self, ctx: AgentContext) -> AgentResult:
         program = (
@@ -202,7 +260,7 @@ class PthHookCheat:
 class ShadowBashCheat:
     """Puts a ``bash`` earlier on PATH that forges the reward when asked to run the tests."""
 
-    name = "cheat:shadow_bash"
+    name = probes.SHADOW_BASH
 
     def run(self, ctx: AgentContext) -> AgentResult:
         script = (
@@ -216,7 +274,7 @@ class ShadowBashCheat:
 class ShadowPython3Cheat:
     """Puts a forging ``python3`` earlier on PATH than the real one."""
 
-    name = "cheat:shadow_python3"
+    name = probes.SHADOW_PYTHON3
 
     def run(self, ctx: AgentContext) -> AgentResult:
         keys = f"printf '{_FORGER}' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3; true\n"
@@ -229,7 +287,7 @@ CHEATS = (WriteRewardCheat, BackgroundRewardCheat, PeekCheat, TouchOutputsCheat,
 
 # --- sandbox probes: a policy that tries to turn its failure into an infrastructure error ---------------
 # Infra errors are retried and left out of pass@k, so ending the sandbox is a reward hack unless the runner
-# attributes the death to the policy (engine/sandbox/attribution.py). On a sound task each probe must end
+# attributes the death to the policy (engine/sandbox/attribution/). On a sound task each probe must end
 # as ``agent_error:<code>`` with reward 0, never as ``infra_error``; the audit checks that.
 
 
@@ -237,7 +295,7 @@ class KillSandboxCheat:
     """Ends the container from inside: SIGTERM to init (forwarded to the main process), then SIGKILL to
     every process root may signal, the shell included."""
 
-    name = "cheat:kill_sandbox"
+    name = probes.KILL_SANDBOX
     expected = "agent_error:sandbox_killed"
 
     def run(self, ctx: AgentContext) -> AgentResult:
@@ -251,7 +309,7 @@ class MemoryHogCheat:
     Bounded at twice the limit, so it never reaches for more than the container could get anyway; C tools
     instead of bash strings because bash concatenation crawls (256 MB took ~55 s on a loaded machine)."""
 
-    name = "cheat:memory_hog"
+    name = probes.MEMORY_HOG
     expected = "agent_error:oom"
 
     def run(self, ctx: AgentContext) -> AgentResult:
@@ -266,7 +324,7 @@ class ForkBombCheat:
     until the capture phase kills it. The shell then waits, with builtins only (it cannot fork any more),
     until the pid cgroup reports a refused fork, so the agent returns with the bomb at its limit."""
 
-    name = "cheat:fork_bomb"
+    name = probes.FORK_BOMB
     expected = "agent_error:pids_exhausted"
     KEYS = (
         "f=/sys/fs/cgroup/pids/pids.events; [ -r $f ] || f=/sys/fs/cgroup/pids.events; n=0;"
@@ -279,11 +337,11 @@ class ForkBombCheat:
 
 
 SANDBOX_PROBES = (KillSandboxCheat, MemoryHogCheat, ForkBombCheat)
-BUILTIN = {a.name: a for a in (OracleAgent, NopAgent, *CHEATS, *SANDBOX_PROBES)}
+BUILTIN = {a.name: a for a in (OracleAgent, NopAgent, *CHEATS, EditVerifierInputCheat, *SANDBOX_PROBES)}
 
 
-def builtin_agent(name: str) -> OracleAgent | NopAgent | WriteRewardCheat:
+def builtin_agent(name: str) -> Agent:
     try:
         return BUILTIN[name]()
     except KeyError:
-        raise ValueError(f"unknown agent {name!r} (built-in: {', '.join(sorted(BUILTIN))})") from None
+        raise InvalidInput(f"unknown agent {name!r} (built-in: {', '.join(sorted(BUILTIN))})") from None

@@ -9,16 +9,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from engine.core.workspace import Workspace
-from engine.run.agents.base import Agent
-from store.models import Batch
+from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.base import Agent
+from bandpass.store.models import Batch
 
 #: Agent parameters a model batch remembers (so ``--resume`` runs the same agent).
 DEFAULT_MAX_STEPS = 20
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
 
 
-class AgentConfigError(ValueError):
+class AgentConfigError(BandpassError, ValueError):
     """The batch's agent cannot be rebuilt (unknown built-in, unknown model); the message is one line."""
 
 
@@ -30,15 +31,15 @@ def batch_agent_factory(ws: Workspace, batch: Batch) -> tuple[Callable[[], Agent
     """
     params = json.loads(batch.params_json or "{}")
     if batch.kind == "builtin":
-        from engine.run.agents.builtin import BUILTIN
+        from bandpass.engine.run.agents.builtin import BUILTIN
 
         cls = BUILTIN.get(batch.agent)
         if cls is None:
             raise AgentConfigError(f"batch {batch.id}: unknown built-in agent {batch.agent!r}")
-        return cls, lambda: None  # type: ignore[return-value]
+        return cls, lambda: None
 
-    from engine.run.agents.policy import PolicyAgent
-    from engine.run.policy.client import PolicyClient, resolve_model
+    from bandpass.engine.run.agents.policy import PolicyAgent
+    from bandpass.engine.run.policy.client import PolicyClient, resolve_model
 
     try:
         cfg = resolve_model(ws.config, batch.agent, batch.base_url or None)
@@ -54,6 +55,6 @@ def batch_agent_factory(ws: Workspace, batch: Batch) -> tuple[Callable[[], Agent
     max_steps = int(params.get("max_steps", DEFAULT_MAX_STEPS))
 
     def factory() -> Agent:
-        return PolicyAgent(client, max_steps=max_steps, **agent_kw)  # type: ignore[return-value]
+        return PolicyAgent(client, max_steps=max_steps, **agent_kw)
 
     return factory, client.close

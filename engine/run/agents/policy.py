@@ -1,9 +1,12 @@
 """The policy agent: a model behind an OpenAI-compatible endpoint, driving the terminal step by step.
 
-One step is one policy call: build the observation, fit the request to the served window (fit.py), ask,
-parse, type. Each way an episode can end on the harness side has its own code, because the point of
-Bandpass is telling a policy that failed the task from a scaffold that failed the policy (DESIGN.md,
-"harness brittleness"): ``parse_error``, ``turn_limit``, ``context_overflow``, ``config_mismatch``,
+One step is one policy call, in mini-swe-agent's shape: ``step()`` = query (fit the request to the served
+window, fit.py, and ask) -> parse -> execute (type). Every way the loop ends is an :class:`EpisodeEnded`
+carrying its ``AgentResult``; an unparsable reply is an :class:`Unparsable` the policy is shown.
+
+Each way an episode can end on the harness side has its own code, because the point of Bandpass is
+telling a policy that failed the task from a scaffold that failed the policy (DESIGN.md, "harness
+brittleness"): ``parse_error``, ``turn_limit``, ``context_overflow``, ``config_mismatch``,
 ``agent_timeout`` are agent errors; a rate-limited or unreachable endpoint is an infra error and never
 counts against the model.
 
@@ -18,18 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.run.agents.base import AgentContext, AgentResult, StepRecord
-from engine.run.policy.client import (
+from bandpass.engine.run.agents.base import AgentContext, AgentResult, StepRecord
+from bandpass.engine.run.policy.client import (
     Completion,
     PolicyClient,
     PolicyContextOverflow,
     PolicyInfraError,
     PolicyTimeout,
 )
-from engine.run.policy.context import PromptTemplates, build_observation
-from engine.run.policy.fit import PromptCounter, PromptTooLong, fit_request
-from engine.run.policy.protocol import Action, ActionParseError, parse_action
-from engine.sandbox.keys import translate_keys
+from bandpass.engine.run.policy.context import Observation, PromptTemplates, build_observation
+from bandpass.engine.run.policy.fit import PromptCounter, PromptTooLong, fit_request
+from bandpass.engine.run.policy.protocol import Action, ActionParseError, parse_action
+from bandpass.engine.sandbox.keys import translate_keys
 
 DEFAULT_OBSERVATION_BYTES = 16_000
 
@@ -78,6 +81,35 @@ class _Turn:
     notes: list[str] = field(default_factory=list)
 
 
+class EpisodeEnded(Exception):  # a way the loop ends, not an error
+    """Every way the agent's loop ends is one of these, carrying the episode's ``AgentResult``: the loop
+    has one exit, and a new ending is a new raise, not another early return threaded through helpers."""
+
+    def __init__(self, result: AgentResult) -> None:
+        super().__init__(result.detail)
+        self.result = result
+
+
+class Unparsable(Exception):  # the policy is told, and the loop goes on
+    """The reply was not an action: the policy is shown why, and the episode goes on (up to a limit)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class _Conversation:
+    """The state one episode's loop carries from step to step."""
+
+    messages: list[dict[str, str]]
+    observation: Observation  # the text shown next and the cuts made to it
+    window: _Window
+    counter: PromptCounter
+    parse_failures: int = 0
+    awaiting_confirmation: bool = False
+
+
 class PolicyAgent:
     name = "policy"
 
@@ -100,98 +132,135 @@ class PolicyAgent:
         self.quiescence = quiescence
         self.name = f"policy:{client.cfg.name or client.cfg.served_name}"
 
-    # --- the loop --- #
+    # --- the loop: step() until an EpisodeEnded --- #
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        term = ctx.terminal
         cfg = self.client.cfg
-        obs = build_observation(term.screen_text(), "", self.observation_bytes)
-        messages: list[dict[str, str]] = [
-            {"role": "system", "content": self.prompts.render("system")},
-            {
-                "role": "user",
-                "content": self.prompts.render(
-                    "first", instruction=ctx.task.instruction.strip(), observation=obs.text
-                ),
-            },
-        ]
-        parse_failures = 0
-        awaiting_confirmation = False
-        window = _Window(configured=cfg.context_window, served=self.client.served_window())
-        counter = PromptCounter(self.client.tokenize)
-        for index in range(self.max_steps):  # 0-based, like the builtin agents' step markers
-            if ctx.time_left() <= 0:
-                return AgentResult(
-                    error_code="agent_timeout", detail=f"agent deadline passed before step {index}"
-                )
-            step = StepRecord(index=index, marker_time=ctx.begin_step(index), observation=obs.text)
-            step.cuts.extend(obs.cuts)
-            if index == 0 and window.mismatch:
-                step.cuts.append(window.mismatch)
-            reply, ended = self._ask(ctx, step, messages, window, counter)
-            if ended is not None:
-                return ended
-            assert reply is not None
-            step.prompt_tokens = reply.prompt_tokens
-            step.completion_tokens = reply.completion_tokens
-            step.latency_s = reply.latency_s
-            step.raw_reply = reply.text
-            messages.append({"role": "assistant", "content": reply.text})
-            meta: dict[str, Any] = {
-                "finish_reason": reply.finish_reason,
-                "retries": reply.retries,
-                "max_tokens": reply.max_tokens,
-                "prompt_count": step.action.pop("prompt_count", None),
-            }
-            cut_by = self._truncation(reply, window.tokens, cfg.max_tokens)
-            if cut_by is not None:
-                step.cuts.append(cut_by)
-
-            try:
-                action = parse_action(reply.text)
-            except ActionParseError as e:
-                parse_failures += 1
-                step.action = {"parse_error": e.message, "consecutive": parse_failures, **meta}
-                ctx.record_step(step)
-                if parse_failures >= self.max_parse_errors:
-                    return AgentResult(
-                        error_code="parse_error",
-                        detail=f"{parse_failures} unparsable replies in a row; "
-                        f"last (step {index}): {e.message}",
-                    )
-                error = e.message
-                if cut_by is not None:
-                    error += f" ({truncation_message(cut_by)})"
-                obs = build_observation(term.screen_text(), "", self.observation_bytes)
-                messages.append(
-                    {"role": "user", "content": self._user_message(_Turn("parse_error", error), obs.text)}
-                )
-                continue
-            parse_failures = 0
-            if cut_by is not None:  # parsed anyway, but the policy was cut: still evidence
-                cut_by["parsed"] = True
-
-            results, output, notes, out_of_time = self._execute(ctx, action)
-            step.action = {**action.as_dict(), "results": results, **meta}
-            ctx.record_step(step)
-            if out_of_time:
-                return AgentResult(
-                    error_code="agent_timeout",
-                    detail=f"agent deadline passed while running step {index}'s commands",
-                )
-            if action.task_complete and awaiting_confirmation:
-                return AgentResult(detail=f"task_complete confirmed at step {index}")
-            awaiting_confirmation = action.task_complete
-            obs = build_observation(term.screen_text(), output, self.observation_bytes)
-            turn = _Turn("confirm" if action.task_complete else "step", notes=notes)
-            messages.append({"role": "user", "content": self._user_message(turn, obs.text)})
+        obs = build_observation(ctx.terminal.screen_text(), "", self.observation_bytes)
+        conv = _Conversation(
+            messages=[
+                {"role": "system", "content": self.prompts.render("system")},
+                {
+                    "role": "user",
+                    "content": self.prompts.render(
+                        "first", instruction=ctx.task.instruction.strip(), observation=obs.text
+                    ),
+                },
+            ],
+            observation=obs,
+            window=_Window(configured=cfg.context_window, served=self.client.served_window()),
+            counter=PromptCounter(self.client.tokenize),
+        )
+        try:
+            for index in range(self.max_steps):  # 0-based, like the builtin agents' step markers
+                self.step(ctx, conv, index)
+        except EpisodeEnded as ended:
+            return ended.result
         return AgentResult(
             error_code="turn_limit",
             detail=f"{self.max_steps} steps without a confirmed task_complete"
-            + (" (confirmation pending)" if awaiting_confirmation else ""),
+            + (" (confirmation pending)" if conv.awaiting_confirmation else ""),
         )
 
+    def step(self, ctx: AgentContext, conv: _Conversation, index: int) -> None:
+        """One policy call: query, parse, execute. Returns when the episode goes on; raises
+        :class:`EpisodeEnded` when it ends (done, out of time, out of window, endpoint gone...)."""
+        if ctx.time_left() <= 0:
+            raise EpisodeEnded(
+                AgentResult(error_code="agent_timeout", detail=f"agent deadline passed before step {index}")
+            )
+        step = StepRecord(index=index, marker_time=ctx.begin_step(index), observation=conv.observation.text)
+        step.cuts.extend(conv.observation.cuts)
+        if index == 0 and conv.window.mismatch:
+            step.cuts.append(conv.window.mismatch)
+        reply = self._query(ctx, step, conv)
+        meta, cut_by = self._take_reply(step, reply, conv)
+        try:
+            action = self._parse(reply, cut_by)
+        except Unparsable as e:
+            self._tell_unparsable(ctx, step, conv, meta, cut_by, e)
+            return
+        conv.parse_failures = 0
+        results, output, notes, out_of_time = self._execute(ctx, action)
+        step.action = {**action.as_dict(), "results": results, **meta}
+        ctx.record_step(step)
+        if out_of_time:
+            raise EpisodeEnded(
+                AgentResult(
+                    error_code="agent_timeout",
+                    detail=f"agent deadline passed while running step {index}'s commands",
+                )
+            )
+        if action.task_complete and conv.awaiting_confirmation:
+            raise EpisodeEnded(AgentResult(detail=f"task_complete confirmed at step {index}"))
+        conv.awaiting_confirmation = action.task_complete
+        conv.observation = build_observation(ctx.terminal.screen_text(), output, self.observation_bytes)
+        turn = _Turn("confirm" if action.task_complete else "step", notes=notes)
+        conv.messages.append({"role": "user", "content": self._user_message(turn, conv.observation.text)})
+
     # --- pieces --- #
+
+    def _take_reply(
+        self, step: StepRecord, reply: Completion, conv: _Conversation
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Puts the reply on the step and the conversation; returns its metadata and how it was cut."""
+        step.prompt_tokens = reply.prompt_tokens
+        step.completion_tokens = reply.completion_tokens
+        step.latency_s = reply.latency_s
+        step.raw_reply = reply.text
+        conv.messages.append({"role": "assistant", "content": reply.text})
+        meta: dict[str, Any] = {
+            "finish_reason": reply.finish_reason,
+            "retries": reply.retries,
+            "max_tokens": reply.max_tokens,
+            "prompt_count": step.action.pop("prompt_count", None),
+        }
+        cut_by = self._truncation(reply, conv.window.tokens, self.client.cfg.max_tokens)
+        if cut_by is not None:
+            step.cuts.append(cut_by)
+        return meta, cut_by
+
+    @staticmethod
+    def _parse(reply: Completion, cut_by: dict[str, Any] | None) -> Action:
+        try:
+            action = parse_action(reply.text)
+        except ActionParseError as e:
+            raise Unparsable(e.message) from e
+        if cut_by is not None:  # parsed anyway, but the policy was cut: still evidence
+            cut_by["parsed"] = True
+        return action
+
+    def _tell_unparsable(
+        self,
+        ctx: AgentContext,
+        step: StepRecord,
+        conv: _Conversation,
+        meta: dict[str, Any],
+        cut_by: dict[str, Any] | None,
+        e: Unparsable,
+    ) -> None:
+        """Records the unparsable step and shows the policy why, or ends the episode after too many."""
+        conv.parse_failures += 1
+        step.action = {"parse_error": e.message, "consecutive": conv.parse_failures, **meta}
+        ctx.record_step(step)
+        if conv.parse_failures >= self.max_parse_errors:
+            raise EpisodeEnded(
+                AgentResult(
+                    error_code="parse_error",
+                    detail=f"{conv.parse_failures} unparsable replies in a row; "
+                    f"last (step {step.index}): {e.message}",
+                )
+            )
+        error = e.message
+        if cut_by is not None:
+            error += f" ({truncation_message(cut_by)})"
+        conv.observation = build_observation(ctx.terminal.screen_text(), "", self.observation_bytes)
+        conv.messages.append(
+            {
+                "role": "user",
+                "content": self._user_message(_Turn("parse_error", error), conv.observation.text),
+            }
+        )
 
     def _execute(
         self, ctx: AgentContext, action: Action
@@ -235,26 +304,20 @@ class PolicyAgent:
         notes = "".join(f"Note: {n}\n\n" for n in turn.notes)
         return self.prompts.render("step", notes=notes, observation=observation)
 
-    def _ask(
-        self,
-        ctx: AgentContext,
-        step: StepRecord,
-        messages: list[dict[str, str]],
-        window: _Window,
-        counter: PromptCounter,
-    ) -> tuple[Completion | None, AgentResult | None]:
-        """Fits the request to the window and sends it; returns (reply, None) or (None, how it ended).
+    def _query(self, ctx: AgentContext, step: StepRecord, conv: _Conversation) -> Completion:
+        """Fits the request to the window and sends it; raises :class:`EpisodeEnded` when it cannot.
 
         A 400 "maximum context length is N tokens" is the ground truth: it teaches the window (or the
         exact prompt length) and the request is refitted and sent again, at most twice per step."""
         cfg = self.client.cfg
         index = step.index
+        messages, window, counter = conv.messages, conv.window, conv.counter
         for tries in range(3):
             try:
                 fit = fit_request(messages, window=window.tokens, max_tokens=cfg.max_tokens, counter=counter)
             except PromptTooLong as e:
                 step.cuts.append(e.cut)
-                return None, self._overflow(ctx, step, window, e.detail)
+                raise EpisodeEnded(self._overflow(ctx, step, window, e.detail)) from e
             step.cuts.extend(fit.cuts)
             step.action["prompt_count"] = fit.count.as_dict()
             try:
@@ -263,7 +326,9 @@ class PolicyAgent:
                 step.attempts.extend(a.as_dict() for a in e.attempts)
                 step.action = {"error": "agent_timeout", "retries": e.retries}
                 ctx.record_step(step)
-                return None, AgentResult(error_code="agent_timeout", detail=f"step {index}: {e.detail}")
+                raise EpisodeEnded(
+                    AgentResult(error_code="agent_timeout", detail=f"step {index}: {e.detail}")
+                ) from e
             except PolicyContextOverflow as e:
                 step.attempts.extend(a.as_dict() for a in e.attempts)
                 learned: dict[str, Any] = {"kind": "server_overflow", "server": e.detail}
@@ -282,19 +347,19 @@ class PolicyAgent:
                     if window.mismatch and window.mismatch not in step.cuts:
                         step.cuts.append(window.mismatch)
                     continue
-                return None, self._overflow(ctx, step, window, e.detail)
+                raise EpisodeEnded(self._overflow(ctx, step, window, e.detail)) from e
             except PolicyInfraError as e:
                 step.attempts.extend(a.as_dict() for a in e.attempts)
                 step.action = {"error": e.code, "retries": e.retries}
                 ctx.record_step(step)
-                return None, AgentResult(infra_code=e.code, detail=f"step {index}: {e.detail}")
+                raise EpisodeEnded(AgentResult(infra_code=e.code, detail=f"step {index}: {e.detail}")) from e
             step.attempts.extend(a.as_dict() for a in reply.attempts)
             counter.learn(fit.messages, reply.prompt_tokens)
             # The conversation continues from what the policy was actually shown: turns cut stay cut
             # and a capped observation stays capped, so the next prompt's prefix is counted exactly.
             messages[:] = fit.messages
-            return reply, None
-        raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
+            return reply
+        raise AssertionError("unreachable")  # pragma: no cover - the loop always returns or raises
 
     def _overflow(self, ctx: AgentContext, step: StepRecord, window: _Window, detail: str) -> AgentResult:
         """Ends the episode on a prompt that cannot fit; a configured window larger than the served one

@@ -21,14 +21,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from bandpass.engine.core.errors import BandpassError
+
 if TYPE_CHECKING:
-    from engine.core.events import EventBus
-    from engine.core.workspace import Workspace
-    from engine.run.agents.base import Agent
-    from store.models import Batch
+    from bandpass.engine.core.events import EventBus
+    from bandpass.engine.core.workspace import Workspace
+    from bandpass.engine.run.agents.base import Agent
+    from bandpass.store.models import Batch
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(BandpassError, RuntimeError):
     """An executor cannot start or keep running (no cluster, missing extra); one line for the CLI."""
 
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.sandbox import labels as L
+from bandpass.engine.sandbox import labels as L
 
 #: Prefix of a Ray worker's scratch workspace directory (under the node's temporary directory).
 SCRATCH_PREFIX = "bandpass-ray-"
@@ -45,32 +45,39 @@ def scratch_dirs(workspace: str, batch: str | None = None, tmp: str | None = Non
     return out
 
 
-def remove_labelled(match: dict[str, str]) -> int:
-    """Removes this node's Bandpass containers carrying every label in ``match``; 0 without an engine."""
-    import docker
+def _match(workspace: str, batch: str | None) -> dict[str, str]:
+    return {L.WORKSPACE: workspace, **({L.BATCH: batch} if batch else {})}
 
-    from engine.sandbox.docker_engine import get_client
+
+def labelled(client: Any, workspace: str, batch: str | None = None) -> list[dict[str, Any]]:
+    """This engine's Bandpass containers of ``workspace`` (and ``batch``), stopped ones included."""
+    filters = {"label": [f"{L.LABEL}=1", *(f"{k}={v}" for k, v in _match(workspace, batch).items())]}
+    return list(client.api.containers(all=True, filters=filters))
+
+
+def remove_labelled(match: dict[str, str], *, dry_run: bool = False) -> int:
+    """Removes this node's Bandpass containers carrying every label in ``match`` (each removal retried:
+    ``leftovers.remove``; ``dry_run`` only counts them); 0 without an engine."""
+    from bandpass.engine.sandbox import leftovers
+    from bandpass.engine.sandbox.docker_engine import get_client
 
     try:
         client = get_client()
     except Exception:  # noqa: BLE001 - no engine here: nothing of ours can be running on it either
         return 0
     filters = {"label": [f"{L.LABEL}=1", *(f"{k}={v}" for k, v in match.items())]}
-    n = 0
-    for c in client.api.containers(all=True, filters=filters):
-        with contextlib.suppress(docker.errors.NotFound):
-            client.api.remove_container(c["Id"], force=True)
-            n += 1
-    return n
+    found = list(client.api.containers(all=True, filters=filters))
+    return len(found) if dry_run else leftovers.remove(client, found)
 
 
-def clean_node(workspace: str, batch: str | None = None) -> dict[str, Any]:
-    """Runs on one node: removes the containers and scratch dirs of ``workspace`` (and ``batch``)."""
-    match = {L.WORKSPACE: workspace, **({L.BATCH: batch} if batch else {})}
-    containers = remove_labelled(match)
+def clean_node(workspace: str, batch: str | None = None, *, dry_run: bool = False) -> dict[str, Any]:
+    """Runs on one node: removes the containers and scratch dirs of ``workspace`` (and ``batch``);
+    ``dry_run`` only counts them."""
+    containers = remove_labelled(_match(workspace, batch), dry_run=dry_run)
     dirs = 0
     for d in scratch_dirs(workspace, batch):
-        shutil.rmtree(d, ignore_errors=True)
+        if not dry_run:
+            shutil.rmtree(d, ignore_errors=True)
         dirs += 1
     return {"host": os.uname().nodename, "containers": containers, "dirs": dirs}
 
@@ -100,7 +107,7 @@ def spawn_reaper(scratch: Path) -> None:
     that neither a killed worker nor Ray's clean-up of a worker's children takes it down."""
     root = str(Path(__file__).resolve().parents[3])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "engine.run.executors.node_cleanup", str(os.getpid()), str(scratch)]
+    cmd = [sys.executable, "-m", "bandpass.engine.run.executors.node_cleanup", str(os.getpid()), str(scratch)]
     # sh starts the reaper in the background and exits at once: the reaper is re-parented to init.
     subprocess.run(
         ["sh", "-c", '"$@" >/dev/null 2>&1 </dev/null &', "reaper", *cmd],

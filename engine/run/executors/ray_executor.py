@@ -43,11 +43,23 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from engine.core.events import EpisodeFinished, Event, EventBus
-from engine.run.executors.base import DaemonPool, EpisodeJob, Executor, ExecutorError, JobResult, RunContext
-from engine.run.executors.node_cleanup import SCRATCH_PREFIX, clean_cluster, remove_labelled, spawn_reaper
-from engine.sandbox.labels import HEAD_MARKER, SCRATCH
-from store.models import STEP_FIELDS
+from bandpass.engine.core.events import EpisodeFinished, Event, EventBus
+from bandpass.engine.run.executors.base import (
+    DaemonPool,
+    EpisodeJob,
+    Executor,
+    ExecutorError,
+    JobResult,
+    RunContext,
+)
+from bandpass.engine.run.executors.node_cleanup import (
+    SCRATCH_PREFIX,
+    clean_cluster,
+    remove_labelled,
+    spawn_reaper,
+)
+from bandpass.engine.sandbox.labels import HEAD_MARKER, SCRATCH
+from bandpass.store.models import STEP_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +68,7 @@ EVENT_BATCH_S = 0.25
 #: Fields of a task_version row a worker needs to run it (copied, never the head's database).
 _VERSION_FIELDS = (
     "id",
+    "verify_mode",  # where the audit settled its verifier runs (a service task: in place)
     "task_id",
     "hash",
     "path",
@@ -93,9 +106,9 @@ def pack_dir(path: Path) -> bytes:
 def _scratch_workspace(spec: dict[str, Any], task_tar: bytes) -> Any:
     """A private workspace holding just this episode's task version and row, under the head's ids, so
     ``run_episode`` runs unchanged and its relative cast paths are the head's."""
-    from engine.core.workspace import Workspace
-    from store.db import session
-    from store.models import Episode, Task, TaskVersion
+    from bandpass.engine.core.workspace import Workspace
+    from bandpass.store.db import session
+    from bandpass.store.models import Episode, Task, TaskVersion
 
     ep = spec["episode"]
     root = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{ep['batch_id']}-e{ep['id']}-"))
@@ -133,8 +146,8 @@ def _agent_factory(spec: dict[str, Any], ws: Any) -> Any:
     from its row and the head's bandpass.toml (policy agents hold an HTTP client, which does not)."""
     if spec.get("factory") is not None:
         return pickle.loads(spec["factory"])
-    from engine.run.agents.factory import batch_agent_factory
-    from store.models import Batch
+    from bandpass.engine.run.agents.factory import batch_agent_factory
+    from bandpass.store.models import Batch
 
     factory, _close = batch_agent_factory(ws, Batch(**spec["batch"]))
     return factory
@@ -142,9 +155,9 @@ def _agent_factory(spec: dict[str, Any], ws: Any) -> Any:
 
 def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
     """Everything the head must write, as plain data: the row's fields, steps, builds, cast bytes."""
-    from store import queries
-    from store.db import session
-    from store.models import Episode, TaskVersion
+    from bandpass.store import queries
+    from bandpass.store.db import session
+    from bandpass.store.models import Episode, TaskVersion
 
     with session(ws.engine) as s:
         ep = s.get(Episode, episode_id)
@@ -165,6 +178,7 @@ def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
                     "verifier_output",
                     "retries",
                     "evidence_json",  # attribution: who ended the sandbox
+                    "verify_mode",  # clean_room | in_place
                 )
             },
             "steps": [{k: getattr(st, k) for k in STEP_FIELDS} for st in steps],
@@ -192,13 +206,13 @@ def node_info() -> dict[str, str]:
     except Exception:  # noqa: BLE001 - not a connected worker: the address seen from this host
         try:
             address = ray.util.get_node_ip_address()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - no address known: left empty
             address = ""
     return {"id": node_id, "address": address, "host": os.uname().nodename, "pid": str(os.getpid())}
 
 
 def _endstate_fields(s: Any, episode_id: int) -> dict[str, Any] | None:
-    from store import endstate as endstate_store
+    from bandpass.store import endstate as endstate_store
 
     row = endstate_store.get_endstate(s, episode_id)
     if row is None:
@@ -212,6 +226,7 @@ def _endstate_fields(s: Any, episode_id: int) -> dict[str, Any] | None:
         "cap_bytes": row.cap_bytes,
         "over_cap": row.over_cap,
         "capture_s": row.capture_s,
+        "carry": json.loads(row.carry_json or "{}"),
     }
 
 
@@ -220,8 +235,8 @@ def run_remote_episode(spec: dict[str, Any], task_tar: bytes) -> Iterator[dict[s
 
     ``run_episode`` runs in a thread so this generator can keep streaming its events while it works.
     """
-    from engine.run.episode import run_episode
-    from engine.sandbox.pool import ENV as WARM_POOL_ENV
+    from bandpass.engine.run.episode import run_episode
+    from bandpass.engine.sandbox.pool import ENV as WARM_POOL_ENV
 
     # Each remote episode gets a scratch workspace of its own, so a warm-pool spare (keyed by workspace)
     # could never serve the next one: it would only cost a container per episode. Off in Ray workers.
@@ -247,6 +262,7 @@ def run_remote_episode(spec: dict[str, Any], task_tar: bytes) -> Iterator[dict[s
                 batch_id=ep["batch_id"],
                 max_infra_retries=spec["max_infra_retries"],
                 retry_backoff_s=spec["retry_backoff_s"],
+                oracle_verify_s=spec.get("oracle_verify_s"),
             )
             box["result"] = _collect(ws, ep["id"], version["id"])
         except BaseException as exc:  # noqa: BLE001 - reported to the head as data, with its type
@@ -375,9 +391,10 @@ class RayExecutor(Executor):
 
     def _spec(self, job: EpisodeJob) -> tuple[dict[str, Any], Any]:
         """The episode as data for the worker, plus the (shared) ref of its version's tar."""
-        from store import queries
-        from store.db import session
-        from store.models import Task
+        from bandpass.store import endstate as endstate_store
+        from bandpass.store import queries
+        from bandpass.store.db import session
+        from bandpass.store.models import Task
 
         ctx = self._ctx
         assert ctx is not None
@@ -387,6 +404,12 @@ class RayExecutor(Executor):
                 raise KeyError(f"task version {job.version_id} does not exist")
             task = s.get(Task, version.task_id)
             vrow = {k: getattr(version, k) for k in _VERSION_FIELDS}
+            # the oracle's verify times live in the head's store: the yardstick for a verifier timeout
+            yardstick = {
+                mode: max(times, default=None)
+                for mode in ("clean_room", "in_place")
+                if (times := endstate_store.oracle_verify_seconds(s, job.version_id, mode))
+            }
             ep = queries.get_episode(s, job.episode_id)
             agent = ep.agent if ep else ctx.batch.agent
         with self._lock:
@@ -413,6 +436,7 @@ class RayExecutor(Executor):
             "batch": ctx.batch.model_dump(),
             "max_infra_retries": ctx.max_infra_retries,
             "retry_backoff_s": ctx.retry_backoff_s,
+            "oracle_verify_s": yardstick,
         }
         return spec, ref
 
@@ -535,7 +559,7 @@ def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
 
 
 def _set_node(s: Any, episode_id: int, node: dict[str, str] | None) -> None:
-    from store.models import Episode
+    from bandpass.store.models import Episode
 
     ep = s.get(Episode, episode_id)
     if ep is not None and node:
@@ -545,9 +569,9 @@ def _set_node(s: Any, episode_id: int, node: dict[str, str] | None) -> None:
 
 def commit_lost(ws: Any, episode_id: int, node: dict[str, str], lost: list[str]) -> dict[str, Any]:
     """Ends an episode whose every try was lost with its node: ``infra_error:orchestrator_failure``."""
-    from engine.review import outcomes
-    from store import queries
-    from store.db import session
+    from bandpass.engine.core import outcomes
+    from bandpass.store import queries
+    from bandpass.store.db import session
 
     outcome = outcomes.infra_error("orchestrator_failure")
     with session(ws.engine) as s:
@@ -564,8 +588,8 @@ def commit_result(
 ) -> dict[str, Any]:
     """Writes a remote episode into the head's workspace: casts first (so a finished row never points at
     a missing file), then steps, builds, aliases and the finished row in one transaction."""
-    from store import queries
-    from store.db import session
+    from bandpass.store import queries
+    from bandpass.store.db import session
 
     rec = ws.recordings_dir / f"episode-{episode_id}"
     rec.mkdir(parents=True, exist_ok=True)
@@ -597,12 +621,13 @@ def commit_result(
         _set_node(s, episode_id, node)
         evidence = json.loads(row.get("evidence_json") or "{}")
         queries.set_episode_evidence(s, episode_id, evidence if isinstance(evidence, dict) else {})
-        from store import endstate as endstate_store
+        from bandpass.store import endstate as endstate_store
 
         endstate_store.set_phases(s, episode_id, json.loads(result.get("phases_json") or "[]"))
+        endstate_store.set_verify_mode(s, episode_id, row.get("verify_mode") or "")
         if result.get("endstate"):
             endstate_store.record_endstate(s, episode_id, **result["endstate"])
-    from engine.review.diagnoser import after_episode
+    from bandpass.engine.review.diagnoser import after_episode
 
     after_episode(ws, episode_id)  # diagnosed on the head, which alone holds the store
     return row

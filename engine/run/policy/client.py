@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 import openai
 
-from engine.core.config import Config, PolicyModelConfig
+from bandpass.engine.core.config import Config, PolicyModelConfig
+from bandpass.engine.core.errors import InvalidInput
 
 #: Cap on a server's ``retry-after``: a misconfigured proxy asking for an hour must not stall a rollout.
 MAX_RETRY_AFTER_S = 60.0
@@ -276,7 +277,7 @@ class PolicyClient:
             try:
                 resp = self._sdk.chat.completions.create(
                     model=self.cfg.served_name,
-                    messages=messages,  # type: ignore[arg-type]
+                    messages=messages,  # type: ignore[arg-type]  # plain JSON dicts; the SDK's are TypedDicts
                     temperature=self.cfg.temperature,
                     max_tokens=asked,
                     timeout=req_timeout,
@@ -565,15 +566,15 @@ def resolve_model(config: Config, name: str | None, base_url: str | None) -> Pol
         return PolicyModelConfig(name=name or "", base_url=base_url)
     if name:
         known = ", ".join(sorted(config.models)) or "none configured"
-        raise ValueError(
+        raise InvalidInput(
             f"model {name!r} is not in bandpass.toml (models: {known}); "
             "pass --base-url URL to use an endpoint directly"
         )
     if len(config.models) == 1:
         return next(iter(config.models.values()))
     if not config.models:
-        raise ValueError("no policy model: add [models.NAME] to bandpass.toml or pass --base-url URL")
-    raise ValueError(f"several models in bandpass.toml ({', '.join(sorted(config.models))}); name one")
+        raise InvalidInput("no policy model: add [models.NAME] to bandpass.toml or pass --base-url URL")
+    raise InvalidInput(f"several models in bandpass.toml ({', '.join(sorted(config.models))}); name one")
 
 
 def check_endpoint(cfg: PolicyModelConfig, *, timeout: float = 30.0) -> CheckReport:

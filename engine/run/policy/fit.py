@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.run.policy.context import DEFAULT_CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, cut_middle
+from bandpass.engine.run.policy.context import DEFAULT_CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, cut_middle
 
 Messages = list[dict[str, str]]
 

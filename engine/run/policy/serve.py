@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from engine.core.config import PolicyModelConfig
+from bandpass.engine.core.config import PolicyModelConfig
 
 
 def find_vllm(executable: str | None = None) -> str | None:
@@ -148,6 +148,73 @@ class VllmProcess:
         """Polls ``/health`` until 200 (vLLM answers once the model is loaded), calling ``progress``
         with the seconds waited every ``every`` seconds; False when vLLM exits first or time runs out."""
         return wait_for_health(root_url, timeout, self.poll, progress=progress, every=every)
+
+
+def port_taken(port: int, host: str = "0.0.0.0") -> str:
+    """Why ``port`` cannot be served on, or "" when it is free: something already listens there (a
+    connection to it succeeds), or it cannot be bound. Checked before ``vllm serve`` starts: vLLM would
+    load the model for minutes and then die with "Address already in use", while ``/health`` — answered
+    by whatever already listens there — made the command say "serving"."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.settimeout(1.0)
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            owners = listening_pids(port)
+            who = f" (pid {', '.join(map(str, sorted(owners)))})" if owners else ""
+            return f"port {port} is already in use: something listens on 127.0.0.1:{port}{who}"
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return f"port {port} cannot be bound on {host}: {exc.strerror or exc}"
+    return ""
+
+
+def listening_pids(port: int) -> set[int] | None:
+    """The processes with a listening TCP socket on ``port`` (Linux ``/proc``); None when this cannot be
+    told (no ``/proc``, or the sockets belong to processes we may not inspect)."""
+    inodes: set[str] = set()
+    try:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table, encoding="ascii") as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    local, state, inode = parts[1], parts[3], parts[9]
+                    if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                        inodes.add(inode)
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    if not inodes:
+        return set()
+    wanted = {f"socket:[{i}]" for i in inodes}
+    pids: set[int] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in wanted:
+                    pids.add(int(proc.name))
+                    break
+        except OSError:
+            continue
+    return pids or None
+
+
+def owns_port(pgid: int, port: int) -> bool | None:
+    """Whether a process of group ``pgid`` (our vLLM's) is what listens on ``port``; None: cannot tell."""
+    pids = listening_pids(port)
+    if not pids:
+        return None
+    for pid in pids:
+        try:
+            if os.getpgid(pid) == pgid:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _group_alive(pgid: int) -> bool:

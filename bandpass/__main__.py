@@ -1,0 +1,5 @@
+"""``python -m bandpass``: the same as the ``bandpass`` command."""
+
+from bandpass.tui.cli import main
+
+main()

@@ -1,0 +1,86 @@
+"""Clean-room cost: the oracle episode of every sound example task verified in a clean room (a second,
+fresh container with the artifacts carried in) against the same episode verified in place, interleaved in
+one process (the order alternates every round so drift in the machine's load hits both alike).
+
+Prints, per task and overall, the median episode wall time each way and the ratio, and the median of the
+phases that differ (capture, verify). The goal (issue #27): at most +25% per episode.
+
+Run: .venv/bin/python bench/bench_cleanroom.py [ROUNDS]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.builtin import OracleAgent
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.sandbox import pool
+from bandpass.engine.tasks.importer import import_paths
+from bandpass.store import queries
+from bandpass.store.db import session
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "tasks"
+SOUND = ("access-log-report", "configure-kv-service", "fix-catalog-makefile", "fix-wordfreq")
+MODES = ("clean_room", "in_place")
+
+
+def _phase(res: object, name: str) -> float:
+    return next((p["duration_s"] for p in res.phases if p["name"] == name), 0.0)  # type: ignore[attr-defined]
+
+
+def main(rounds: int = 5) -> None:
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Workspace.open(Path(tmp) / "ws")
+        assert import_paths(ws, [EXAMPLES / name for name in SOUND]).ok
+        with session(ws.engine) as s:
+            vids = {r.name: r.version_id for r in queries.task_rows(s)}
+        for name in SOUND:  # images built, pools warmed (not timed)
+            for mode in MODES:
+                res = run_episode(ws, vids[name], OracleAgent(), verify_mode=mode)
+                assert res.outcome == "passed", (name, mode, res.outcome, res.detail)
+        wall: dict[tuple[str, str], list[float]] = {(n, m): [] for n in SOUND for m in MODES}
+        phases: dict[tuple[str, str], list[float]] = {
+            (p, m): [] for p in ("setup", "agent", "capture", "verify") for m in MODES
+        }
+        for r in range(rounds):
+            order = MODES if r % 2 == 0 else MODES[::-1]
+            for name in SOUND:
+                for mode in order:
+                    t = time.perf_counter()
+                    res = run_episode(ws, vids[name], OracleAgent(), verify_mode=mode)
+                    wall[(name, mode)].append(time.perf_counter() - t)
+                    assert res.outcome == "passed", (name, mode, res.outcome, res.detail)
+                    for p in ("setup", "agent", "capture", "verify"):
+                        phases[(p, mode)].append(_phase(res, p))
+        pool.drain()
+    load1 = os.getloadavg()[0]
+    print(
+        f"load {load0:.1f} -> {load1:.1f}; {rounds} rounds x {len(SOUND)} tasks x 2 modes (oracle episodes)"
+    )
+    print(f"{'task':24} {'in place':>10} {'clean room':>11} {'ratio':>7}")
+    totals = {m: 0.0 for m in MODES}
+    for name in SOUND:
+        ip, cr = statistics.median(wall[(name, "in_place")]), statistics.median(wall[(name, "clean_room")])
+        totals["in_place"] += ip
+        totals["clean_room"] += cr
+        print(f"{name:24} {ip * 1000:8.0f} ms {cr * 1000:9.0f} ms {cr / ip:6.2f}x")
+    ratio = totals["clean_room"] / totals["in_place"]
+    ip_sum, cr_sum = totals["in_place"] * 1000, totals["clean_room"] * 1000
+    print(f"{'sum of medians':24} {ip_sum:8.0f} ms {cr_sum:9.0f} ms {ratio:6.2f}x")
+    for p in ("setup", "agent", "capture", "verify"):
+        ip, cr = statistics.median(phases[(p, "in_place")]), statistics.median(phases[(p, "clean_room")])
+        print(f"phase {p:18} {ip * 1000:8.0f} ms {cr * 1000:9.0f} ms")
+    print(f"clean room per episode: {100 * (ratio - 1):+.0f}% (goal: at most +25%)")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)

@@ -1,0 +1,135 @@
+"""Band decisions with confidence: the interval's maths, its promise under optional stopping, the decision."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from bandpass.engine.calibration.confidence import (
+    JEFFREYS,
+    betainc,
+    check_confidence,
+    decide,
+    jeffreys_interval,
+    log_beta,
+    pass_at_k_of_rate,
+    rate_interval,
+    rate_of_pass_at_k,
+    sides,
+)
+from bandpass.engine.core.config import ConfigError, load_config
+
+
+def _binomial_tail(n: int, c: int, p: float) -> float:
+    return sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(c, n + 1))
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "p"), [(10, 3, 0.2), (5, 1, 0.3), (7, 7, 0.9), (40, 15, 0.33), (120, 2, 0.01)]
+)
+def test_betainc_is_the_binomial_tail(n: int, c: int, p: float) -> None:
+    # I_p(c, n - c + 1) = P(Binomial(n, p) >= c): an exact identity for integer parameters.
+    assert betainc(c, n - c + 1, p) == pytest.approx(_binomial_tail(n, c, p), rel=1e-10, abs=1e-14)
+
+
+def _log_ratio(c: int, n: int, p: float) -> float:
+    """log of the Jeffreys-mixture likelihood over the likelihood at p: the interval's defining statistic."""
+    mix = log_beta(JEFFREYS + c, JEFFREYS + n - c) - log_beta(JEFFREYS, JEFFREYS)
+    return mix - c * math.log(p) - (n - c) * math.log1p(-p)
+
+
+@pytest.mark.parametrize(("c", "n"), [(1, 4), (2, 4), (7, 20), (30, 100), (0, 10), (10, 10)])
+def test_interval_ends_are_where_the_mixture_ratio_reaches_one_over_alpha(c: int, n: int) -> None:
+    lo, hi = rate_interval(c, n, 0.9)
+    assert lo <= c / n <= hi
+    for end, inner in ((lo, c / n), (hi, c / n)):
+        if end in (0.0, 1.0):
+            continue
+        assert _log_ratio(c, n, end) == pytest.approx(math.log(10), abs=1e-6)  # 1/alpha at 90%
+        mid = (end + inner) / 2
+        assert _log_ratio(c, n, mid) < math.log(10)  # inside: below the threshold
+    # c = 0 and c = n pin the open end to the edge of [0, 1]
+    assert rate_interval(0, n, 0.9)[0] == 0.0 and rate_interval(n, n, 0.9)[1] == 1.0
+
+
+def test_interval_shapes() -> None:
+    assert rate_interval(0, 0) == (0.0, 1.0)
+    lo, hi = rate_interval(3, 10)
+    mlo, mhi = rate_interval(7, 10)
+    assert lo == pytest.approx(1 - mhi) and hi == pytest.approx(1 - mlo)  # symmetric in pass/fail
+    widths = [rate_interval(n // 2, n)[1] - rate_interval(n // 2, n)[0] for n in (4, 16, 64, 256)]
+    assert widths == sorted(widths, reverse=True)  # narrows with evidence
+    assert rate_interval(5, 10, 0.5)[1] - rate_interval(5, 10, 0.5)[0] < widths[0]
+    # wider than the fixed-n Jeffreys interval: the price of being valid at every look
+    j = jeffreys_interval(5, 20, 0.9)
+    a = rate_interval(5, 20, 0.9)
+    assert a[0] < j[0] and a[1] > j[1]
+    with pytest.raises(ValueError, match="0 <= c <= n"):
+        rate_interval(5, 4)
+
+
+def test_pass_at_k_mapping() -> None:
+    assert pass_at_k_of_rate(rate_of_pass_at_k(0.1, 2), 2) == pytest.approx(0.1)
+    assert rate_of_pass_at_k(0.9, 1) == pytest.approx(0.9)
+    d = decide(30, 100, 0.1, 0.9, 2)
+    assert d.pass_at_k == pytest.approx((pass_at_k_of_rate(d.rate[0], 2), pass_at_k_of_rate(d.rate[1], 2)))
+
+
+def test_edges_are_inclusive_and_decided_one_by_one() -> None:
+    assert sides(0.1, 0.5, 0.1, 0.9) == ("above", "below")  # lower end on the edge: inside
+    assert sides(0.5, 0.9, 0.1, 0.9) == ("above", "below")
+    assert sides(0.05, 0.5, 0.1, 0.9) == (None, "below")  # straddles lo only
+    assert sides(0.0, 0.09, 0.1, 0.9) == ("below", "below")
+    assert sides(0.95, 1.0, 0.1, 0.9) == ("above", "above")
+    d = decide(0, 4, 0.1, 0.9, 2)  # never solved in 4: not above 0.9, but could still be in
+    assert (d.status, d.lo_side, d.hi_side, d.open_edges) == ("undecided", None, "below", 1)
+    assert decide(0, 150, 0.1, 0.9, 2).status == "below"
+    assert decide(30, 30, 0.1, 0.9, 2).status == "above"
+    assert decide(30, 100, 0.1, 0.9, 2).status == "in"
+    assert decide(30, 30, 0.1, 0.9, 2, min_samples=31).status == "undecided"
+    assert decide(30, 30, 0.0, 1.0, 2).status == "in"  # the whole range: everything is inside
+    as_json = decide(30, 100, 0.1, 0.9, 2).as_dict()
+    assert as_json["decision"] == "in" and as_json["edges"] == {"lo": "above", "hi": "below"}
+    assert as_json["confidence"] == 0.9 and len(as_json["interval"]) == 2
+
+
+def test_confidence_must_be_a_probability(tmp_path) -> None:  # pytest's tmp_path
+    for bad in (0, 1, 1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            check_confidence(bad)
+    toml = tmp_path / "bandpass.toml"
+    toml.write_text("[band]\nconfidence = 0.95\n")
+    assert load_config(toml).band.confidence == 0.95
+    toml.write_text("[band]\nconfidence = 1\n")
+    with pytest.raises(ConfigError, match=r"\[band\].confidence: expected a number strictly between 0 and 1"):
+        load_config(toml)
+
+
+def _ever_wrong(p: float, looks: int, runs: int, interval, seed: int) -> float:
+    """Share of runs at true rate ``p`` (on the lower edge of pass@2 in [0.1, 0.9]) ever decided below it
+    when looked at after every 2 episodes and stopped at the first decision."""
+    rng = random.Random(seed)
+    wrong = 0
+    for _ in range(runs):
+        c = n = 0
+        for _ in range(looks):
+            c += (rng.random() < p) + (rng.random() < p)
+            n += 2
+            lo, hi = interval(c, n)
+            side = sides(pass_at_k_of_rate(lo, 2), pass_at_k_of_rate(hi, 2), 0.1, 0.9)[0]
+            if side is not None:
+                wrong += side == "below"
+                break
+    return wrong / runs
+
+
+def test_the_confidence_holds_when_looking_after_every_round() -> None:
+    """The optional-stopping problem, measured: a fixed-n interval checked after every pair of episodes
+    wrongly decides a task on the edge far more often than 10%; the anytime-valid one never does."""
+    p = rate_of_pass_at_k(0.1, 2)  # pass@2 exactly 0.1: inside the band, the likeliest to be called below
+    naive = _ever_wrong(p, 60, 600, lambda c, n: jeffreys_interval(c, n, 0.9), seed=1)
+    ours = _ever_wrong(p, 60, 600, lambda c, n: rate_interval(c, n, 0.9), seed=1)
+    assert naive > 0.15
+    assert ours <= 0.05  # promised <= 0.10; Ville's bound is conservative

@@ -1,0 +1,24 @@
+"""An OptionList whose page keys are safe before its first layout.
+
+Textual 8.2's ``OptionList`` maps options to screen lines only when it lays them out, and its page keys
+read that map unguarded: Page Down on a list filled a moment ago (the tag dialog as it opens, the
+replay's evidence list) raised ``KeyError`` — found by the monkey test (tests/test_tui_monkey.py). Until
+the list has been laid out there is no page to move by, so the key does nothing.
+"""
+
+from __future__ import annotations
+
+from textual.widgets import OptionList
+
+
+class SteadyOptionList(OptionList):
+    def _laid_out(self) -> bool:
+        return (self.highlighted or 0) in self._index_to_line  # the map the page keys read
+
+    def action_page_down(self) -> None:
+        if self._laid_out():
+            super().action_page_down()
+
+    def action_page_up(self) -> None:
+        if self._laid_out():
+            super().action_page_up()
