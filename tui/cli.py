@@ -154,7 +154,7 @@ def main() -> None:
         raise
 
 
-if __name__ == "__main__":  # ``python -m tui.cli``: run the importable module so commands register on it
+if __name__ == "__main__":  # ``python -m bandpass.tui.cli``: commands register on the importable module
     from bandpass.tui.cli import main as _main
 
     _main()

@@ -29,7 +29,6 @@ verifies exactly what the episode's verifier saw.
 from __future__ import annotations
 
 import contextlib
-import io
 import posixpath
 import tarfile
 import tempfile
@@ -42,6 +41,7 @@ import docker
 
 from bandpass.engine.run.endstate import DELETED, Change
 from bandpass.engine.run.guard import Finding
+from bandpass.engine.sandbox.chunk_reader import ChunkReader
 from bandpass.engine.tasks.artifacts import under
 
 #: The finding rule of an artifact that did not cross (never a guard rule: it is not about tampering).
@@ -249,7 +249,7 @@ def fetcher(client: docker.DockerClient, container_id: str) -> Fetch:
             stream, _stat = client.api.get_archive(container_id, path)
         except docker.errors.APIError:
             return None
-        raw = _ChunkReader(iter(stream))
+        raw = ChunkReader(iter(stream))
         with tarfile.open(fileobj=raw, mode="r|") as tar:
             for member in tar:
                 if not member.isreg():
@@ -265,24 +265,6 @@ def fetcher(client: docker.DockerClient, container_id: str) -> Fetch:
         return None
 
     return fetch
-
-
-class _ChunkReader(io.RawIOBase):
-    def __init__(self, chunks: Any) -> None:
-        self._chunks, self._buf = chunks, b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while not self._buf:
-            try:
-                self._buf = next(self._chunks)
-            except StopIteration:
-                return 0
-        n = min(len(b), len(self._buf))
-        b[:n], self._buf = self._buf[:n], self._buf[n:]
-        return n
 
 
 def apply(sandbox: Any, carry: Carry, data: IO[bytes]) -> None:

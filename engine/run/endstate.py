@@ -37,6 +37,8 @@ from typing import Any
 import docker
 
 from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.sandbox.chunk_reader import ChunkReader
+from bandpass.engine.sandbox.hostview import file_kind
 from bandpass.store import endstate as endstate_store
 from bandpass.store.db import session
 from bandpass.store.models import Episode
@@ -256,13 +258,8 @@ def _capture_layers(upper: Path, lowers: list[Path], tar: tarfile.TarFile, state
 
 
 def _special(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "char"
-    return "block" if stat.S_ISBLK(mode) else "unknown"
+    kind = file_kind(mode)
+    return kind if kind in ("fifo", "socket", "char", "block") else "unknown"
 
 
 def _go_special(mode: int) -> str:
@@ -374,7 +371,7 @@ def _capture_engine(
                 continue
             else:
                 change.type, change.size = "file", int(st.get("size", 0))
-            with tarfile.open(fileobj=_IterReader(res.iter_content(_CHUNK)), mode="r|") as src:
+            with tarfile.open(fileobj=ChunkReader(res.iter_content(_CHUNK)), mode="r|") as src:
                 for member in src:
                     info = member
                     info.name = path.lstrip("/")
@@ -407,26 +404,6 @@ def _member_chunks(src: tarfile.TarFile, member: tarfile.TarInfo) -> Iterator[by
         return
     while chunk := fh.read(_CHUNK):
         yield chunk
-
-
-class _IterReader(io.RawIOBase):
-    """A file object over an iterator of byte chunks, for tarfile's streaming mode."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks, self._buf = chunks, b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while not self._buf:
-            try:
-                self._buf = next(self._chunks)
-            except StopIteration:
-                return 0
-        n = min(len(b), len(self._buf))
-        b[:n], self._buf = self._buf[:n], self._buf[n:]
-        return n
 
 
 # ------------------------------------------------------------------------------------------- shared

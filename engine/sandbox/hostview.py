@@ -92,7 +92,8 @@ def thaw(client: docker.DockerClient, container_id: str) -> None:
         client.api.unpause(container_id)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """The kind of file an ``lstat`` mode names, in the words findings and end states use."""
     if stat.S_ISCHR(mode):
         return "char"
     if stat.S_ISBLK(mode):
@@ -129,7 +130,7 @@ def dev_findings(pid: int) -> list[tuple[str, str]] | None:
             continue
         except OSError:
             continue
-        got = _kind(st.st_mode)
+        got = file_kind(st.st_mode)
         if name in _HARNESS_DEV:
             if got != _HARNESS_DEV[name]:
                 out.append((f"/dev/{name}", f"a {got} where Bandpass mounts a {_HARNESS_DEV[name]}"))

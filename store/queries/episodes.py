@@ -21,6 +21,7 @@ from bandpass.store.models import (
     TaskVersion,
     utcnow,
 )
+from bandpass.store.queries.filters import where_equal
 
 
 def create_episode(
@@ -104,15 +105,9 @@ def episodes(
     batch_id: str | None = None,
     status: str | None = None,
 ) -> list[Episode]:
-    q = select(Episode)
-    if version_id is not None:
-        q = q.where(Episode.task_version_id == version_id)
-    if agent is not None:
-        q = q.where(Episode.agent == agent)
-    if batch_id is not None:
-        q = q.where(Episode.batch_id == batch_id)
-    if status is not None:
-        q = q.where(Episode.status == status)
+    q = where_equal(
+        select(Episode), Episode, task_version_id=version_id, agent=agent, batch_id=batch_id, status=status
+    )
     return list(s.exec(q.order_by(col(Episode.id))).all())
 
 

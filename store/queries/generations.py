@@ -14,6 +14,7 @@ from sqlmodel import Session, col, select
 from bandpass.store.models import (
     Generation,
 )
+from bandpass.store.queries.filters import where_equal
 
 
 def generation_yield(s: Session) -> list[tuple[str, int, int]]:
@@ -70,13 +71,9 @@ def list_generations(
     model: str | None = None,
     outcome: str | None = None,
 ) -> list[Generation]:
-    q = select(Generation)
-    if prompt_version is not None:
-        q = q.where(Generation.prompt_version == prompt_version)
-    if model is not None:
-        q = q.where(Generation.model == model)
-    if outcome is not None:
-        q = q.where(Generation.outcome == outcome)
+    q = where_equal(
+        select(Generation), Generation, prompt_version=prompt_version, model=model, outcome=outcome
+    )
     return list(s.exec(q.order_by(col(Generation.id))).all())
 
 
