@@ -18,6 +18,7 @@ from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.tui.screens.calibration import CalibrationScreen
+from bandpass.tui.screens.confirm import ConfirmDialog
 from tests._calib_data import add_episodes, add_task, outcomes
 from tests.taskfactory import make_task
 from tests.waiting import wait_for
@@ -90,7 +91,8 @@ async def test_ledger_tab_lists_undecided_tasks_the_round_cost_and_the_history(w
 
 @pytest.mark.docker
 async def test_a_runs_the_round_it_showed(workspace: Workspace, tmp_path: Path) -> None:
-    """``a`` queues exactly the round the Ledger tab priced, runs it on Docker, and the tab follows it."""
+    """``a`` asks first (``n`` starts nothing), then queues exactly the round the Ledger tab priced, runs
+    it on Docker, and the tab follows it."""
     ws = workspace
     dirs = [
         make_task(tmp_path / "src", f"round-{c}", instruction=f"Write 42 into /app/answer.txt ({c}).")
@@ -109,7 +111,19 @@ async def test_a_runs_the_round_it_showed(workspace: Workspace, tmp_path: Path) 
         await wait_for(pilot, lambda: screen.next_round is not None, what="round priced")
         planned: Any = dict(screen.next_round.attempts)  # type: ignore[union-attr]
         assert planned == {vids["round-b"]: 2}
-        await pilot.press("l", "a")
+        await pilot.press("l", "a")  # asks first, naming what the round would spend
+        await wait_for(pilot, lambda: isinstance(host.screen, ConfirmDialog), what="the question")
+        question = host.screen.query_one("#confirm-question", Static).content
+        assert "2 episode(s) on 1 task(s) (round-b)" in str(question) and "oracle" in str(question)
+        await pilot.press("n")  # declined: nothing starts
+        await wait_for(pilot, lambda: host.screen is screen, what="the question closed")
+        await pilot.pause()
+        assert screen.round_batch is None and screen._round_stop is None
+        with session(ws.engine) as s:
+            assert queries.episodes(s, version_id=vids["round-b"]) == []
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(host.screen, ConfirmDialog), what="the question again")
+        await pilot.press("y")
         await wait_for(pilot, lambda: screen.round_batch is not None, what="round started", timeout=60)
         await wait_for(
             pilot,

@@ -13,8 +13,9 @@ the band between consecutive models. Selecting a cell (Enter or a click) opens t
 undecided counts at the stated confidence, the undecided tasks with their pass@k intervals and the edges
 still open (most informative first, as the adaptive sampler ranks them), the highlighted task's band
 history from the ledger (every decision recorded for it, all models), and what another adaptive round
-would cost: the episodes ``engine.calibration.adaptive.plan_round`` would queue now. ``a`` runs exactly
-that round (an adaptive batch whose budget is the round) in a worker on this machine's Docker engine; the
+would cost: the episodes ``engine.calibration.adaptive.plan_round`` would queue now. ``a`` asks, naming the
+model, its endpoint, the episodes and the tasks, then runs exactly that round (an adaptive batch whose
+budget is the round) in a worker on this machine's Docker engine; the
 header follows it live (decided/undecided, episodes) and the Runs screen shows its episodes.
 
 The model picker lists policy models first and defaults to the one that ran most recently; built-in
@@ -68,6 +69,7 @@ from bandpass.engine.core.probes import is_builtin_agent
 from bandpass.engine.core.workspace import Workspace
 from bandpass.tui.errors import Guarded
 from bandpass.tui.navigation import go_back
+from bandpass.tui.screens.confirm import ConfirmDialog
 from bandpass.tui.typed_app import bandpass_app
 from bandpass.tui.widgets.pass_heatmap import PassHeatmap
 from bandpass.tui.widgets.threadsafe import UiCaller
@@ -373,9 +375,37 @@ class CalibrationScreen(Guarded, Screen[None]):
         if not plan.attempts:
             self.notify(plan.stopped or "Nothing to run now.", severity="warning")
             return
+        self.app.push_screen(
+            ConfirmDialog(self._round_question(rep, plan), yes="run the round", no="start nothing"),
+            partial(self._round_confirmed, rep.model, plan),
+        )
+
+    def _round_question(self, rep: CalibrationReport, plan: Plan) -> str:
+        """What ``a`` is about to spend, said before it is spent: episodes cost containers and GPU time."""
+        from bandpass.engine.run.executors.base import default_concurrency
+
+        model = rep.model
+        try:
+            cfg = self.workspace.config.models[model]
+            where = f" at {cfg.base_url}"
+        except (ConfigError, KeyError):  # a broken bandpass.toml, an unknown model: the start says why
+            where = ""
+        names = [e.task for e in rep.estimates if e.version_id in plan.attempts]
+        listed = ", ".join(names[:8]) + (f" … and {len(names) - 8} more" if len(names) > 8 else "")
+        kind = "first round" if plan.first_round else "adaptive round"
+        return (
+            f"Run an {kind} of model {model}{where}: {plan.episodes} episode(s) on "
+            f"{len(plan.attempts)} task(s) ({listed}), {default_concurrency()} at a time on this machine's "
+            "Docker engine?"
+        )
+
+    def _round_confirmed(self, model: str, plan: Plan, yes: bool | None) -> None:
+        rep = self.report
+        if not yes or rep is None or rep.model != model or self._round_stop is not None:
+            return  # declined, or the model changed / a round started while the question was open
         self._round_stop = threading.Event()
         self.round_status = None
-        self._run_round(rep.model, list(self.round_versions), self._settings(rep, budget=plan.episodes))
+        self._run_round(model, list(self.round_versions), self._settings(rep, budget=plan.episodes))
 
     @work(thread=True, group="calib-round")
     def _run_round(self, model: str, version_ids: list[int], settings: AdaptiveSettings) -> None:
