@@ -13,6 +13,7 @@ from textual.widgets import Input
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.workspace import Workspace
 from bandpass.tui.app import BandpassApp
+from bandpass.tui.key_names import full_name
 from bandpass.tui.screens.help import HelpScreen
 from bandpass.tui.screens.replay import ReplayScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
@@ -75,7 +76,7 @@ async def test_replay_help_footer_and_palette_list_each_command_once(ws: Workspa
 
         # The footer keeps the few keys that matter; the rest are in help and the palette. (11: the app's
         # own Help, Quit and ctrl+f Search all, which every footer lists, plus Replay's eight.)
-        footer_keys = [b.description for _n, b, _e, _t in replay.active_bindings.values() if b.show]
+        footer_keys = [full_name(b) for _n, b, _e, _t in replay.active_bindings.values() if b.show]
         assert len(footer_keys) <= 11, footer_keys
         assert {"Play/Pause", "Next step", "Tag", "Help", "Search all"} <= set(footer_keys)
 
@@ -115,6 +116,6 @@ async def test_tag_queue_is_a_mode_and_lists_commands_once(ws: Workspace) -> Non
         titles = Counter(c.title for c in app.get_system_commands(app.screen))
         assert titles["Suggested tag"] == 1 and titles["Select same signature"] == 1
         assert not [t for t, n in titles.items() if n > 1], titles
-        footer = {b.description for _n, b, _e, _t in app.screen.active_bindings.values() if b.show}
+        footer = {full_name(b) for _n, b, _e, _t in app.screen.active_bindings.values() if b.show}
         assert {"Next", "Suggested tag", "Help", "Quit"} <= footer
         assert not {"Tag class 1", "Clear tag", "Tasks", "Theme"} & footer  # help page and palette only

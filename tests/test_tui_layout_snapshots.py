@@ -308,3 +308,28 @@ def test_an_error_instead_of_data(tmp_path: Path, size: tuple[int, int], snap_co
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+# --- the footer at the narrow size ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("view", [v for v in VIEWS if v not in ("runs_confirmation", "help")])  # modals
+async def test_every_footer_key_is_visible_at_100_columns(
+    seeded: tuple[Workspace, dict[str, int]], view: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 100 columns each key a screen's footer lists is whole on screen, left of the palette key: a
+    footer that runs off the edge hides Help and Quit first (Replay and the tag queue used to)."""
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    ws, ids = seeded
+    monkeypatch.setattr(GenerateScreen, "_prompt_versions", lambda self: ["v1", "v2"])
+    app = BandpassApp(ws, bus=EventBus(), show_path=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await VIEWS[view](pilot, app, ids)
+        await pilot.pause()
+        keys = list(app.screen.query_one(Footer).query(FooterKey))
+        palette = [k for k in keys if k.action == "app.command_palette"]
+        edge = palette[0].region.x if palette else 100
+        cut = [f"{k.key_display} {k.description}" for k in keys if k not in palette and k.region.right > edge]
+        assert len(keys) - len(palette) >= 3 and cut == [], cut

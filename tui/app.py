@@ -31,6 +31,7 @@ from bandpass.engine.core.events import bus as default_bus
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.sandbox import leftovers
 from bandpass.tui.errors import SafeApp
+from bandpass.tui.key_names import full_name
 from bandpass.tui.screens.calibration import CalibrationScreen
 from bandpass.tui.screens.generate import GenerateScreen
 from bandpass.tui.screens.help import HelpScreen, screen_keys
@@ -64,7 +65,7 @@ _FROZEN = False
 class BandpassApp(SafeApp, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "Bandpass"
-    #: The footer shows only Search all, Help and Quit of these; the rest are in the help page (?)
+    #: The footer shows only Search (all), Help and Quit of these; the rest are in the help page (?)
     #: and the palette.
     BINDINGS = [
         Binding("0", "switch_mode('overview')", "Overview", show=False),
@@ -76,7 +77,7 @@ class BandpassApp(SafeApp, App[None]):
         Binding("6", "show_replay", "Replay episode", show=False),
         Binding("7", "show_tags", "Tag queue", show=False),
         Binding("8", "show_episodes", "Episodes", show=False),
-        Binding("ctrl+f", "search", "Search all"),
+        Binding("ctrl+f", "search", "Search", tooltip="Search all"),
         Binding("ctrl+t", "change_theme", "Theme", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
@@ -181,12 +182,11 @@ class BandpassApp(SafeApp, App[None]):
         active.sort(key=lambda a: 0 if a[0] is screen else 2 if a[0] is self else 1)  # screen's name wins
         own = [b for b in self.BINDINGS if isinstance(b, Binding)]
         for node, binding, enabled in [*active, *((self, b, True) for b in own)]:
-            if not enabled or not binding.description or {binding.action, binding.description} & seen:
+            name = full_name(binding)
+            if not enabled or not binding.description or {binding.action, name} & seen:
                 continue
-            seen.update((binding.action, binding.description))
+            seen.update((binding.action, name))
             reachable = any(b is binding for _n, b, _e in active)  # else a screen took its key
             key = binding.key_display or self.get_key_display(binding)
-            help_text = f"{binding.description} ({key})" if reachable else binding.description
-            yield SystemCommand(
-                binding.description, help_text, partial(self.run_action, binding.action, node)
-            )
+            help_text = f"{name} ({key})" if reachable else name
+            yield SystemCommand(name, help_text, partial(self.run_action, binding.action, node))

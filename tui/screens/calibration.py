@@ -166,7 +166,7 @@ class CalibrationScreen(Guarded, Screen[None]):
                 yield Static("", id="calib-ledger-round")
                 yield DataTable(id="calib-ledger-table", cursor_type="row", zebra_stripes=True)
                 yield Static("", id="calib-ledger-history")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._ui = UiCaller()

@@ -63,7 +63,7 @@ class ChangesScreen(Guarded, Screen[None]):
             yield DataTable(id="changes-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="changes-diff-scroll"):
                 yield Static("", id="changes-diff", markup=False)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = f"episode {self.episode_id} · changes"

@@ -93,7 +93,7 @@ class CompareScreen(Guarded, Screen[None]):
                         yield Static(
                             rec["verifier_output_tail"] or "—", id=f"compare-out-{side}", markup=False
                         )
-        yield Footer()
+        yield Footer(compact=True)
 
     def divergence_text(self) -> str:
         if self.first_divergence is None:

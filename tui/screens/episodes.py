@@ -92,7 +92,7 @@ class EpisodesScreen(Guarded, Screen[None]):
             with VerticalScroll(id="episodes-detail"):
                 yield Static("", id="episodes-info", markup=False)
         yield Static("", id="episodes-status")
-        yield Footer()
+        yield Footer(compact=True)
 
     @property
     def table(self) -> VirtualTable:

@@ -74,7 +74,7 @@ class GenerateScreen(Guarded, Screen[None]):
     BINDINGS = [
         Binding("n", "start", "Start generation"),
         Binding("x", "stop", "Stop"),
-        Binding("r", "refresh", "Refresh history"),
+        Binding("r", "refresh", "Refresh history", show=False),
         Binding("o", "open_attempt", "Open attempt"),
         Binding("k", "check", "Check generator"),
     ]
@@ -123,7 +123,7 @@ class GenerateScreen(Guarded, Screen[None]):
                 yield Static("History", classes="gen-h")
                 yield DataTable(id="gen-history", cursor_type="row", zebra_stripes=True)
                 yield Static("", id="gen-yield")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#gen-history", DataTable).add_columns(

@@ -45,7 +45,7 @@ class GenerationScreen(Guarded, Screen[None]):
         yield Header()
         yield Static("", id="generation-title")
         yield RichLog(id="generation-log", wrap=True, markup=False, highlight=False, max_lines=20000)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         # After the first layout: a RichLog written before it knows its width wraps at 80 columns.

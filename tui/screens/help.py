@@ -21,6 +21,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from bandpass.tui.errors import Guarded
+from bandpass.tui.key_names import full_name
 
 
 @dataclass(frozen=True)
@@ -60,14 +61,14 @@ def screen_keys(screen: Screen) -> list[KeyHelp]:
                 group, f"{prev.key} / {key}", prev.description, prev.in_footer or binding.show
             )
         else:
-            rows[(group, binding.action)] = KeyHelp(group, key, binding.description, binding.show)
+            rows[(group, binding.action)] = KeyHelp(group, key, full_name(binding), binding.show)
     taken = {b.action for _n, b, _e, _t in screen.active_bindings.values()}
     for app_binding in app.BINDINGS:  # app keys this screen reuses stay reachable by name
         if isinstance(app_binding, Binding) and app_binding.description and app_binding.action not in taken:
             key = app_binding.key_display or app.get_key_display(app_binding)
             note = f"{key} is this screen's"
             rows[("Everywhere", app_binding.action)] = KeyHelp(
-                "Everywhere", "ctrl+p", app_binding.description, False, note
+                "Everywhere", "ctrl+p", full_name(app_binding), False, note
             )
     order = {"This screen": 0, "Everywhere": 2}
     return sorted(rows.values(), key=lambda r: order.get(r.group, 1))  # stable: binding order kept

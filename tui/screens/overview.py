@@ -150,7 +150,7 @@ class OverviewScreen(Guarded, Screen[None]):
                 yield Static(_next_steps(), id="overview-next")
             yield Static(id="overview-band")
             yield Static(id="overview-findings")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.action_refresh()

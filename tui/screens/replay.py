@@ -69,11 +69,11 @@ def _clock(t: float, duration: float) -> str:
 class ReplayScreen(Guarded, Screen[None]):
     CSS_PATH = "replay.tcss"
     BINDINGS = [
-        Binding("space", "toggle_play", "Play/Pause"),
+        Binding("space", "toggle_play", "Play", tooltip="Play/Pause"),
         Binding("left", "skip(-5)", "−5 s", show=False),
         Binding("right", "skip(5)", "+5 s", show=False),
         Binding("left_square_bracket", "prev_marker", "Prev step", show=False),
-        Binding("right_square_bracket", "next_marker", "Next step"),
+        Binding("right_square_bracket", "next_marker", "Step", tooltip="Next step"),
         Binding("comma", "frame_back", "Frame back", show=False),
         Binding("full_stop", "frame_forward", "Frame fwd", show=False),
         Binding("minus", "slower", "Slower", show=False),
@@ -85,18 +85,18 @@ class ReplayScreen(Guarded, Screen[None]):
         Binding("m", "toggle_marker_pause", "Pause at steps", show=False),
         Binding("v", "switch_cast", "Agent/Verifier"),
         Binding("b", "toggle_side_by_side", "Side by side", show=False),
-        Binding("e", "next_evidence", "Next evidence"),
+        Binding("e", "next_evidence", "Evidence", tooltip="Next evidence"),
         Binding("less_than_sign", "pan(-20)", "Pan left", key_display="<", show=False),
         Binding("greater_than_sign", "pan(20)", "Pan right", key_display=">", show=False),
         Binding("t", "tag", "Tag"),
         Binding("u", "undo", "Undo tag", show=False),
-        Binding("y", "accept_review", "Accept review"),
+        Binding("y", "accept_review", "Accept review", show=False),
         Binding("R", "request_review", "Review with Claude", show=False),
         Binding("d", "changes", "Changes"),
         Binding("slash", "search_cast", "Search cast", key_display="/", show=False),
         Binding("n", "next_hit", "Next match", show=False),
         Binding("N", "prev_hit", "Previous match", show=False),
-        Binding("escape", "back", "Back"),
+        Binding("escape", "back", "Back", show=False),
     ]
 
     def __init__(
@@ -168,7 +168,7 @@ class ReplayScreen(Guarded, Screen[None]):
                     yield Static(
                         strip_controls(self.source.verifier_output) or "—", id="verifier-output", markup=False
                     )
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = self.source.title

@@ -86,8 +86,8 @@ class RunsScreen(Guarded, Screen[None]):
     BINDINGS = [
         Binding("n", "start_batch", "Start batch"),
         Binding("x", "stop_batch", "Stop batch"),
-        Binding("f", "full_size", "Full size"),
-        Binding("c", "clear_finished", "Clear finished"),
+        Binding("f", "full_size", "Full size", show=False),
+        Binding("c", "clear_finished", "Clear finished", show=False),
         Binding("l", "toggle_steps", "Steps panel"),
         Binding("o", "open_replay", "Replay episode"),
         Binding("escape", "minimize", "Grid", show=False),
@@ -172,7 +172,7 @@ class RunsScreen(Guarded, Screen[None]):
             with Vertical(id="runs-side"):
                 yield Static("Steps · focus a pane (click or tab)", id="runs-steps-title")
                 yield RichLog(id="runs-steps", wrap=True, markup=True, max_lines=2000)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         live: LiveEpisodes = bandpass_app(self).live

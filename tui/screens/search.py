@@ -96,7 +96,7 @@ class SearchScreen(Screen[None]):
         yield DataTable(id="search-hits", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="search-detail"):
             yield Static("", id="search-context")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = "search what the terminals showed"

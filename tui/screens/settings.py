@@ -105,7 +105,7 @@ class SettingsScreen(Guarded, Screen[None]):
                     yield Button("Save", id="settings-save", variant="primary")
                     yield Button("Reload", id="settings-reload")
                     yield Button("Check endpoints", id="settings-check")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#settings-models", DataTable).add_columns(

@@ -145,13 +145,13 @@ class TagQueueScreen(Guarded, Screen[None]):
         Binding("n", "next_pending", "Next"),
         Binding("p", "prev_pending", "Previous", show=False),
         Binding("t", "tag", "Tag…"),
-        Binding("a", "accept_suggestion", "Suggested tag"),
-        Binding("y", "accept_review", "Accept review"),
-        Binding("R", "request_review", "Review with Claude"),
+        Binding("a", "accept_suggestion", "Suggested", tooltip="Suggested tag"),
+        Binding("y", "accept_review", "Accept review", show=False),
+        Binding("R", "request_review", "Review with Claude", show=False),
         Binding("space", "toggle_select", "Select"),
         Binding("S", "select_similar", "Select same signature", show=False),
         Binding("k", "toggle_clusters", "Clusters"),
-        Binding("s", "skip", "Skip"),
+        Binding("s", "skip", "Skip", show=False),
         Binding("c", "clear_tag", "Clear tag", show=False),
         Binding("u,ctrl+z", "undo", "Undo"),
         Binding("f", "cycle_filter", "State filter", show=False),
@@ -160,9 +160,9 @@ class TagQueueScreen(Guarded, Screen[None]):
         Binding("O", "filter_by('outcome')", "Only this outcome", show=False),
         Binding("P", "toggle_probes", "Audit probes", show=False),
         Binding("x", "clear_filters", "Clear filters", show=False),
-        Binding("enter", "open", "Replay / open"),
+        Binding("enter", "open", "Open", tooltip="Replay / open"),
         Binding("r", "refresh", "Refresh", show=False),
-        Binding("escape", "back", "Back"),
+        Binding("escape", "back", "Back", show=False),
     ]
 
     def __init__(self, ws: Workspace, *, tagger: Tagger | None = None) -> None:
@@ -198,7 +198,7 @@ class TagQueueScreen(Guarded, Screen[None]):
                 yield ReviewPanel(self.ws, id="queue-review")
                 yield Static("", id="queue-info", markup=False)
         yield Static("", id="queue-status")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.action_refresh()

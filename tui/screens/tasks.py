@@ -258,7 +258,7 @@ class TasksScreen(Guarded, Screen[None]):
                     id="task-detail-body",
                 )
         yield Static("loading…", id="task-summary")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one(VirtualTable).focus()
