@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import docker
+import requests
 
 from bandpass.engine.core.errors import BandpassError
 from bandpass.engine.core.events import EventBus, PtyInput, PtyOutput
@@ -255,7 +256,9 @@ class TerminalSession:
     def _exec_resize(self, cols: int, rows: int) -> None:
         if self._exec_id is None:
             return
-        with contextlib.suppress(docker.errors.APIError):  # the exec may already be gone
+        # Best effort, on its own thread: the exec may already be gone, or the engine with it (a daemon
+        # stopped mid-run raises requests' ConnectionError here); the session's own reads report that.
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
             self.client.api.exec_resize(self._exec_id, height=rows, width=cols)
 
     def close(self) -> None:
