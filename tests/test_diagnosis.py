@@ -327,6 +327,22 @@ def test_clusters_biggest_first_with_the_most_confident_representative() -> None
     assert [(c.signature, c.size, c.representative.episode_id) for c in cl] == [("s2", 3, 3), ("s1", 1, 1)]
 
 
+def test_a_cluster_is_named_by_most_members_and_a_tie_by_its_representative() -> None:
+    def m(eid: int, code: str, conf: float) -> ClusterMember:
+        return ClusterMember(eid, "t", "a", "", "failed", code, conf, "")
+
+    tie = clusters([("s", m(1, "harness.action_loop", 0.6)), ("s", m(2, "agent.oom", 0.9))])
+    assert tie[0].code == "agent.oom" == tie[0].representative.code  # not the code that sorts last
+    most = clusters(
+        [
+            ("s", m(1, "harness.action_loop", 0.6)),
+            ("s", m(2, "harness.action_loop", 0.5)),
+            ("s", m(3, "agent.oom", 0.9)),
+        ]
+    )
+    assert most[0].code == "harness.action_loop"
+
+
 # --- the CLI ------------------------------------------------------------------------------------------
 
 

@@ -136,5 +136,9 @@ def clusters(members: Iterable[tuple[str, ClusterMember]]) -> list[Cluster]:
         codes: dict[str, int] = {}
         for m in c.members:
             codes[m.code] = codes.get(m.code, 0) + 1
-        c.code = max(codes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        # most members' code; a tie goes to the representative's (the episode the curator replays first),
+        # never to whichever code sorts last
+        top = max(codes.values())
+        rep = c.representative.code
+        c.code = rep if codes.get(rep) == top else max(k for k, v in codes.items() if v == top)
     return sorted(by.values(), key=lambda c: (-c.size, c.task, c.signature))
