@@ -24,6 +24,7 @@ from bandpass.store.models import (
     Task,
     TaskVersion,
 )
+from bandpass.store.queries.filters import latest_audit_ids, latest_version_ids
 
 
 @dataclass
@@ -52,11 +53,7 @@ def calibration_sources(
 
     Ordered by task id, i.e. first-import order, which the near-duplicate gate relies on.
     """
-    latest_ids: Any = (
-        select(func.max(TaskVersion.id)).group_by(col(TaskVersion.task_id)).scalar_subquery()
-        if version_ids is None
-        else list(version_ids)
-    )
+    latest_ids: Any = latest_version_ids() if version_ids is None else list(version_ids)
     versions = s.exec(
         select(  # type: ignore[call-overload]  # sqlmodel types select() for at most 4 columns; more work at runtime
             TaskVersion.task_id,
@@ -71,10 +68,8 @@ def calibration_sources(
         .join(Task, col(Task.id) == col(TaskVersion.task_id))
         .where(col(TaskVersion.id).in_(latest_ids))
     ).all()
-    latest_audit_ids = select(func.max(Audit.id)).group_by(col(Audit.task_version_id)).scalar_subquery()
-    audits: dict[int, str] = dict(
-        s.exec(select(Audit.task_version_id, Audit.verdict).where(col(Audit.id).in_(latest_audit_ids))).all()
-    )
+    latest_audits = select(Audit.task_version_id, Audit.verdict).where(col(Audit.id).in_(latest_audit_ids()))
+    audits: dict[int, str] = dict(s.exec(latest_audits).all())
     # Every finished episode of the model: the one query that grows with the store, read as plain tuples
     # over the driver (the ORM's per-row cost was most of a band over 100,000 episodes).
     outcomes: dict[int, list[tuple[str, float | None]]] = {}
@@ -135,7 +130,7 @@ class TraceSource:
 
 def trace_sources(s: Session, model: str) -> list[TraceSource]:
     """Finished episodes of ``model`` on the latest version of each task, by task name then episode id."""
-    latest_ids = select(func.max(TaskVersion.id)).group_by(col(TaskVersion.task_id)).scalar_subquery()
+    latest_ids = latest_version_ids()
     rows = s.exec(
         select(Episode, Task.name, TaskVersion.hash, TaskVersion.instruction)
         .join(TaskVersion, col(TaskVersion.id) == col(Episode.task_version_id))
@@ -191,7 +186,7 @@ def agents_by_recency(s: Session) -> list[str]:
 
 def tag_counts(s: Session, model: str) -> dict[str, int]:
     """Uncleared ``class.subclass`` tag counts on ``model``'s episodes of latest task versions."""
-    latest_ids = select(func.max(TaskVersion.id)).group_by(col(TaskVersion.task_id))
+    latest_ids = latest_version_ids()
     rows = s.exec(
         select(FailureTag.tag_class, FailureTag.subclass, func.count())
         .join(Episode, col(FailureTag.episode_id) == col(Episode.id))

@@ -1,10 +1,12 @@
-"""The one shape every listing query shares: keep the rows whose columns equal the filters given."""
+"""The shapes listing queries share: rows whose columns equal the filters given, and "latest" subqueries."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlmodel import SQLModel, col
+from sqlmodel import SQLModel, col, func, select
+
+from bandpass.store.models import Audit, TaskVersion
 
 
 def where_equal(q: Any, table: type[SQLModel], /, **filters: Any) -> Any:
@@ -14,3 +16,14 @@ def where_equal(q: Any, table: type[SQLModel], /, **filters: Any) -> Any:
         if value is not None:
             q = q.where(col(getattr(table, name)) == value)
     return q
+
+
+def latest_version_ids() -> Any:
+    """The id of each task's latest version, as a subquery for ``col(TaskVersion.id).in_(...)``: every
+    listing shows a task by its latest version."""
+    return select(func.max(TaskVersion.id)).group_by(col(TaskVersion.task_id)).scalar_subquery()
+
+
+def latest_audit_ids() -> Any:
+    """The id of each version's latest audit, as a subquery: a version's verdict is its latest audit's."""
+    return select(func.max(Audit.id)).group_by(col(Audit.task_version_id)).scalar_subquery()

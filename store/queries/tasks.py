@@ -22,6 +22,7 @@ from bandpass.store.models import (
     Task,
     TaskVersion,
 )
+from bandpass.store.queries.filters import latest_audit_ids, latest_version_ids
 
 
 def get_task(s: Session, name: str) -> Task | None:
@@ -137,7 +138,7 @@ def task_rows(s: Session) -> list[TaskRow]:
     Five aggregate queries over plain columns, whatever the number of tasks: no ORM objects and no
     10,000-id ``IN`` lists (latest versions are a subquery), so the Tasks screen stays fast at scale.
     """
-    latest_ids = select(func.max(TaskVersion.id)).group_by(col(TaskVersion.task_id)).scalar_subquery()
+    latest_ids = latest_version_ids()
     versions = s.exec(
         select(  # type: ignore[call-overload]  # sqlmodel types select() for at most 4 columns; more work at runtime
             TaskVersion.id,
@@ -157,12 +158,11 @@ def task_rows(s: Session) -> list[TaskRow]:
         .where(col(TaskVersion.id).in_(latest_ids))
     ).all()
     counts = dict(s.exec(select(TaskVersion.task_id, func.count()).group_by(col(TaskVersion.task_id))).all())
-    latest_audit_ids = select(func.max(Audit.id)).group_by(col(Audit.task_version_id)).scalar_subquery()
     audits = {
         vid: (verdict, reasons)
         for vid, verdict, reasons in s.exec(
             select(Audit.task_version_id, Audit.verdict, Audit.reasons_json).where(
-                col(Audit.id).in_(latest_audit_ids)
+                col(Audit.id).in_(latest_audit_ids())
             )
         )
     }
@@ -237,7 +237,7 @@ class InstructionRow:
 
 def latest_instructions(s: Session) -> list[InstructionRow]:
     """The latest version of every task with its instruction, in task order (duplicate checks)."""
-    latest_ids = select(func.max(TaskVersion.id)).group_by(col(TaskVersion.task_id))
+    latest_ids = latest_version_ids()
     rows = s.exec(
         select(  # type: ignore[call-overload]  # sqlmodel types select() for at most 4 columns; more work at runtime
             Task.name, TaskVersion.id, TaskVersion.instruction, TaskVersion.path, TaskVersion.origin
