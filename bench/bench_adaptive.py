@@ -1,14 +1,16 @@
 """Adaptive sampling against fixed k, and whether the stated confidence holds under optional stopping.
 
 Run: .venv/bin/python bench/bench_adaptive.py [--tasks 200] [--seeds 100] [--worst 4000] [--max-k 64]
+      [--mixture W0,W1] [--first N] [--step N]   (e.g. ``--mixture 0,0 --first 2 --step 2``: the Jeffreys
+     mixture and 2-episode rounds this replaced)
 
 A simulation (no Docker, no model): every task has a known true per-sample pass rate drawn like a real
 checkpoint — 45% never solved (p = 0), 15% always solved (p = 1), 40% spread uniformly in between — and an
 episode is a Bernoulli draw. The band is bandpass.toml's default, pass@2 in [0.1, 0.9], decided at 90%
 confidence. Both arms use the product's own code: decisions from ``engine.calibration.confidence.decide``,
-rounds from ``engine.calibration.adaptive.plan_round`` (first round 2 per task, then 8 tasks × 2
-episodes per round; each round's results are in before the next is planned, where the real loop plans as
-soon as the queue drains, leaving out tasks with episodes in flight).
+rounds from ``engine.calibration.adaptive.plan_round`` with the product's defaults (first round 1 per
+task, then 8 tasks × 1 episode per round; each round's results are in before the next is planned, where
+the real loop plans as soon as the queue drains, leaving out tasks with episodes in flight).
 
 1. **Fixed k vs adaptive.** For k = 4, 8, 16, 32 episodes per task: the share of (task, band edge) pairs
    *decided on the right side* of the edge — the decision is the product's placement; an undecided edge
@@ -17,12 +19,12 @@ soon as the queue drains, leaving out tasks with episodes in flight).
    fixed k's share on the same tasks (per seed, then averaged; the goal is at most half).
 2. **Misclassification over many seeds.** In those runs: wrong decisions per decided edge and per task.
 3. **Worst case for optional stopping.** Tasks whose true pass@2 sits exactly on a band edge (where a
-   wrong decision is likeliest), sampled 2 episodes at a time, looked at after every pair and stopped at
+   wrong decision is likeliest), sampled one episode at a time, looked at after every one and stopped at
    the first decision (up to ``--worst-max`` episodes): the share ever decided on the wrong side of that
    edge, with the product's anytime-valid interval and with a fixed-n Jeffreys 90% interval looked at the
    same way. Promised: at most 10%.
-4. **What a decision costs.** For tasks of known true pass@2, the episodes (2 at a time, looked at after
-   each pair) until the band is decided: median and 90th percentile, up to ``--cost-max`` (README, "How
+4. **What a decision costs.** For tasks of known true pass@2, the episodes (one at a time, looked at
+   after each) until the band is decided: median and 90th percentile, up to ``--cost-max`` (README, "How
    to choose a budget").
 
 Prints tables; asserts nothing. Pure Python, about a minute per 100 seeds on one core.
@@ -42,6 +44,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from bandpass.engine.calibration import confidence  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.calibration.adaptive import AdaptiveSettings, TaskState, plan_round  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.calibration.confidence import (  # noqa: E402 - imported after the sys.path set-up above
     decide,
@@ -147,14 +150,14 @@ def worst_case(
     interval: Callable[[int, int], tuple[float, float]],
 ) -> float:
     """Share of tasks at true rate ``p`` ever decided on the wrong side of ``edge`` when looked at after
-    every pair of episodes and stopped at the first decision of that edge."""
+    every episode and stopped at the first decision of that edge."""
     want = truth(p)[0 if edge == "lo" else 1]
     wrong = 0
     for _ in range(tasks):
         c = n = 0
         while n < max_n:
-            c += (rng.random() < p) + (rng.random() < p)
-            n += 2
+            c += rng.random() < p
+            n += 1
             lo, hi = interval(c, n)
             got = sides(pass_at_k_of_rate(lo, K), pass_at_k_of_rate(hi, K), LO, HI)[0 if edge == "lo" else 1]
             if got is not None:
@@ -170,8 +173,8 @@ def episodes_to_decide(p: float, tasks: int, cap: int, rng: random.Random) -> li
         c = n = 0
         got: int | None = None
         while n < cap:
-            c += (rng.random() < p) + (rng.random() < p)
-            n += 2
+            c += rng.random() < p
+            n += 1
             if decide(c, n, LO, HI, K, CONFIDENCE).decided:
                 got = n
                 break
@@ -188,18 +191,31 @@ def main() -> int:
     ap.add_argument("--worst", type=int, default=4000, help="simulated tasks per worst-case rate")
     ap.add_argument("--worst-max", type=int, default=200, help="most episodes per worst-case task")
     ap.add_argument("--cost-max", type=int, default=400, help="most episodes per task in the cost table")
+    ap.add_argument("--mixture", help="W0,W1: the mixture's weights at p = 0 and 1 (default: the product's)")
+    ap.add_argument("--first", type=int, help="the adaptive arm's first round (default: the product's)")
+    ap.add_argument("--step", type=int, help="the adaptive arm's step (default: the product's)")
     args = ap.parse_args()
     t0 = time.monotonic()
     print(
         f"load {os.getloadavg()[0]:.1f}; {args.tasks} tasks × {args.seeds} seeds; "
         f"band pass@{K} in [{LO}, {HI}]"
     )
-    print(
-        f"confidence {CONFIDENCE}; adaptive: first 2, step 2, {args.round_tasks} tasks/round, "
-        f"max-k {args.max_k}"
-    )
+    if args.mixture:
+        # the confidence sequence reads its mixing distribution from these module settings at call time
+        confidence.ATOM_0, confidence.ATOM_1 = (float(x) for x in args.mixture.split(","))
     settings = AdaptiveSettings(
-        lo=LO, hi=HI, k=K, confidence=CONFIDENCE, max_k=args.max_k, round_tasks=args.round_tasks
+        lo=LO,
+        hi=HI,
+        k=K,
+        confidence=CONFIDENCE,
+        max_k=args.max_k,
+        round_tasks=args.round_tasks,
+        **{name: v for name, v in (("first", args.first), ("step", args.step)) if v is not None},
+    )
+    print(
+        f"confidence {CONFIDENCE}, mixture {confidence.ATOM_0} at 0, {confidence.ATOM_1} at 1, rest "
+        f"Jeffreys; adaptive: first {settings.first}, step {settings.step}, {args.round_tasks} tasks/round, "
+        f"max-k {args.max_k}"
     )
     rows: dict[int, dict[str, list[float]]] = {k: {} for k in FIXED_KS}
     decided_edges = wrong_edges = tasks_wrong = tasks_decided = 0
@@ -262,7 +278,7 @@ def main() -> int:
         f"{1 - CONFIDENCE:.0%}"
     )
     print()
-    print(f"worst case: true pass@{K} on an edge, looked at after every 2 episodes, up to {args.worst_max}")
+    print(f"worst case: true pass@{K} on an edge, looked at after every episode, up to {args.worst_max}")
     print(f"{'true pass@2':>12}  {'edge':>4}  {'anytime interval':>17}  {'fixed-n Jeffreys':>17}")
     rng = random.Random(7)
 
@@ -278,7 +294,7 @@ def main() -> int:
         b = worst_case(p, edge, args.worst, args.worst_max, rng, naive)
         print(f"{q:>12g}  {edge:>4}  {a:>16.2%}  {b:>16.2%}")
     print()
-    print(f"episodes until decided (2 at a time, up to {args.cost_max}; {args.worst // 4} tasks per row)")
+    print(f"episodes until decided (one at a time, up to {args.cost_max}; {args.worst // 4} tasks per row)")
     print(f"{'true pass@2':>12}  {'decision':>9}  {'median':>7}  {'p90':>7}  {'undecided at cap':>16}")
     for q in (0.0, 0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.0):
         p = rate_of_pass_at_k(q, K)

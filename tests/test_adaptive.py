@@ -33,50 +33,51 @@ from bandpass.store import queries
 from bandpass.store.db import session
 from tests._calib_data import add_episodes, add_task, outcomes
 
-DEFAULT = AdaptiveSettings()  # pass@2 in [0.1, 0.9] at 90%, first 2, step 2, max-k 32, 8 tasks a round
+DEFAULT = AdaptiveSettings()  # pass@2 in [0.1, 0.9] at 90%, first 1, step 1, max-k 32, 8 tasks a round
 
 
 def test_first_round_tops_thin_tasks_up_within_the_budget() -> None:
     tasks = [TaskState(1, 0, 0), TaskState(2, 1, 1), TaskState(3, 30, 30), TaskState(4, 0, 0)]
     plan = plan_round(tasks, DEFAULT)
-    assert plan.first_round and plan.attempts == {1: 2, 2: 1, 4: 2}  # 3 is decided (above): nothing
+    assert plan.first_round and plan.attempts == {1: 1, 4: 1}  # 2 has its one; 3 is decided (above)
     assert (plan.decided, plan.undecided) == (1, 3)
-    tight = plan_round(tasks, AdaptiveSettings(budget=3))
+    two = AdaptiveSettings(first=2)  # `--k 2`
+    assert plan_round(tasks, two).attempts == {1: 2, 2: 1, 4: 2}
+    tight = plan_round(tasks, AdaptiveSettings(first=2, budget=3))
     assert tight.attempts == {1: 2, 2: 1}  # in scope order until the budget is spent
 
 
 def test_later_rounds_go_to_the_tasks_closest_to_a_decision() -> None:
     tasks = [
-        TaskState(1, 10, 0, attempts=10),  # never solved: "below hi" already, "below lo" ~100 episodes away
-        TaskState(2, 10, 10, attempts=10),  # always solved: a few more passes clear the top edge
+        TaskState(1, 10, 0, attempts=10),  # never solved: "below hi" already, "below lo" ~80 episodes away
+        TaskState(2, 9, 9, attempts=9),  # always solved: one more pass clears the top edge
         TaskState(3, 10, 3, attempts=10),  # a few more settle it in the band
         TaskState(4, 10, 1, attempts=10),  # near the lower edge: slow to settle
         TaskState(5, 150, 0, attempts=10),  # decided below: never sampled again
     ]
     s = AdaptiveSettings(round_tasks=2)
     plan = plan_round(tasks, s)
-    assert not plan.first_round and plan.attempts == {2: 2, 3: 2}
+    assert not plan.first_round and plan.attempts == {2: 1, 3: 1}
     values = {
         t.key: score(t.c, t.n, s.max_k - t.attempts, s.step, s.lo, s.hi, s.k, s.confidence, 1) for t in tasks
     }
     assert values[3] >= values[2] > values[4] > values[1] > 0 == values[5]
     assert list(plan_round(tasks, AdaptiveSettings(round_tasks=8)).attempts) == [3, 2, 4, 1]  # best first
+    assert plan_round(tasks, AdaptiveSettings(round_tasks=2, step=2)).attempts == {2: 2, 3: 2}  # `step`
 
 
 def test_in_flight_tasks_wait_and_the_sampler_says_why_it_stops() -> None:
-    flying = [TaskState(1, 10, 10, attempts=10, in_flight=2)]
+    flying = [TaskState(1, 8, 8, attempts=8, in_flight=2)]
     plan = plan_round(flying, DEFAULT)
     assert plan.waiting and not plan.attempts
     assert plan_round([TaskState(1, 150, 0)], DEFAULT).stopped == ALL_DECIDED
-    assert (
-        plan_round([TaskState(1, 10, 10, attempts=10)], AdaptiveSettings(budget=10)).stopped == BUDGET_SPENT
-    )
+    assert plan_round([TaskState(1, 8, 8, attempts=8)], AdaptiveSettings(budget=8)).stopped == BUDGET_SPENT
     assert plan_round([TaskState(1, 10, 5, attempts=32)], DEFAULT).stopped == MAX_K
     # two episodes left cannot take a never-solved task below 0.1 on pass@2: no use spending them
     assert plan_round([TaskState(1, 10, 0, attempts=30)], DEFAULT).stopped == FUTILE
-    last = plan_round([TaskState(1, 10, 10, attempts=10)], AdaptiveSettings(budget=11))
+    last = plan_round([TaskState(1, 8, 8, attempts=8)], AdaptiveSettings(step=2, budget=9))
     assert last.attempts == {1: 1}  # the round shrinks to what the budget leaves
-    capped = plan_round([TaskState(1, 10, 10, attempts=31)], DEFAULT)
+    capped = plan_round([TaskState(1, 9, 9, attempts=31)], AdaptiveSettings(step=2))
     assert capped.attempts == {1: 1}  # and to what --max-k leaves
 
 

@@ -87,7 +87,7 @@ def test_adaptive_batch_samples_only_the_undecided_task_and_resume_continues_the
 
     def second_round_queued() -> bool:
         with session(ws.engine) as s:
-            return proc.poll() is not None or len(queries.episodes(s)) > 6
+            return proc.poll() is not None or len(queries.episodes(s)) > 3  # a first round is 1 each
 
     try:  # Ctrl-C once the second round is queued: its episodes finish, no third round is planned
         wait_until(second_round_queued, timeout=300, what="the second round queued")
@@ -107,8 +107,8 @@ def test_adaptive_batch_samples_only_the_undecided_task_and_resume_continues_the
     with session(ws.engine) as s:
         eps = queries.episodes(s, batch_id=bid)
     status = Counter(e.status for e in eps)
-    assert status["running"] == 0 and status["done"] >= 6  # the first Ctrl-C let those in flight finish
-    assert min(Counter(e.task_version_id for e in eps).values()) >= 2 and len(eps) < 18
+    assert status["running"] == 0 and status["done"] >= 3  # the first Ctrl-C let those in flight finish
+    assert min(Counter(e.task_version_id for e in eps).values()) >= 1 and len(eps) < 18
 
     res = subprocess.run(_cli(ws, "run", "--resume", "--json"), cwd=REPO, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
@@ -185,7 +185,7 @@ def test_adaptive_batch_runs_its_rounds_on_ray(
     )
     assert res.returncode == 0, res.stderr[-2000:]
     sm = json.loads(res.stdout.strip().splitlines()[-1])
-    # the oracle solves both every time: two rounds of two decide both "above", then the sampler stops
+    # the oracle solves both every time: four rounds of one decide both "above", then the sampler stops
     assert (sm["executor"], sm["done"], sm["outcomes"]) == ("ray", 8, {"passed": 8})
     assert sm["adaptive"]["stopped"] == ALL_DECIDED and sm["adaptive"]["decided"] == 2
     with session(ws.engine) as s:

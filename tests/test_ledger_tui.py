@@ -48,8 +48,8 @@ async def test_ledger_tab_lists_undecided_tasks_the_round_cost_and_the_history(w
     ws = workspace
     for name, outs in {
         "decided-in": outcomes(30, 60),
-        "near-top": outcomes(10, 0),  # a few more passes settle it above
-        "never": outcomes(0, 10),  # "below 0.1" is ~100 episodes away: ranked far behind
+        "near-top": outcomes(8, 0),  # two more passes settle it above
+        "never": outcomes(0, 10),  # "below 0.1" is ~80 episodes away: ranked far behind
         "fresh": [],  # never run: the first round tops it up
     }.items():
         vid, _ = add_task(ws, name)
@@ -70,13 +70,13 @@ async def test_ledger_tab_lists_undecided_tasks_the_round_cost_and_the_history(w
         assert by_task["near-top"][5] == "hi"  # the edge still open
         assert float(by_task["near-top"][6]) > 10 * float(by_task["never"][6]) > 0  # edges per episode
         assert by_task["fresh"][6] == "first round"
-        # the first round tops up the task never run: 2 episodes, and nothing else this round
+        # the first round tops up the task never run: 1 episode, and nothing else this round
         assert screen.next_round is not None and screen.next_round.attempts == {
-            e.version_id: 2 for e in screen.report.estimates if e.task == "fresh"
+            e.version_id: 1 for e in screen.report.estimates if e.task == "fresh"
         }
-        assert by_task["fresh"][7] == "2"
+        assert by_task["fresh"][7] == "1"
         cost = _plain(screen.query_one("#calib-ledger-round", Static))
-        assert "Another round would cost 2 episode(s) on 1 task(s) (first round" in cost and "press a" in cost
+        assert "Another round would cost 1 episode(s) on 1 task(s) (first round" in cost and "press a" in cost
         # the band history of the highlighted task, from the ledger the screen just wrote
         table.focus()
         table.move_cursor(row=0)
@@ -110,11 +110,11 @@ async def test_a_runs_the_round_it_showed(workspace: Workspace, tmp_path: Path) 
         assert isinstance(screen, CalibrationScreen)
         await wait_for(pilot, lambda: screen.next_round is not None, what="round priced")
         planned: Any = dict(screen.next_round.attempts)  # type: ignore[union-attr]
-        assert planned == {vids["round-b"]: 2}
+        assert planned == {vids["round-b"]: 1}
         await pilot.press("l", "a")  # asks first, naming what the round would spend
         await wait_for(pilot, lambda: isinstance(host.screen, ConfirmDialog), what="the question")
         question = host.screen.query_one("#confirm-question", Static).content
-        assert "2 episode(s) on 1 task(s) (round-b)" in str(question) and "oracle" in str(question)
+        assert "1 episode(s) on 1 task(s) (round-b)" in str(question) and "oracle" in str(question)
         await pilot.press("n")  # declined: nothing starts
         await wait_for(pilot, lambda: host.screen is screen, what="the question closed")
         await pilot.pause()
@@ -139,4 +139,4 @@ async def test_a_runs_the_round_it_showed(workspace: Workspace, tmp_path: Path) 
         assert all(e.outcome == "passed" for e in eps)
         assert batch is not None and queries.adaptive_settings(batch)["stopped"] == "budget spent"
         assert "Last round" in _plain(screen.query_one("#calib-ledger-round", Static))
-        assert [h.n for h in ledger.task_history(ws, "round-b")][-1] == 2  # the ledger saw the new evidence
+        assert [h.n for h in ledger.task_history(ws, "round-b")][-1] == 1  # the ledger saw the new evidence

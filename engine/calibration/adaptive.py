@@ -5,17 +5,19 @@ A fixed batch gives every task the same k whatever its evidence says. An adaptiv
 the batch's tasks so far:
 
 1. **First round.** Every task still undecided with fewer than ``first`` valid samples gets topped up to
-   ``first`` (default 2): too little to rank it by.
+   ``first`` (default 1: with the default band one pass already settles the lower edge, see
+   ``confidence.py``, and a task with none yet cannot be ranked).
 2. **Later rounds.** Only undecided tasks are candidates (decided ones are never sampled again), and only
    those with fewer than ``max_k`` attempts in the batch and none in flight. Each is scored by how many
    band edges further episodes are expected to settle per episode spent: for horizons of ``step``,
    ``2·step``, ``4·step``… up to its remaining attempts, the Jeffreys posterior predictive
    (beta-binomial) of the passes it would see, times the edges the decision rule would settle at that
    point, divided by the episodes it costs; the best horizon is its score. The ``round_tasks`` best get
-   ``step`` more attempts each; ties go to the widest interval. The score puts first what is close to a
+   ``step`` more attempts each (default 1, so that a task is looked at after every episode and stops
+   the moment it is decided); ties go to the widest interval. The score puts first what is close to a
    decision (a task at 3/3 needs a few more passes to clear the top edge) and last what needs far more
    episodes than a decision is worth: a task right at an edge is the most uncertain but the slowest to
-   settle, and a task never solved needs ~100 episodes to be shown below ``lo = 0.1`` on pass@2.
+   settle, and a task never solved needs ~90 episodes to be shown below ``lo = 0.1`` on pass@2.
 3. **Stop** when every task is decided, the budget is spent, every undecided task has ``max_k``
    attempts, or no undecided task can be decided within ``max_k`` (its score is 0).
 
@@ -58,8 +60,8 @@ MAX_K = "every undecided task reached --max-k"
 FUTILE = "no undecided task can be decided within --max-k"
 STOP_REASONS = (ALL_DECIDED, BUDGET_SPENT, MAX_K, FUTILE)
 
-DEFAULT_FIRST = 2
-DEFAULT_STEP = 2
+DEFAULT_FIRST = 1
+DEFAULT_STEP = 1
 DEFAULT_MAX_K = 32
 
 

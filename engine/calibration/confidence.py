@@ -9,15 +9,28 @@ that: a curator looks at the report, runs more episodes, looks again, and the ad
 every round and stops a task the moment it is decided. Checking a fixed-n interval after every round and
 stopping when it clears an edge wrongly decides a task at an edge far more often than promised (the
 optional-stopping problem; ``bench/bench_adaptive.py`` measures it). So the interval used here is a
-*confidence sequence*: Robbins' beta-binomial mixture with the Jeffreys prior Beta(1/2, 1/2),
+*confidence sequence*: Robbins' mixture of likelihoods over a mixing distribution ``pi`` for the rate,
 
-    CS_n = { p : m(c, n) / (p^c (1-p)^(n-c)) < 1/alpha },   m(c, n) = B(1/2 + c, 1/2 + n - c) / B(1/2, 1/2),
+    CS_n = { p : m(c, n) / (p^c (1-p)^(n-c)) < 1/alpha },   m(c, n) = E_{q ~ pi} [ q^c (1-q)^(n-c) ],
 
-the pass rates at which the Jeffreys-averaged likelihood of the episodes seen is less than ``1/alpha``
-times their likelihood at ``p``. For the true ``p`` that ratio is a nonnegative martingale with mean 1, so
-by Ville's inequality the probability that it *ever* reaches ``1/alpha`` — at any n, after any number of
+the pass rates at which the ``pi``-averaged likelihood of the episodes seen is less than ``1/alpha`` times
+their likelihood at ``p``. For the true ``p`` that ratio is a nonnegative martingale with mean 1, so by
+Ville's inequality the probability that it *ever* reaches ``1/alpha`` — at any n, after any number of
 looks, under any rule for when to sample or stop — is at most ``alpha = 1 - confidence``. The set is an
 interval (the log-likelihood is concave in ``p``); its ends are found by bisection, rounded outward.
+
+**The mixing distribution.** Any ``pi`` fixed in advance keeps that guarantee; the choice only moves where
+the sequence is sharpest, because ``m(c, n)`` is large for the outcomes ``pi`` expects. Most tasks a
+checkpoint is calibrated on are never or always solved, so ``pi`` puts 5% of its weight on p = 0, 9% on
+p = 1 and the rest on the Jeffreys prior Beta(1/2, 1/2) (whose part of ``m`` is the beta-binomial
+``B(1/2 + c, 1/2 + n - c) / B(1/2, 1/2)``). With the default band (pass@2 in [0.1, 0.9]) at 90% that makes
+the smallest samples decisive where the Jeffreys prior alone falls just short: one pass shows "not below
+0.1" (``m(1, 1)`` must reach 0.513; Jeffreys gives 0.5) and three failures show "not above 0.9"
+(``m(0, 3)`` must reach 0.316; Jeffreys gives 0.3125), which is what lets the adaptive sampler stop a task
+never solved after three episodes and one always solved after one for that edge. The weights are the
+smallest that do both with some margin, so that the Jeffreys part keeps 86% and a task in the middle of
+the band is decided after as many episodes as before (4 of 14, the smallest sample Jeffreys puts "in", still
+is); ``bench/bench_adaptive.py --mixture 0,0`` measures the Jeffreys prior alone.
 
 **The decision.** With band ``[lo, hi]`` on pass@k (both edges inclusive), a task is ``below`` when the
 whole pass@k interval is under ``lo``, ``above`` when it is over ``hi``, ``in`` when it lies inside
@@ -45,7 +58,10 @@ Status = Literal["in", "below", "above", "undecided"]
 Side = Literal["below", "above"]
 
 DEFAULT_CONFIDENCE = BandConfig.confidence
-#: Jeffreys prior Beta(1/2, 1/2): the mixing distribution of the confidence sequence.
+#: The mixing distribution of the confidence sequence (module docstring): weight on p = 0, weight on p = 1,
+#: and the rest on the Jeffreys prior.
+ATOM_0, ATOM_1 = 0.05, 0.09
+#: Jeffreys prior Beta(1/2, 1/2): the fixed-n interval the benchmark contrasts, and the planner's forecast.
 JEFFREYS = 0.5
 #: Edges are compared with this slack, so that a value equal to an edge in exact arithmetic (0.1) is on it.
 EPS = 1e-12
@@ -73,6 +89,15 @@ def _loglik(c: int, n: int, p: float) -> float:
     return out
 
 
+def log_mixture(c: int, n: int) -> float:
+    """log m(c, n): the mixing distribution's average likelihood of one particular sequence of ``n``
+    episodes with ``c`` passes (module docstring)."""
+    jeffreys = (1.0 - ATOM_0 - ATOM_1) * math.exp(
+        log_beta(JEFFREYS + c, JEFFREYS + n - c) - log_beta(JEFFREYS, JEFFREYS)
+    )
+    return math.log(jeffreys + ATOM_0 * (c == 0) + ATOM_1 * (c == n))
+
+
 @lru_cache(maxsize=65536)
 def rate_interval(c: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
     """The anytime-valid interval (module docstring) for the per-sample pass rate after ``c`` of ``n``.
@@ -86,7 +111,7 @@ def rate_interval(c: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> tup
     if n == 0:
         return 0.0, 1.0
     # p is inside the set when loglik(p) > log m(c, n) + log alpha.
-    threshold = log_beta(JEFFREYS + c, JEFFREYS + n - c) - log_beta(JEFFREYS, JEFFREYS) + math.log(alpha)
+    threshold = log_mixture(c, n) + math.log(alpha)
     mode = c / n
     lo = 0.0
     if c > 0:

@@ -112,7 +112,7 @@ def run_cmd(
     k: Annotated[
         int | None,
         typer.Option(
-            "--k", min=1, help="Attempts per task version (default 4; with --adaptive: the first round, 2)."
+            "--k", min=1, help="Attempts per task version (default 4; with --adaptive: the first round, 1)."
         ),
     ] = None,
     tasks: Annotated[
