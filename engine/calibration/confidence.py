@@ -29,8 +29,8 @@ the smallest samples decisive where the Jeffreys prior alone falls just short: o
 (``m(0, 3)`` must reach 0.316; Jeffreys gives 0.3125), which is what lets the adaptive sampler stop a task
 never solved after three episodes and one always solved after one for that edge. The weights are the
 smallest that do both with some margin, so that the Jeffreys part keeps 86% and a task in the middle of
-the band is decided after as many episodes as before (4 of 14, the smallest sample Jeffreys puts "in", still
-is); ``bench/bench_adaptive.py --mixture 0,0`` measures the Jeffreys prior alone.
+the band pays at most an episode on a boundary (4 of 13 was "in" with Jeffreys alone, 4 of 14 still is);
+``bench/bench_adaptive.py --mixture 0,0`` measures the Jeffreys prior alone.
 
 **The decision.** With band ``[lo, hi]`` on pass@k (both edges inclusive), a task is ``below`` when the
 whole pass@k interval is under ``lo``, ``above`` when it is over ``hi``, ``in`` when it lies inside
