@@ -1,8 +1,8 @@
 """Adaptive sampling against fixed k, and whether the stated confidence holds under optional stopping.
 
 Run: .venv/bin/python bench/bench_adaptive.py [--tasks 200] [--seeds 100] [--worst 4000] [--max-k 64]
-      [--mixture W0,W1] [--first N] [--step N]   (e.g. ``--mixture 0,0 --first 2 --step 2``: the Jeffreys
-     mixture and 2-episode rounds this replaced)
+     [--mixture W0,W1] [--first N] [--step N]   (``--mixture 0,0 --first 2 --step 2``: the Jeffreys
+     mixture and the 2-episode rounds this replaced)
 
 A simulation (no Docker, no model): every task has a known true per-sample pass rate drawn like a real
 checkpoint — 45% never solved (p = 0), 15% always solved (p = 1), 40% spread uniformly in between — and an
