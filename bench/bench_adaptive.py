@@ -3,6 +3,8 @@
 Run: .venv/bin/python bench/bench_adaptive.py [--tasks 200] [--seeds 100] [--worst 4000] [--max-k 64]
      [--mixture W0,W1] [--first N] [--step N]   (``--mixture 0,0 --first 2 --step 2``: the Jeffreys
      mixture and the 2-episode rounds this replaced)
+     [--population Z,O]   (shares of tasks never and always solved; default 0.45,0.15)
+     [--one-sided W[,A]]  (a measured alternative, not the product's rule: per-edge one-sided mixtures)
 
 A simulation (no Docker, no model): every task has a known true per-sample pass rate drawn like a real
 checkpoint — 45% never solved (p = 0), 15% always solved (p = 1), 40% spread uniformly in between — and an
@@ -58,13 +60,71 @@ LO, HI, K, CONFIDENCE = 0.1, 0.9, 2, 0.9
 FIXED_KS = (4, 8, 16, 32)
 
 
+NEVER, ALWAYS = 0.45, 0.15
+
+
 def population(n: int, rng: random.Random) -> list[float]:
     """True per-sample pass rates: many at 0, some at 1, a spread between."""
     out = []
     for _ in range(n):
         u = rng.random()
-        out.append(0.0 if u < 0.45 else 1.0 if u < 0.60 else rng.random())
+        out.append(0.0 if u < NEVER else 1.0 if u < NEVER + ALWAYS else rng.random())
     return out
+
+
+def one_sided(weight: float, alpha: float) -> Callable[[int, int, float], tuple[float, float]]:
+    """The alternative ``--one-sided`` measures: each end of the interval from its own one-sided test.
+
+    The lower end rejects a rate ``r`` when a mixture over rates above ``r`` only (``weight`` on p = 1, the
+    rest the Jeffreys prior truncated to (r, 1]) makes the episodes ``1/alpha`` times likelier than ``r``
+    does; the upper end mirrors it (``weight`` on p = 0, Jeffreys truncated to [0, r)). Each end is then an
+    anytime-valid one-sided bound at ``1 - alpha``, so each *edge* is decided wrongly with probability at
+    most ``alpha`` — but a task inside the band may be decided wrongly at either edge, so the product's
+    per-task promise needs ``alpha`` split between the ends (``--one-sided W,0.05``).
+    """
+
+    def log_mixture(c: int, n: int, r: float, above: bool) -> float:
+        a, b = confidence.JEFFREYS + c, confidence.JEFFREYS + n - c
+        half = confidence.JEFFREYS
+        if above:
+            num, den = 1 - confidence.betainc(a, b, r), 1 - confidence.betainc(half, half, r)
+        else:
+            num, den = confidence.betainc(a, b, r), confidence.betainc(half, half, r)
+        jeffreys = (
+            math.exp(confidence.log_beta(a, b) - confidence.log_beta(half, half)) * num / den
+            if den > 0
+            else 0.0
+        )
+        atom = (c == n) if above else (c == 0)
+        total = (1 - weight) * jeffreys + weight * atom
+        return math.log(total) if total > 0 else -math.inf
+
+    def rejects(c: int, n: int, r: float, above: bool) -> bool:
+        loglik = (c * math.log(r) if c else 0.0) + ((n - c) * math.log1p(-r) if n - c else 0.0)
+        return log_mixture(c, n, r, above) - loglik >= math.log(1 / alpha)
+
+    cache: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def interval(c: int, n: int, confidence_: float = CONFIDENCE) -> tuple[float, float]:
+        if (c, n) in cache:
+            return cache[(c, n)]
+        lo, hi = 0.0, 1.0
+        if n and c > 0:
+            out, inside = 0.0, c / n
+            for _ in range(48):
+                mid = (out + inside) / 2
+                out, inside = (mid, inside) if rejects(c, n, mid, True) else (out, mid)
+            lo = out
+        if n and c < n:
+            inside, out = c / n, 1.0
+            for _ in range(48):
+                mid = (inside + out) / 2
+                inside, out = (inside, mid) if rejects(c, n, mid, False) else (mid, out)
+            hi = out
+        cache[(c, n)] = (lo, hi)
+        return lo, hi
+
+    return interval
 
 
 def truth(p: float) -> tuple[str, str]:
@@ -194,15 +254,32 @@ def main() -> int:
     ap.add_argument("--mixture", help="W0,W1: the mixture's weights at p = 0 and 1 (default: the product's)")
     ap.add_argument("--first", type=int, help="the adaptive arm's first round (default: the product's)")
     ap.add_argument("--step", type=int, help="the adaptive arm's step (default: the product's)")
+    ap.add_argument("--population", help="Z,O: shares of tasks never and always solved (default 0.45,0.15)")
+    ap.add_argument(
+        "--one-sided",
+        help="W[,A]: per-edge one-sided mixtures, weight W on the far end, each "
+        "end at level A (default 1 - confidence); not the product's rule",
+    )
     args = ap.parse_args()
+    global NEVER, ALWAYS
+    if args.population:
+        NEVER, ALWAYS = (float(x) for x in args.population.split(","))
     t0 = time.monotonic()
     print(
-        f"load {os.getloadavg()[0]:.1f}; {args.tasks} tasks × {args.seeds} seeds; "
-        f"band pass@{K} in [{LO}, {HI}]"
+        f"load {os.getloadavg()[0]:.1f}; {args.tasks} tasks × {args.seeds} seeds "
+        f"({NEVER:.0%} never solved, {ALWAYS:.0%} always); band pass@{K} in [{LO}, {HI}]"
     )
     if args.mixture:
         # the confidence sequence reads its mixing distribution from these module settings at call time
         confidence.ATOM_0, confidence.ATOM_1 = (float(x) for x in args.mixture.split(","))
+    if args.one_sided:
+        w, _, a = args.one_sided.partition(",")
+        # decide() reads the interval from the module at call time, so both arms and every table use it
+        confidence.rate_interval = one_sided(float(w), float(a) if a else 1 - CONFIDENCE)  # type: ignore[assignment]
+        print(
+            f"ALTERNATIVE RULE: one-sided per-edge mixtures, weight {w} on the far end, each end at "
+            f"{float(a) if a else 1 - CONFIDENCE:g}"
+        )
     settings = AdaptiveSettings(
         lo=LO,
         hi=HI,
