@@ -5,7 +5,7 @@ Run: .venv/bin/python bench/bench_adaptive.py [--tasks 200] [--seeds 100] [--wor
      mixture and the 2-episode rounds this replaced)
      [--population Z,O]   (shares of tasks never and always solved; default 0.45,0.15)
      [--one-sided W[,A]]  (a measured alternative, not the product's rule: per-edge one-sided mixtures)
-     [--exact H]          (another: the product's statistic with thresholds calibrated exactly up to H)
+     [--ville]            (the rule before 2026-12-05: edges decided by the interval and Ville's bound)
 
 A simulation (no Docker, no model): every task has a known true per-sample pass rate drawn like a real
 checkpoint — 45% never solved (p = 0), 15% always solved (p = 1), 40% spread uniformly in between — and an
@@ -24,7 +24,7 @@ the real loop plans as soon as the queue drains, leaving out tasks with episodes
 3. **Worst case for optional stopping.** Tasks whose true pass@2 sits exactly on a band edge (where a
    wrong decision is likeliest), sampled one episode at a time, looked at after every one and stopped at
    the first decision (up to ``--worst-max`` episodes): the share ever decided on the wrong side of that
-   edge, with the product's anytime-valid interval and with a fixed-n Jeffreys 90% interval looked at the
+   edge, with the product's decision rule and with a fixed-n Jeffreys 90% interval looked at the
    same way. Promised: at most 10%.
 4. **What a decision costs.** For tasks of known true pass@2, the episodes (one at a time, looked at
    after each) until the band is decided: median and 90th percentile, up to ``--cost-max`` (README, "How
@@ -47,7 +47,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bandpass.engine.calibration import adaptive as adaptive_module  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.calibration import confidence  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.calibration.adaptive import AdaptiveSettings, TaskState, plan_round  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.calibration.confidence import (  # noqa: E402 - imported after the sys.path set-up above
@@ -127,82 +126,6 @@ def one_sided(weight: float, alpha: float) -> Callable[[int, int, float], tuple[
         return lo, hi
 
     return interval
-
-
-def exact_rule(horizon: int, alpha: float) -> Callable[..., confidence.BandDecision]:
-    """The alternative ``--exact`` measures: the product's statistic, thresholds calibrated exactly.
-
-    The product decides an edge when the mixture likelihood ratio against the edge's rate reaches
-    ``1/alpha`` (Ville), which at the default band wrongly decides a task on an edge 1–3% of the time where
-    10% is allowed. Here each edge and direction gets the lowest threshold whose chance of *ever* being
-    reached within ``horizon`` episodes, looked at after every one, at the edge's own rate, is within its
-    share of ``alpha`` — computed exactly by recursion over (passes, episodes) with absorption. The shares
-    keep the product's per-task promise: a task below the band is decided wrongly only by "not below lo"
-    (all of ``alpha``), one above only by "not above hi" (all of it), one inside only by "below lo" or
-    "above hi", which share ``alpha`` (half each); the worst case of each is at the edge because each
-    rejection region is an upper (or lower) set in the passes, which is checked. Beyond ``horizon``
-    episodes it is not valid (a product would need Ville's bound for the rest of the budget); the bench
-    never gets there when ``horizon`` is at least ``--cost-max`` and ``--worst-max``.
-    """
-    lo_rate, hi_rate = rate_of_pass_at_k(LO, K), rate_of_pass_at_k(HI, K)
-
-    def statistic(c: int, n: int, r: float) -> float:
-        loglik = (c * math.log(r) if c else 0.0) + ((n - c) * math.log1p(-r) if n - c else 0.0)
-        return confidence.log_mixture(c, n) - loglik
-
-    def region(r: float, up: bool, t: float) -> list[list[bool]]:
-        out = [[False]]
-        for n in range(1, horizon + 1):
-            row = [(c > r * n if up else c < r * n) and statistic(c, n, r) >= t for c in range(n + 1)]
-            hits = [c for c in range(n + 1) if row[c]]
-            if hits:  # an upper set of passes going up, a lower set going down: monotone in the true rate
-                assert hits == list(range(hits[0], n + 1)) if up else hits == list(range(hits[-1] + 1))
-            out.append(row)
-        return out
-
-    def crossing(r: float, reject: list[list[bool]]) -> float:
-        alive, total = [1.0], 0.0
-        for n in range(1, horizon + 1):
-            nxt = [0.0] * (n + 1)
-            for c, mass in enumerate(alive):
-                nxt[c] += mass * (1 - r)
-                nxt[c + 1] += mass * r
-            for c in range(n + 1):
-                if reject[n][c]:
-                    total += nxt[c]
-                    nxt[c] = 0.0
-            alive = nxt
-        return total
-
-    def calibrate(r: float, up: bool, budget: float) -> list[list[bool]]:
-        low, high = 0.0, math.log(1 / budget)  # Ville's threshold is always within budget
-        for _ in range(30):
-            mid = (low + high) / 2
-            low, high = (low, mid) if crossing(r, region(r, up, mid)) <= budget else (mid, high)
-        return region(r, up, high)
-
-    lo_up, lo_down = calibrate(lo_rate, True, alpha), calibrate(lo_rate, False, alpha / 2)
-    hi_up, hi_down = calibrate(hi_rate, True, alpha / 2), calibrate(hi_rate, False, alpha)
-    for n in range(
-        1, horizon + 1
-    ):  # deciding "above hi" implies "not below lo", and "below lo" "not above hi"
-        for c in range(n + 1):
-            assert not hi_up[n][c] or lo_up[n][c]
-            assert not lo_down[n][c] or hi_down[n][c]
-    product_decide = confidence.decide
-
-    def rule(c: int, n: int, lo: float, hi: float, k: int, conf: float = CONFIDENCE, min_samples: int = 1):
-        d = product_decide(c, n, lo, hi, k, conf, min_samples)
-        if n > horizon:
-            raise ValueError(f"--exact {horizon}: {n} episodes is past the horizon")
-        if n < max(1, min_samples):
-            return d
-        lo_side = "above" if lo_up[n][c] else "below" if lo_down[n][c] else None
-        hi_side = "below" if hi_down[n][c] else "above" if hi_up[n][c] else None
-        status = confidence.status_of(lo_side, hi_side)  # type: ignore[arg-type]
-        return confidence.BandDecision(status, conf, n, c, d.rate, d.pass_at_k, lo_side, hi_side)  # type: ignore[arg-type]
-
-    return rule
 
 
 def truth(p: float) -> tuple[str, str]:
@@ -338,12 +261,12 @@ def main() -> int:
         "end at level A (default 1 - confidence); not the product's rule",
     )
     ap.add_argument(
-        "--exact",
-        type=int,
-        help="H: thresholds calibrated exactly up to H episodes (>= --cost-max); not the product's rule",
+        "--ville",
+        action="store_true",
+        help="decide edges by the interval and Ville's bound (the rule before)",
     )
     args = ap.parse_args()
-    global NEVER, ALWAYS, decide
+    global NEVER, ALWAYS
     if args.population:
         NEVER, ALWAYS = (float(x) for x in args.population.split(","))
     t0 = time.monotonic()
@@ -358,14 +281,14 @@ def main() -> int:
         w, _, a = args.one_sided.partition(",")
         # decide() reads the interval from the module at call time, so both arms and every table use it
         confidence.rate_interval = one_sided(float(w), float(a) if a else 1 - CONFIDENCE)  # type: ignore[assignment]
+        confidence.CALIBRATED = False  # edges from this interval
         print(
             f"ALTERNATIVE RULE: one-sided per-edge mixtures, weight {w} on the far end, each end at "
             f"{float(a) if a else 1 - CONFIDENCE:g}"
         )
-    if args.exact:
-        decide = exact_rule(args.exact, 1 - CONFIDENCE)
-        adaptive_module.decide = decide  # the planner's look-ahead decides with the same rule
-        print(f"ALTERNATIVE RULE: thresholds calibrated exactly up to {args.exact} episodes")
+    if args.ville:
+        confidence.CALIBRATED = False
+        print("RULE BEFORE 2026-12-05: edges decided by the interval and Ville's bound")
     settings = AdaptiveSettings(
         lo=LO,
         hi=HI,
@@ -442,7 +365,7 @@ def main() -> int:
     )
     print()
     print(f"worst case: true pass@{K} on an edge, looked at after every episode, up to {args.worst_max}")
-    print(f"{'true pass@2':>12}  {'edge':>4}  {'anytime interval':>17}  {'fixed-n Jeffreys':>17}")
+    print(f"{'true pass@2':>12}  {'edge':>4}  {'product rule':>17}  {'fixed-n Jeffreys':>17}")
     rng = random.Random(7)
 
     def anytime(c: int, n: int) -> tuple[str | None, str | None]:

@@ -51,7 +51,7 @@ def test_later_rounds_go_to_the_tasks_closest_to_a_decision() -> None:
     tasks = [
         TaskState(1, 10, 0, attempts=10),  # never solved: "below hi" already, "below lo" ~80 episodes away
         TaskState(2, 9, 9, attempts=9),  # always solved: one more pass clears the top edge
-        TaskState(3, 10, 3, attempts=10),  # a few more settle it in the band
+        TaskState(3, 7, 2, attempts=7),  # two of seven: the next episode settles an edge either way
         TaskState(4, 10, 1, attempts=10),  # near the lower edge: slow to settle
         TaskState(5, 150, 0, attempts=10),  # decided below: never sampled again
     ]

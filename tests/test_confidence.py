@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from bandpass.engine.calibration import boundary, confidence
 from bandpass.engine.calibration.confidence import (
     ATOM_0,
     ATOM_1,
@@ -151,3 +152,88 @@ def test_the_confidence_holds_when_looking_after_every_round() -> None:
     ours = _ever_wrong(p, 60, 600, lambda c, n: rate_interval(c, n, 0.9), seed=1)
     assert naive > 0.15
     assert ours <= 0.05  # promised <= 0.10; Ville's bound is conservative
+
+
+def _chance_ever(p: float, edge: str, side: str, episodes: int) -> float:
+    """Exactly (a recursion over passes and episodes, independent of the product's): the chance that a
+    task of pass rate ``p``, looked at after every episode, is ever decided on ``side`` of ``edge`` of the
+    default band at 90%."""
+    alive, total = {0: 1.0}, 0.0
+    for n in range(1, episodes + 1):
+        grown: dict[int, float] = {}
+        for c, mass in alive.items():
+            grown[c] = grown.get(c, 0.0) + mass * (1 - p)
+            grown[c + 1] = grown.get(c + 1, 0.0) + mass * p
+        alive = {}
+        for c, mass in grown.items():
+            d = decide(c, n, 0.1, 0.9, 2)
+            if (d.lo_side if edge == "lo" else d.hi_side) == side:
+                total += mass
+            else:
+                alive[c] = mass
+    return total
+
+
+def test_the_edge_tests_spend_what_the_confidence_allows(monkeypatch) -> None:
+    """The promise is 10% per task; Ville's bound alone spent 1-3% of it. A task on an edge, looked at
+    after every episode for 200, is now decided wrongly nearly as often as allowed and never more: a task
+    just under pass@2 = 0.1 is called "not below" (its only wrong call) at most 9% of the time, one on the
+    edge "below" at most 4.5% (it shares the 9% with "above 0.9"), and the same at 0.9."""
+    lo, hi = rate_of_pass_at_k(0.1, 2), rate_of_pass_at_k(0.9, 2)
+    spent = {
+        "not below lo": _chance_ever(lo * (1 - 1e-9), "lo", "above", 200),
+        "below lo": _chance_ever(lo, "lo", "below", 200),
+        "above hi": _chance_ever(hi, "hi", "above", 200),
+        "not above hi": _chance_ever(hi * (1 + 1e-9), "hi", "below", 200),
+    }
+    allowed = {"not below lo": 0.09, "below lo": 0.045, "above hi": 0.045, "not above hi": 0.09}
+    for name, chance in spent.items():
+        assert allowed[name] * 0.6 < chance <= allowed[name], (name, chance)
+    monkeypatch.setattr(confidence, "CALIBRATED", False)  # the rule before: Ville's bound alone
+    assert _chance_ever(lo, "lo", "below", 200) < 0.02
+
+
+def test_calibrated_edges_decide_sooner_than_ville_s_bound(monkeypatch) -> None:
+    """What the spent error buys a curator: fewer episodes to the same decision."""
+
+    def first(c_of_n, status: str) -> int:
+        return next(n for n in range(1, 400) if decide(c_of_n(n), n, 0.1, 0.9, 2).status == status)
+
+    now = (first(lambda n: 0, "below"), first(lambda n: n, "above"), first(lambda n: round(0.3 * n), "in"))
+    monkeypatch.setattr(confidence, "CALIBRATED", False)
+    before = (first(lambda n: 0, "below"), first(lambda n: n, "above"), first(lambda n: round(0.3 * n), "in"))
+    assert before == (88, 10, 14)
+    assert now[0] <= 66 and now[1] <= before[1] and now[2] < before[2]
+
+
+def test_past_the_horizon_decisions_keep_ville_s_reserve() -> None:
+    """Beyond the calibrated horizon the share of the error kept back decides, by Ville's bound: a task
+    still gets decided, just on stronger evidence."""
+    h = boundary.HORIZON
+    assert decide(0, h + 1, 0.1, 0.9, 2).status == "below"
+    assert decide(h // 3, h + 1, 0.1, 0.9, 2).status == "in"
+    assert decide(h + 1, h + 1, 0.1, 0.9, 2).status == "above"
+    reserve = 1 - boundary.TAIL * 0.1
+    c, n = 52, h + 40  # pass@2 ~0.2: in, by the reserve's interval
+    wide = rate_interval(c, n, reserve)
+    want = sides(pass_at_k_of_rate(wide[0], 2), pass_at_k_of_rate(wide[1], 2), 0.1, 0.9)
+    d = decide(c, n, 0.1, 0.9, 2)
+    assert (d.lo_side, d.hi_side) == want
+
+
+def test_the_interval_shown_agrees_with_the_decision() -> None:
+    """A curator reads the interval against the band: it clears an edge exactly when that edge is decided."""
+    for n in range(1, 61):
+        for c in range(n + 1):
+            d = decide(c, n, 0.1, 0.9, 2)
+            for edge, side in ((0.1, d.lo_side), (0.9, d.hi_side)):
+                lo, hi = d.pass_at_k
+                if side == "above":
+                    assert lo >= edge - 1e-9, (c, n, d)
+                elif side == "below":
+                    assert hi <= edge + 1e-9, (c, n, d)
+                else:
+                    assert lo <= edge <= hi, (c, n, d)
+            assert d.rate == pytest.approx(
+                (rate_of_pass_at_k(d.pass_at_k[0], 2), rate_of_pass_at_k(d.pass_at_k[1], 2)), abs=1e-9
+            )

@@ -17,15 +17,15 @@ the batch's tasks so far:
    the moment it is decided); ties go to the widest interval. The score puts first what is close to a
    decision (a task at 3/3 needs a few more passes to clear the top edge) and last what needs far more
    episodes than a decision is worth: a task right at an edge is the most uncertain but the slowest to
-   settle, and a task never solved needs ~90 episodes to be shown below ``lo = 0.1`` on pass@2.
+   settle, and a task never solved needs 64 episodes to be shown below ``lo = 0.1`` on pass@2.
 3. **Stop** when every task is decided, the budget is spent, every undecided task has ``max_k``
    attempts, or no undecided task can be decided within ``max_k`` (its score is 0).
 
 The sampler looks after every round and stops each task the moment it is decided — the optional-stopping
-pattern that breaks a fixed-n interval. The decision rule (``engine/calibration/confidence.py``) uses an
-anytime-valid interval, so the stated confidence holds regardless; the planner only chooses *where* to
-spend, which cannot make a decision less valid. ``bench/bench_adaptive.py`` measures both (accuracy per
-rollout against fixed k, and the misclassification rate over many seeds).
+pattern that breaks a fixed-n interval. The decision rule (``engine/calibration/confidence.py``) uses edge
+tests calibrated for a look after every episode, so the stated confidence holds regardless; the planner
+only chooses *where* to spend, which cannot make a decision less valid. ``bench/bench_adaptive.py``
+measures both (accuracy per rollout against fixed k, and the misclassification rate over many seeds).
 
 ``plan_round`` is pure (the benchmark drives it with simulated episodes); ``AdaptiveSampler`` is the
 ``run_batch(next_round=...)`` hook that reads the store, plans, queues the round with

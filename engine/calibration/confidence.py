@@ -32,16 +32,26 @@ smallest that do both with some margin, so that the Jeffreys part keeps 86% and 
 the band pays at most an episode on a boundary (4 of 13 was "in" with Jeffreys alone, 4 of 14 still is);
 ``bench/bench_adaptive.py --mixture 0,0`` measures the Jeffreys prior alone.
 
-**The decision.** With band ``[lo, hi]`` on pass@k (both edges inclusive), a task is ``below`` when the
-whole pass@k interval is under ``lo``, ``above`` when it is over ``hi``, ``in`` when it lies inside
-``[lo, hi]``, and ``undecided`` otherwise. A wrong decision needs the interval to exclude the true pass
-rate, so each task is decided on the wrong side of an edge with probability at most ``1 - confidence``,
-whenever and however often anyone looks. Each edge is also decided on its own (``edges``): a task whose
-interval clears ``lo`` but straddles ``hi`` is "not below" while still undecided overall; the adaptive
-sampler counts those half-decisions.
+**The decision.** With band ``[lo, hi]`` on pass@k (both edges inclusive), each edge is decided on its own
+(``edges``): "not below lo", "below lo", "not above hi", "above hi", or open. The edges are decided by
+tests on the same mixture likelihood ratio, but with thresholds calibrated exactly (``boundary.py``) rather
+than set at ``1/alpha`` by Ville's inequality, which is loose here: the interval alone would decide a task
+sitting on an edge wrongly 1–3% of the time where 10% is allowed. The calibrated tests spend the 10%, so
+the same promise takes fewer episodes (a task never solved is shown below 0.1 after 64 episodes rather
+than 88; 3 passes of 10 are ``in``, where the interval alone needed 4 of 14). A task is ``below`` when
+"below lo", ``above`` when "above hi", ``in`` when "not below lo" and "not above hi", and ``undecided``
+otherwise; the adaptive sampler counts the half-decisions. Whenever and however often anyone looks, each
+task is decided on the wrong side of an edge with probability at most ``1 - confidence`` (``boundary.py``
+says why).
 
-Nothing here needs more than ``math``: the log-gamma function, a continued fraction for the incomplete beta
-function (used only for the fixed-n Jeffreys interval the benchmark contrasts) and bisection.
+The interval reported with a decision is the confidence sequence's, made to agree with it: cut at an edge
+a test has settled, and reaching an edge that is still open, so that reading the interval against the band
+gives the decision. (Without the calibrated tests, ``CALIBRATED = False``, the interval alone decides: the
+rule before 2026-12-05, which ``bench/bench_adaptive.py --ville`` measures.)
+
+The interval needs no more than ``math``: the log-gamma function, a continued fraction for the incomplete
+beta function (used only for the fixed-n Jeffreys interval the benchmark contrasts) and bisection; the
+calibrated tests use numpy.
 """
 
 from __future__ import annotations
@@ -51,16 +61,20 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from bandpass.engine.calibration import boundary
 from bandpass.engine.core.config import BandConfig
 from bandpass.engine.core.errors import InvalidInput
 
 Status = Literal["in", "below", "above", "undecided"]
-Side = Literal["below", "above"]
+Side = boundary.Side
 
 DEFAULT_CONFIDENCE = BandConfig.confidence
 #: The mixing distribution of the confidence sequence (module docstring): weight on p = 0, weight on p = 1,
 #: and the rest on the Jeffreys prior.
 ATOM_0, ATOM_1 = 0.05, 0.09
+#: Edges decided by the exactly calibrated tests (``boundary.py``); False: by the interval and Ville's bound
+#: alone, the rule before 2026-12-05 (``bench/bench_adaptive.py --ville`` measures it).
+CALIBRATED = True
 #: Jeffreys prior Beta(1/2, 1/2): the fixed-n interval the benchmark contrasts, and the planner's forecast.
 JEFFREYS = 0.5
 #: Edges are compared with this slack, so that a value equal to an edge in exact arithmetic (0.1) is on it.
@@ -216,7 +230,39 @@ def decide(
         raise ValueError(f"k must be >= 1, got {k}")
     rate = rate_interval(c, n, confidence)
     pk = (pass_at_k_of_rate(rate[0], k), pass_at_k_of_rate(rate[1], k))
-    lo_side, hi_side = sides(pk[0], pk[1], lo, hi) if n >= max(1, min_samples) else (None, None)
+    lo_side: Side | None
+    hi_side: Side | None
+    if n < max(1, min_samples):
+        lo_side, hi_side = None, None
+    elif not CALIBRATED:
+        lo_side, hi_side = sides(pk[0], pk[1], lo, hi)
+    elif n <= boundary.HORIZON:
+        lo_side, hi_side = boundary.edge_sides(
+            c,
+            n,
+            rate_of_pass_at_k(lo, k) if lo > EPS else None,
+            rate_of_pass_at_k(hi, k) if hi < 1 - EPS else None,
+            1.0 - confidence,
+            ATOM_0,
+            ATOM_1,
+        )
+    else:  # past the horizon: Ville's bound on the share of the error kept for it
+        wide = rate_interval(c, n, 1.0 - boundary.TAIL * (1.0 - confidence))
+        lo_side, hi_side = sides(pass_at_k_of_rate(wide[0], k), pass_at_k_of_rate(wide[1], k), lo, hi)
+    # the interval shown agrees with the decision: cut at an edge that is settled (the edge tests are
+    # sharper than the interval's own bound, so they settle edges it still straddles) and reaching an edge
+    # that is not
+    p_lo, p_hi = pk
+    for edge, side in ((lo, lo_side), (hi, hi_side)):
+        if side == "above":
+            p_lo = max(p_lo, edge)
+        elif side == "below":
+            p_hi = min(p_hi, edge)
+        elif n >= max(1, min_samples):  # undecided: the interval reaches the edge
+            p_lo, p_hi = min(p_lo, edge), max(p_hi, edge)
+    if (p_lo, p_hi) != pk:
+        pk = (p_lo, p_hi)
+        rate = (rate_of_pass_at_k(p_lo, k), rate_of_pass_at_k(p_hi, k))
     return BandDecision(status_of(lo_side, hi_side), confidence, n, c, rate, pk, lo_side, hi_side)
 
 
