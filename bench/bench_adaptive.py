@@ -101,8 +101,7 @@ def one_sided(weight: float, alpha: float) -> Callable[[int, int, float], tuple[
         return math.log(total) if total > 0 else -math.inf
 
     def rejects(c: int, n: int, r: float, above: bool) -> bool:
-        loglik = (c * math.log(r) if c else 0.0) + ((n - c) * math.log1p(-r) if n - c else 0.0)
-        return log_mixture(c, n, r, above) - loglik >= math.log(1 / alpha)
+        return log_mixture(c, n, r, above) - confidence._loglik(c, n, r) >= math.log(1 / alpha)
 
     cache: dict[tuple[int, int], tuple[float, float]] = {}
 

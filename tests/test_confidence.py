@@ -15,6 +15,7 @@ from bandpass.engine.calibration.confidence import (
     check_confidence,
     decide,
     jeffreys_interval,
+    log_mixture,
     pass_at_k_of_rate,
     rate_interval,
     rate_of_pass_at_k,
@@ -152,6 +153,16 @@ def test_the_confidence_holds_when_looking_after_every_round() -> None:
     ours = _ever_wrong(p, 60, 600, lambda c, n: rate_interval(c, n, 0.9), seed=1)
     assert naive > 0.15
     assert ours <= 0.05  # promised <= 0.10; Ville's bound is conservative
+
+
+def test_the_edge_tests_use_the_interval_s_mixture() -> None:
+    """The calibrated tests build the mixture's likelihood in bulk (numpy); it must be the very one the
+    interval uses, or the two would disagree about what the evidence says."""
+    table = boundary._log_mixture_table(80, ATOM_0, ATOM_1)
+    for n in range(81):
+        for c in range(n + 1):
+            assert table[n, c] == pytest.approx(log_mixture(c, n), abs=1e-9), (c, n)
+        assert all(table[n, c] == -math.inf for c in range(n + 1, 81))
 
 
 def _chance_ever(p: float, edge: str, side: str, episodes: int) -> float:
