@@ -6,6 +6,8 @@ Run: .venv/bin/python bench/bench_adaptive.py [--tasks 200] [--seeds 100] [--wor
      [--population Z,O]   (shares of tasks never and always solved; default 0.45,0.15)
      [--one-sided W[,A]]  (a measured alternative, not the product's rule: per-edge one-sided mixtures)
      [--ville]            (the rule before 2026-12-05: edges decided by the interval and Ville's bound)
+     [--halves]           (the calibrated rule before the split: "below" and "above" get half each)
+     [--ks 4,8,16,32]     (the fixed k compared)
 
 A simulation (no Docker, no model): every task has a known true per-sample pass rate drawn like a real
 checkpoint — 45% never solved (p = 0), 15% always solved (p = 1), 40% spread uniformly in between — and an
@@ -47,7 +49,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bandpass.engine.calibration import confidence  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.calibration import boundary, confidence  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.calibration.adaptive import AdaptiveSettings, TaskState, plan_round  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.calibration.confidence import (  # noqa: E402 - imported after the sys.path set-up above
     decide,
@@ -264,8 +266,16 @@ def main() -> int:
         action="store_true",
         help="decide edges by the interval and Ville's bound (the rule before)",
     )
+    ap.add_argument(
+        "--halves",
+        action="store_true",
+        help='"below lo" and "above hi" get half the budget each (the calibrated rule before the split)',
+    )
+    ap.add_argument("--ks", help="K,K,...: the fixed k compared (default 4,8,16,32)")
     args = ap.parse_args()
-    global NEVER, ALWAYS
+    global NEVER, ALWAYS, FIXED_KS
+    if args.ks:
+        FIXED_KS = tuple(int(x) for x in args.ks.split(","))
     if args.population:
         NEVER, ALWAYS = (float(x) for x in args.population.split(","))
     t0 = time.monotonic()
@@ -288,6 +298,9 @@ def main() -> int:
     if args.ville:
         confidence.CALIBRATED = False
         print("RULE BEFORE 2026-12-05: edges decided by the interval and Ville's bound")
+    if args.halves:
+        boundary.SPLIT_INSIDE = False
+        print('RULE BEFORE THE SPLIT: "below lo" and "above hi" get half of the budget each')
     settings = AdaptiveSettings(
         lo=LO,
         hi=HI,

@@ -221,8 +221,8 @@ NOTES = {
 
 #: Per checkpoint and task, the behaviour of each episode, in order. Band decisions are anytime-valid at
 #: 90% confidence (engine/calibration/confidence.py): pass@2 in [0.1, 0.9] needs about 3 passes of 10 (the
-#: samples have 4 of 14) valid episodes before a task is decided *in*, 10 of 10 or 19 of 20 before *above*,
-#: and a *below* needs 64 straight failures, so no sample plan shows one. Four episodes decide
+#: samples have 4 of 14) valid episodes before a task is decided *in*, 8 of 8 or 16 of 17 before *above*,
+#: and a *below* needs 51 straight failures, so no sample plan shows one. Four episodes decide
 #: nothing; the tasks meant to be decided get 14-20 (as ``bandpass run --adaptive`` would give a task the
 #: rounds it needs), the others keep 4 and stay undecided. ``DECISIONS`` says what each plan is for, and
 #: the script checks the real calibration decides exactly that. From step 10 to step 40 access-log-report

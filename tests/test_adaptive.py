@@ -49,8 +49,8 @@ def test_first_round_tops_thin_tasks_up_within_the_budget() -> None:
 
 def test_later_rounds_go_to_the_tasks_closest_to_a_decision() -> None:
     tasks = [
-        TaskState(1, 10, 0, attempts=10),  # never solved: "below hi" already, "below lo" ~80 episodes away
-        TaskState(2, 9, 9, attempts=9),  # always solved: one more pass clears the top edge
+        TaskState(1, 10, 0, attempts=10),  # never solved: "below hi" already, "below lo" ~40 episodes away
+        TaskState(2, 7, 7, attempts=7),  # always solved: one more pass clears the top edge
         TaskState(3, 7, 2, attempts=7),  # two of seven: the next episode settles an edge either way
         TaskState(4, 10, 1, attempts=10),  # near the lower edge: slow to settle
         TaskState(5, 150, 0, attempts=10),  # decided below: never sampled again
@@ -67,17 +67,17 @@ def test_later_rounds_go_to_the_tasks_closest_to_a_decision() -> None:
 
 
 def test_in_flight_tasks_wait_and_the_sampler_says_why_it_stops() -> None:
-    flying = [TaskState(1, 8, 8, attempts=8, in_flight=2)]
+    flying = [TaskState(1, 7, 7, attempts=7, in_flight=2)]
     plan = plan_round(flying, DEFAULT)
     assert plan.waiting and not plan.attempts
     assert plan_round([TaskState(1, 150, 0)], DEFAULT).stopped == ALL_DECIDED
-    assert plan_round([TaskState(1, 8, 8, attempts=8)], AdaptiveSettings(budget=8)).stopped == BUDGET_SPENT
+    assert plan_round([TaskState(1, 7, 7, attempts=7)], AdaptiveSettings(budget=7)).stopped == BUDGET_SPENT
     assert plan_round([TaskState(1, 10, 5, attempts=32)], DEFAULT).stopped == MAX_K
     # two episodes left cannot take a never-solved task below 0.1 on pass@2: no use spending them
     assert plan_round([TaskState(1, 10, 0, attempts=30)], DEFAULT).stopped == FUTILE
-    last = plan_round([TaskState(1, 8, 8, attempts=8)], AdaptiveSettings(step=2, budget=9))
+    last = plan_round([TaskState(1, 7, 7, attempts=7)], AdaptiveSettings(step=2, budget=8))
     assert last.attempts == {1: 1}  # the round shrinks to what the budget leaves
-    capped = plan_round([TaskState(1, 9, 9, attempts=31)], AdaptiveSettings(step=2))
+    capped = plan_round([TaskState(1, 7, 7, attempts=31)], AdaptiveSettings(step=2))
     assert capped.attempts == {1: 1}  # and to what --max-k leaves
 
 

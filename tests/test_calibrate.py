@@ -148,7 +148,7 @@ def test_band_is_a_decision_not_a_point_estimate(workspace: Workspace) -> None:
         "at-lo-edge": outcomes(5, 95),  # p near the rate whose pass@2 is 0.1: cannot tell
         "point-in": outcomes(1, 3),  # pass@2 = 0.5 over n=4: the old "in" by the luck of one episode
         "point-above": outcomes(4, 0),  # pass@2 = 1.0 over n=4: the old "above"
-        "eight": outcomes(8, 0),
+        "seven": outcomes(7, 0),
     }
     for name, outs in specs.items():
         vid, _ = add_task(workspace, name)
@@ -162,13 +162,13 @@ def test_band_is_a_decision_not_a_point_estimate(workspace: Workspace) -> None:
         "at-lo-edge": "undecided",
         "point-in": "undecided",
         "point-above": "undecided",
-        "eight": "undecided",
+        "seven": "undecided",
     }
     d = ests["point-above"].decision(GateParams())
     assert (d.lo_side, d.hi_side) == ("above", None)  # 4 of 4 already rules out "below", not "above"
     assert d.pass_at_k[0] > 0.1 and d.pass_at_k[1] == 1.0
-    # a lower confidence decides sooner: 8 of 8 is "above" at 50%, not at 90%
-    assert band_status(ests["eight"], 0.1, 0.9, 4, confidence=0.5) == "above"
+    # a lower confidence decides sooner: 7 of 7 is "above" at 50%, not at 90%
+    assert band_status(ests["seven"], 0.1, 0.9, 4, confidence=0.5) == "above"
 
 
 def test_too_few_samples_is_undecided(workspace: Workspace) -> None:

@@ -48,8 +48,8 @@ async def test_ledger_tab_lists_undecided_tasks_the_round_cost_and_the_history(w
     ws = workspace
     for name, outs in {
         "decided-in": outcomes(30, 60),
-        "near-top": outcomes(8, 0),  # two more passes settle it above
-        "never": outcomes(0, 10),  # "below 0.1" is ~80 episodes away: ranked far behind
+        "near-top": outcomes(6, 0),  # two more passes settle it above
+        "never": outcomes(0, 10),  # "below 0.1" is ~40 episodes away: ranked far behind
         "fresh": [],  # never run: the first round tops it up
     }.items():
         vid, _ = add_task(ws, name)

@@ -17,7 +17,7 @@ the batch's tasks so far:
    the moment it is decided); ties go to the widest interval. The score puts first what is close to a
    decision (a task at 3/3 needs a few more passes to clear the top edge) and last what needs far more
    episodes than a decision is worth: a task right at an edge is the most uncertain but the slowest to
-   settle, and a task never solved needs 64 episodes to be shown below ``lo = 0.1`` on pass@2.
+   settle, and a task never solved needs 51 episodes to be shown below ``lo = 0.1`` on pass@2.
 3. **Stop** when every task is decided, the budget is spent, every undecided task has ``max_k``
    attempts, or no undecided task can be decided within ``max_k`` (its score is 0).
 

@@ -11,10 +11,16 @@ exactly by dynamic programming over (passes, episodes), absorbing the paths that
 
 **Why this keeps the per-task promise.** A task below the band can only be decided wrongly by "not
 below lo" and one above it only by "not above hi", so those two directions get ``(1 - TAIL) * alpha``
-each; a task inside the band can be decided wrongly by "below lo" or by "above hi", which share it
-(half each). Each rejection region is an upper set of passes (going up) or a lower set (going down) at
-every n, so a true rate further from the edge is decided wrongly less often than one on it (coupling),
-and the regions are nested ("above hi" implies "not below lo"), so no task pays twice. Looking less often
+each. Each rejection region is an upper set of passes (going up) or a lower set (going down) at every n,
+so a true rate further from the edge is decided wrongly less often than one on it (coupling), and the
+regions are nested ("above hi" implies "not below lo"), so no task pays twice. A task inside the band can
+be decided wrongly by "below lo" or by "above hi", and the two share its budget — but not by halves: the
+first is only likely near ``lo`` and the second only near ``hi``. ``inside_budgets`` splits the band at a
+rate ``m`` and bounds the chance of either for a task in ``[lo, m]`` by "below lo"'s own budget plus
+"above hi"'s chance at ``m`` (a monotone bound, computed exactly), and the same on ``[m, hi]``; at the
+default band that chance is ~1e-5, so each direction gets 99.9% of the budget rather than half (a task
+never solved is shown below 0.1 after 51 episodes rather than 64, one always solved above 0.9 after 8
+rather than 10). Looking less often
 than after every episode can only miss crossings, and choosing which task gets the next episode from all
 the tasks' results does not change the sequence of any one task's outcomes, so neither the curator's
 looks nor the adaptive sampler weaken it.
@@ -40,6 +46,9 @@ Side = Literal["below", "above"]
 HORIZON = 500
 #: The share of ``alpha`` kept for Ville's bound past the horizon.
 TAIL = 0.1
+#: "below lo" and "above hi" share a task's budget by ``inside_budgets``; False: by halves, the rule before
+#: 2026-12-05 afternoon (``bench/bench_adaptive.py --halves`` measures it).
+SPLIT_INSIDE = True
 _BISECT_STEPS = 40
 _JEFFREYS = 0.5
 
@@ -127,6 +136,41 @@ def region(
     return tuple(int(x) for x in cut)
 
 
+@lru_cache(maxsize=64)
+def inside_budgets(
+    lo_rate: float | None, hi_rate: float | None, spend: float, atom_0: float, atom_1: float
+) -> tuple[float, float]:
+    """The budgets of "below lo" and "above hi", the two wrong calls for a task inside the band, which
+    together must stay within ``spend`` at every rate in ``[lo_rate, hi_rate]`` (module docstring).
+
+    For a split rate ``m``: on ``[lo, m]`` "below lo" is likeliest at ``lo`` (its budget) and "above hi" at
+    ``m``, and the other way round on ``[m, hi]``; so budgets ``spend - P_m(above hi)`` and ``spend -
+    P_m(below lo)`` keep the sum within ``spend`` everywhere. The chances at ``m`` are taken for the regions
+    at the whole ``spend`` (which contain the final, smaller ones), ``m`` the interior rate that leaves the
+    most, and the result checked on the final regions; halves where that is not better (a band too narrow
+    for its edges to be told apart), and the whole ``spend`` for an edge at 0 or 1, which no task can be
+    on the wrong side of.
+    """
+    if lo_rate is None or hi_rate is None:
+        return spend, spend
+    half = (spend / 2, spend / 2)
+    above0 = np.array(region(hi_rate, True, spend, atom_0, atom_1))
+    below0 = np.array(region(lo_rate, False, spend, atom_0, atom_1))
+    best: tuple[float, float, float] | None = None
+    for m in np.linspace(lo_rate, hi_rate, 11)[1:-1]:
+        b, a = spend - _crossing(float(m), above0, True), spend - _crossing(float(m), below0, False)
+        if best is None or min(b, a) > min(best[1], best[2]):
+            best = (float(m), b, a)
+    if best is None or min(best[1], best[2]) <= spend / 2:
+        return half
+    m, b, a = best
+    below = np.array(region(lo_rate, False, b, atom_0, atom_1))
+    above = np.array(region(hi_rate, True, a, atom_0, atom_1))
+    if b + _crossing(m, above, True) > spend or a + _crossing(m, below, False) > spend:
+        return half
+    return b, a
+
+
 def edge_sides(
     c: int, n: int, lo_rate: float | None, hi_rate: float | None, alpha: float, atom_0: float, atom_1: float
 ) -> tuple[Side | None, Side | None]:
@@ -134,13 +178,16 @@ def edge_sides(
     (module docstring). ``lo_rate``/``hi_rate`` None: an edge at pass@k 0 or 1, which every task is on
     the inside of."""
     spend = (1 - TAIL) * alpha
+    below_lo, above_hi = (
+        inside_budgets(lo_rate, hi_rate, spend, atom_0, atom_1) if SPLIT_INSIDE else (spend / 2, spend / 2)
+    )
     lo_up = lo_down = None
     if lo_rate is not None:
         lo_up = c >= region(lo_rate, True, spend, atom_0, atom_1)[n]
-        lo_down = c <= region(lo_rate, False, spend / 2, atom_0, atom_1)[n]
+        lo_down = c <= region(lo_rate, False, below_lo, atom_0, atom_1)[n]
     hi_up = hi_down = None
     if hi_rate is not None:
-        hi_up = c >= region(hi_rate, True, spend / 2, atom_0, atom_1)[n]
+        hi_up = c >= region(hi_rate, True, above_hi, atom_0, atom_1)[n]
         hi_down = c <= region(hi_rate, False, spend, atom_0, atom_1)[n]
     # nested: "above hi" only where "not below lo" too, "below lo" only where "not above hi" too (shrinking
     # a region only lowers its chance of being entered, so the budgets still hold)

@@ -37,7 +37,7 @@ the band pays at most an episode on a boundary (4 of 13 was "in" with Jeffreys a
 tests on the same mixture likelihood ratio, but with thresholds calibrated exactly (``boundary.py``) rather
 than set at ``1/alpha`` by Ville's inequality, which is loose here: the interval alone would decide a task
 sitting on an edge wrongly 1–3% of the time where 10% is allowed. The calibrated tests spend the 10%, so
-the same promise takes fewer episodes (a task never solved is shown below 0.1 after 64 episodes rather
+the same promise takes fewer episodes (a task never solved is shown below 0.1 after 51 episodes rather
 than 88; 3 passes of 10 are ``in``, where the interval alone needed 4 of 14). A task is ``below`` when
 "below lo", ``above`` when "above hi", ``in`` when "not below lo" and "not above hi", and ``undecided``
 otherwise; the adaptive sampler counts the half-decisions. Whenever and however often anyone looks, each
