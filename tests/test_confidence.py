@@ -165,10 +165,10 @@ def test_the_edge_tests_use_the_interval_s_mixture() -> None:
         assert all(table[n, c] == -math.inf for c in range(n + 1, 81))
 
 
-def _chance_ever(p: float, edge: str, side: str, episodes: int) -> float:
+def _chance_first(p: float, episodes: int, hit, band: tuple[float, float, int] = (0.1, 0.9, 2)) -> float:
     """Exactly (a recursion over passes and episodes, independent of the product's): the chance that a
-    task of pass rate ``p``, looked at after every episode, is ever decided on ``side`` of ``edge`` of the
-    default band at 90%."""
+    task of pass rate ``p``, looked at after every episode, is ever given a decision ``hit`` accepts, with
+    the band ``(lo, hi, k)`` (default pass@2 in [0.1, 0.9]) at 90%."""
     alive, total = {0: 1.0}, 0.0
     for n in range(1, episodes + 1):
         grown: dict[int, float] = {}
@@ -177,35 +177,24 @@ def _chance_ever(p: float, edge: str, side: str, episodes: int) -> float:
             grown[c + 1] = grown.get(c + 1, 0.0) + mass * p
         alive = {}
         for c, mass in grown.items():
-            d = decide(c, n, 0.1, 0.9, 2)
-            if (d.lo_side if edge == "lo" else d.hi_side) == side:
+            if hit(decide(c, n, *band)):
                 total += mass
             else:
                 alive[c] = mass
     return total
+
+
+def _chance_ever(p: float, edge: str, side: str, episodes: int) -> float:
+    """The chance of ever being decided on ``side`` of ``edge`` of the default band."""
+    return _chance_first(p, episodes, lambda d: (d.lo_side if edge == "lo" else d.hi_side) == side)
 
 
 def _chance_wrong(p: float, episodes: int, lo: float = 0.1, hi: float = 0.9, k: int = 2) -> float:
-    """Exactly, as ``_chance_ever``: the chance that a task of pass rate ``p`` is ever decided on the wrong
-    side of either edge of the band (default pass@2 in [0.1, 0.9]) at 90% (the per-task promise)."""
+    """The chance of ever being decided on the wrong side of either edge (the per-task promise)."""
     q = pass_at_k_of_rate(p, k)
-    alive, total = {0: 1.0}, 0.0
-    for n in range(1, episodes + 1):
-        grown: dict[int, float] = {}
-        for c, mass in alive.items():
-            grown[c] = grown.get(c, 0.0) + mass * (1 - p)
-            grown[c + 1] = grown.get(c + 1, 0.0) + mass * p
-        alive = {}
-        for c, mass in grown.items():
-            d = decide(c, n, lo, hi, k)
-            wrong = (d.lo_side == ("above" if q < lo - 1e-12 else "below")) or (
-                d.hi_side == ("below" if q > hi + 1e-12 else "above")
-            )
-            if wrong:
-                total += mass
-            else:
-                alive[c] = mass
-    return total
+    wrong_lo = "above" if q < lo - 1e-12 else "below"
+    wrong_hi = "below" if q > hi + 1e-12 else "above"
+    return _chance_first(p, episodes, lambda d: d.lo_side == wrong_lo or d.hi_side == wrong_hi, (lo, hi, k))
 
 
 def test_the_edge_tests_spend_what_the_confidence_allows(monkeypatch) -> None:

@@ -20,10 +20,9 @@ rate ``m`` and bounds the chance of either for a task in ``[lo, m]`` by "below l
 "above hi"'s chance at ``m`` (a monotone bound, computed exactly), and the same on ``[m, hi]``; at the
 default band that chance is ~1e-5, so each direction gets 99.9% of the budget rather than half (a task
 never solved is shown below 0.1 after 51 episodes rather than 64, one always solved above 0.9 after 8
-rather than 10). Looking less often
-than after every episode can only miss crossings, and choosing which task gets the next episode from all
-the tasks' results does not change the sequence of any one task's outcomes, so neither the curator's
-looks nor the adaptive sampler weaken it.
+rather than 10). Looking less often than after every episode can only miss crossings, and choosing which
+task gets the next episode from all the tasks' results does not change the sequence of any one task's
+outcomes, so neither the curator's looks nor the adaptive sampler weaken it.
 
 **Past the horizon** the recursion has nothing left to spend, so the remaining ``TAIL * alpha`` is kept
 for Ville's bound: beyond ``horizon`` episodes the decision is the confidence sequence's at confidence
