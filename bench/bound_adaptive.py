@@ -1062,7 +1062,9 @@ def main(argv: list[str] | None = None) -> int:
             run_early_budget(k, target, ends, args.grid, episodes=k / 2, within=3)
             run_holding(k, target, max(args.nmax), args.hold_nmax, args.grid, keep_from=(4, 5, 6, 8, 12, 20))
         else:
-            run_target(k, target, RULES[:2], [n for n in ends if n >= k] or [k], args.grid, show=False)
+            run_target(
+                k, target, RULES[:2] + RULES[3:], [n for n in ends if n >= k] or [k], args.grid, show=False
+            )
     if not args.no_joint:
         print("\n".join(JOINT_INTRO))
         for ks, n_maxes in (((4, 8), args.joint_nmax), ((4, 16), [max(args.joint_nmax + [16])])):
