@@ -24,7 +24,7 @@ import pyte
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bandpass.engine.sandbox.emulator import Screen
-from tests.bittty_reference import BitttyScreen
+from tests.support.bittty_reference import BitttyScreen
 
 COLS, ROWS = 120, 40
 CHUNK = 4096

@@ -22,7 +22,7 @@ from bandpass.engine.sandbox.docker_engine import get_client
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.taskfactory import make_task
+from tests.support.taskfactory import make_task
 
 
 def main(n: int = 15) -> None:

@@ -31,8 +31,8 @@ from bandpass.engine.core.workspace import Workspace  # noqa: E402 - imported af
 from bandpass.engine.tasks.importer import import_paths  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.store import queries  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.store.db import session  # noqa: E402 - imported after the sys.path set-up above
-from tests.servers.openai_server import running_server  # noqa: E402 - imported after the sys.path set-up above
-from tests.taskfactory import make_task  # noqa: E402 - imported after the sys.path set-up above
+from tests.support.servers.openai_server import running_server  # noqa: E402 - imported after the sys.path set-up above
+from tests.support.taskfactory import make_task  # noqa: E402 - imported after the sys.path set-up above
 
 
 def _workspace(root: Path, n: int) -> Workspace:

@@ -1,6 +1,6 @@
-"""Are the red-team probes real? Each probe of tests/test_redteam.py with each of its four verifiers, run
-the way a verifier ran before the clean room — in the container the policy just controlled, by plain
-``docker exec``, no guard, no clean start — printing which verifiers each probe fools (reward 1 for a
+"""Are the red-team probes real? Each probe of tests/engine/run/test_redteam.py with each of its four
+verifiers, run the way a verifier ran before the clean room — in the container the policy just controlled, by
+plain ``docker exec``, no guard, no clean start — printing which verifiers each probe fools (reward 1 for a
 wrong answer). The matrix's "0 forged" means something only for the probes that forge here.
 
 Probes that hang or end the container instead of forging (the FIFOs, the loop, ``kill -KILL -1``, the
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests import test_redteam as rt
+from tests.engine.run import test_redteam as rt
 
 NOT_FORGING = {
     "kill_sandbox",

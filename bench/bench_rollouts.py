@@ -21,7 +21,7 @@ from bandpass.engine.run.rollouts import plan_batch, run_planned
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.taskfactory import make_task
+from tests.support.taskfactory import make_task
 
 
 def _workspace(root: Path, n_tasks: int) -> tuple[Workspace, list[int]]:

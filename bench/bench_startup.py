@@ -72,7 +72,7 @@ def main() -> None:
         eid = "1"
         if ws_root is None:
             from bandpass.engine.core.workspace import Workspace
-            from tests._replay_data import make_episode
+            from tests.support.replay_data import make_episode
 
             ws = Workspace.open(Path(tmp) / "ws")
             eid = str(make_episode(ws))

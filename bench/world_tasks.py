@@ -30,7 +30,7 @@ from bandpass.engine.core.workspace import Workspace  # noqa: E402 - imported af
 from bandpass.engine.tasks.importer import import_one  # noqa: E402 - imported after the sys.path set-up above
 
 HARBOR_PY = REPO / ".venv-harbor" / "bin" / "python"
-HARBOR_REF = REPO / "tests" / "harbor_ref.py"
+HARBOR_REF = REPO / "tests" / "support" / "harbor_ref.py"
 
 
 def task_dirs(root: Path) -> list[Path]:

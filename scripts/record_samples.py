@@ -54,9 +54,9 @@ from bandpass.engine.tasks.artifacts import IN_PLACE  # noqa: E402 - imported af
 from bandpass.engine.tasks.importer import import_paths  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.store import queries  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.store.db import session  # noqa: E402 - imported after the sys.path set-up above
-from tests.servers.anthropic_server import AnthropicServer, Reply, text, tool  # noqa: E402 - imported after the sys.path set-up above
-from tests.servers.anthropic_server import running_server as running_anthropic  # noqa: E402 - imported after the sys.path set-up above
-from tests.servers.openai_server import GARBAGE, OpenAIServer, _action, running_server  # noqa: E402 - imported after the sys.path set-up above
+from tests.support.servers.anthropic_server import AnthropicServer, Reply, text, tool  # noqa: E402 - imported after the sys.path set-up above
+from tests.support.servers.anthropic_server import running_server as running_anthropic  # noqa: E402 - imported after the sys.path set-up above
+from tests.support.servers.openai_server import GARBAGE, OpenAIServer, _action, running_server  # noqa: E402 - imported after the sys.path set-up above
 
 #: Two checkpoints of one training run (``[models.*] series``/``checkpoint_step`` in the demo's
 #: bandpass.toml): the early one often gets stuck or gives up, the later one mostly solves.

@@ -1,0 +1,326 @@
+"""Terminal-Bench 1 → Harbor conversion (engine.tasks.tb1)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bandpass.engine.tasks.taskdir import TaskInvalid, load_task, validate_task
+from bandpass.engine.tasks.tb1 import convert_tb1
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "tb1" / "hello-world"
+BASE_IMAGE = "bandpass/base:bookworm"
+
+
+@pytest.fixture
+def tb1(tmp_path: Path) -> Path:
+    """A private copy of the fixture, so a test may edit it."""
+    d = tmp_path / "src" / "hello-world"
+    shutil.copytree(FIXTURE, d)
+    return d
+
+
+def test_fixture_converts_to_a_valid_harbor_task(tmp_path: Path) -> None:
+    dst = tmp_path / "out" / "hello-world"
+    spec = convert_tb1(FIXTURE, dst)
+    assert validate_task(dst) == []
+    rel = sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file())
+    assert rel == [
+        "environment/Dockerfile",
+        "instruction.md",
+        "solution/solve.sh",
+        "task.toml",
+        "tests/run-tests.sh",
+        "tests/test.sh",
+        "tests/test_outputs.py",
+    ]
+    assert spec.name == "hello-world"
+    assert spec.instruction.startswith("Create a file called /app/hello.txt")
+    assert (spec.agent_timeout_sec, spec.verifier_timeout_sec) == (120.0, 60.0)
+    assert (spec.difficulty, spec.category, spec.tags) == (
+        "easy",
+        "file-operations",
+        ["file-operations", "bash"],
+    )
+    assert spec.metadata["author_email"] == "tests@bandpass.invalid"
+    assert spec.metadata["source"] == "terminal-bench-1"
+    assert spec.workdir == "/app" and not spec.workdir_declared  # the image's WORKDIR, as TB1 ran it
+    assert spec.network is False and spec.network_mode == "no-network"
+    assert spec.warnings == [] and spec.harbor_refusals == []
+    assert (dst / "solution" / "solve.sh").read_text() == (FIXTURE / "solution.sh").read_text()
+    assert (dst / "tests" / "run-tests.sh").read_text() == (FIXTURE / "run-tests.sh").read_text()
+    assert not list(dst.parent.glob(".hello-world.*")), "staging directory left behind"
+
+
+def test_generated_test_sh_writes_reward_from_pytest(tmp_path: Path) -> None:
+    dst = tmp_path / "hello-world"
+    convert_tb1(FIXTURE, dst)
+    test_sh = (dst / "tests" / "test.sh").read_text()
+    assert "export TEST_DIR=/tests" in test_sh
+    assert 'bash "$TEST_DIR/run-tests.sh"' in test_sh
+    assert "/logs/verifier/reward.txt" in test_sh
+    assert "short test summary info" in test_sh
+    assert (dst / "tests" / "test.sh").stat().st_mode & 0o111
+
+
+def _run_test_sh(dst: Path, run_tests: str, tmp_path: Path) -> str:
+    """Run the generated test.sh on this machine with paths redirected into tmp_path."""
+    logs = tmp_path / "logs"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    script = (dst / "tests" / "test.sh").read_text()
+    script = script.replace("/logs/verifier", str(logs)).replace(
+        "export TEST_DIR=/tests", f"export TEST_DIR={dst / 'tests'}"
+    )
+    (dst / "tests" / "run-tests.sh").write_text(run_tests)
+    subprocess.run(["bash", "-c", script], check=False, capture_output=True, timeout=60, cwd=tmp_path)
+    return (logs / "reward.txt").read_text().strip()
+
+
+@pytest.mark.parametrize(
+    ("run_tests", "reward"),
+    [
+        # pytest -rA summary: all passed → 1
+        ("echo '=== short test summary info ==='; echo 'PASSED t.py::a'; echo 'PASSED t.py::b'; exit 0", "1"),
+        # a failure in the summary wins over a zero exit status (a script that ends in `echo done`)
+        ("echo '=== short test summary info ==='; echo 'PASSED t.py::a'; echo 'FAILED t.py::b'; exit 0", "0"),
+        ("echo '=== short test summary info ==='; echo 'ERROR t.py - ImportError'; exit 0", "0"),
+        # a skipped test is not a passed one (Terminal-Bench's parser: every test PASSED)
+        (
+            "echo '=== short test summary info ==='; echo 'PASSED t.py::a'; "
+            "echo 'SKIPPED [1] t.py:3'; exit 0",
+            "0",
+        ),
+        # no summary is Terminal-Bench's parse failure: unsolved, whatever the exit status says
+        ("echo ok; exit 0", "0"),
+        ("echo broken; exit 3", "0"),
+    ],
+)
+def test_reward_logic(tmp_path: Path, run_tests: str, reward: str) -> None:
+    dst = tmp_path / "hello-world"
+    convert_tb1(FIXTURE, dst)
+    assert _run_test_sh(dst, run_tests, tmp_path) == reward
+
+
+def test_older_descriptions_and_solution_yaml(tb1: Path, tmp_path: Path) -> None:
+    (tb1 / "task.yaml").write_text(
+        "descriptions:\n"
+        "  - key: base\n    description: Say hello in /app/hello.txt\n"
+        "  - key: hard\n    description: Say hello without echo\n"
+        "author_email: a@b.c\ndifficulty: unknown\ntags: []\n"
+    )
+    (tb1 / "solution.sh").unlink()
+    (tb1 / "solution.yaml").write_text(
+        "- command: echo 'Hello, world!' > /app/hello.txt\n  min_timeout_sec: 0.1\n"
+        "- command: vim /app/hello.txt\n  block: false\n"
+    )
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert spec.instruction == "Say hello in /app/hello.txt\n"
+    assert (spec.path / "solution" / "solve.sh").read_text().splitlines() == [
+        "#!/bin/bash",
+        "echo 'Hello, world!' > /app/hello.txt",
+        "vim /app/hello.txt",
+    ]
+    assert spec.difficulty is None
+    text = "\n".join(spec.warnings)
+    assert "only the 'base' description was used; ignored hard" in text
+    assert "difficulty 'unknown'" in text
+    assert "step 2 sends keystrokes" in text
+    assert "no max_agent_timeout_sec; used 900 s" in text
+    # warnings persist in task.toml so a reload still shows them
+    assert load_task(spec.path).metadata["conversion_warnings"] == spec.warnings
+
+
+def test_compose_extras_become_warnings(tb1: Path, tmp_path: Path) -> None:
+    (tb1 / "docker-compose.yaml").write_text(
+        "services:\n"
+        "  client:\n"
+        "    build:\n      dockerfile: Dockerfile\n"
+        "    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}\n"
+        "    environment:\n      - TEST_DIR=${T_BENCH_TEST_DIR}\n      - DB_HOST=db\n      - TOKEN=${TOKEN}\n"
+        "    working_dir: /srv\n"
+        "    deploy:\n      resources:\n        limits:\n          cpus: '2'\n          memory: 1G\n"
+        "    ports:\n      - '8080:8080'\n"
+        "    depends_on: [db]\n"
+        "  db:\n    image: postgres:16\n"
+        "networks:\n  default: {}\n"
+    )
+    spec = convert_tb1(tb1, tmp_path / "out")
+    text = "\n".join(spec.warnings)
+    # a service the tests may talk to cannot run here: the audit cannot judge such a task
+    assert spec.unsupported == [
+        "docker-compose.yaml: service(s) db are not started: Bandpass runs a task in one container "
+        "(tests that talk to them fail)"
+    ]
+    # carried as Harbor's own migrate carries them: ENV lines, the working directory, the limits
+    assert 'ENV DB_HOST="db"' in (spec.path / "environment" / "Dockerfile").read_text()
+    assert (spec.workdir, spec.workdir_declared, spec.cpus, spec.memory_mb) == ("/srv", True, 2.0, 1024)
+    assert "environment variable TOKEN=${TOKEN} comes from the host; not carried over" in text
+    assert "services.client.ports is not supported" in text
+    assert "services.client.depends_on is not supported" in text
+    assert "top-level 'networks' is not supported" in text
+
+
+def test_downloads_in_run_tests_ask_for_network(tb1: Path, tmp_path: Path) -> None:
+    (tb1 / "run-tests.sh").write_text(
+        "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh\nsource $HOME/.local/bin/env\n"
+        "uv venv .tbench-testing\nuv pip install pytest==8.4.1\nuv run pytest $TEST_DIR/test_outputs.py -rA\n"
+    )
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert spec.network is True
+    assert any("run-tests.sh: runs 'curl'" in w for w in spec.warnings)
+
+
+def test_missing_run_tests_generates_one(tb1: Path, tmp_path: Path) -> None:
+    (tb1 / "run-tests.sh").unlink()
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert "test_outputs.py" in (spec.path / "tests" / "run-tests.sh").read_text()
+    assert any("run-tests.sh: missing" in w for w in spec.warnings)
+
+
+def test_extra_context_files_go_to_environment(tb1: Path, tmp_path: Path) -> None:
+    (tb1 / "data.csv").write_text("a,b\n")
+    (tb1 / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\nCOPY data.csv /app/\n")
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert (spec.path / "environment" / "data.csv").read_text() == "a,b\n"
+    assert not (spec.path / "environment" / "task.yaml").exists()
+    assert not (spec.path / "environment" / "tests").exists()
+
+
+def test_unusable_tb1_task_reports_all_problems(tb1: Path, tmp_path: Path) -> None:
+    (tb1 / "task.yaml").write_text("instruction: ''\nmax_agent_timeout_sec: soon\nparser_name: go_test\n")
+    (tb1 / "Dockerfile").unlink()
+    dst = tmp_path / "out"
+    with pytest.raises(TaskInvalid) as info:
+        convert_tb1(tb1, dst)
+    assert [str(p) for p in info.value.problems] == [
+        "task.yaml: instruction: missing or empty",
+        "task.yaml: max_agent_timeout_sec: expected a number > 0, got 'soon'",
+        "task.yaml: parser_name: 'go_test' has no reward mapping in Bandpass (known: pytest, swebench); an "
+        "exit status would pass unsolved work, so the task is not imported",
+        "Dockerfile: missing (the task's image cannot be built)",
+    ]
+    assert not dst.exists()
+
+
+def test_no_solution_imports_without_an_oracle(tb1: Path, tmp_path: Path) -> None:
+    """Harbor's own migrate keeps such a task (40 of the 80 Terminal-Bench-DS tasks); the audit says what
+    it means."""
+    (tb1 / "solution.sh").unlink()
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert not spec.has_solution and not (spec.path / "solution").exists()
+    assert any(w.startswith("solution/solve.sh: missing") for w in spec.warnings)
+
+
+def test_build_context_is_the_task_root(tb1: Path, tmp_path: Path) -> None:
+    """TB1 built from the task's root: what the Dockerfile copies from there must still be there."""
+    (tb1 / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim AS gen\nCOPY tests/test_outputs.py /gen/\n"
+        "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY run-tests.sh /app/\n"
+    )
+    spec = convert_tb1(tb1, tmp_path / "out")
+    env = spec.path / "environment"
+    assert (env / "tests" / "test_outputs.py").is_file() and (env / "run-tests.sh").is_file()
+    assert not (env / "solution.sh").exists() and not (env / "task.yaml").exists()
+    assert any("copies run-tests.sh, tests from the task's root" in w for w in spec.warnings)
+
+
+def test_compose_build_context_in_a_subfolder(tb1: Path, tmp_path: Path) -> None:
+    """tasks-simple-web-scraper builds its client from client/: that folder is the build context."""
+    (tb1 / "client").mkdir()
+    (tb1 / "Dockerfile").rename(tb1 / "client" / "Dockerfile")
+    (tb1 / "client" / "data.txt").write_text("x\n")
+    (tb1 / "docker-compose.yaml").write_text("services:\n  client:\n    build:\n      context: client\n")
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert sorted(p.name for p in (spec.path / "environment").iterdir()) == ["Dockerfile", "data.txt"]
+
+
+def test_swebench_parser_reads_the_result_block(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "sweb"
+    shutil.copytree(FIXTURE, src)
+    text = (src / "task.yaml").read_text().replace("parser_name: pytest", "parser_name: swebench")
+    (src / "task.yaml").write_text(text)
+    dst = tmp_path / "sweb"
+    convert_tb1(src, dst)
+    block = "echo 'SWEBench results starts here'; echo {}; echo 'SWEBench results ends here'; exit 0"
+    assert _run_test_sh(dst, block.format("PASSED"), tmp_path / "a") == "1"
+    assert _run_test_sh(dst, block.format("FAILED"), tmp_path / "b") == "0"
+    # the adapter's parser.py exits 0 either way: without the block there is no solved run
+    assert _run_test_sh(dst, "echo parser crashed; exit 0", tmp_path / "c") == "0"
+
+
+def test_a_tests_run_tests_sh_of_its_own_is_kept(tb1: Path, tmp_path: Path) -> None:
+    """livecodebenchpro ships tests/run-tests.sh beside the root one (599 tasks): the root one runs."""
+    (tb1 / "tests" / "run-tests.sh").write_text("#!/bin/bash\necho mine\n")
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert (spec.path / "tests" / "run-tests.sh").read_text() == "#!/bin/bash\necho mine\n"
+    assert (spec.path / "tests" / "tb1-run-tests.sh").read_text() == (FIXTURE / "run-tests.sh").read_text()
+    assert 'bash "$TEST_DIR/tb1-run-tests.sh"' in (spec.path / "tests" / "test.sh").read_text()
+
+
+def test_refuses_to_overwrite(tmp_path: Path) -> None:
+    dst = tmp_path / "out"
+    dst.mkdir()
+    (dst / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError):
+        convert_tb1(FIXTURE, dst)
+    assert (dst / "keep.txt").read_text() == "x"
+
+
+def test_not_a_tb1_task(tmp_path: Path) -> None:
+    with pytest.raises(TaskInvalid, match="task.yaml: missing"):
+        convert_tb1(tmp_path, tmp_path / "out")
+
+
+# --- in Docker ---------------------------------------------------------------------------------------
+
+
+def _docker_ready() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    probe = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+def _sh(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), capture_output=True, text=True, check=check, timeout=timeout)
+
+
+@pytest.mark.docker
+def test_converted_task_runs_in_docker(tmp_path: Path) -> None:
+    """Oracle → reward 1, nothing done → reward 0, on the real image (FROM aliased by hand here)."""
+    if not _docker_ready():
+        pytest.fail(f"needs a Docker engine with {BASE_IMAGE} (scripts/test provides both)")
+    dst = tmp_path / "hello-world"
+    convert_tb1(FIXTURE, dst)
+    ctx = tmp_path / "ctx"
+    shutil.copytree(dst / "environment", ctx)
+    df = (ctx / "Dockerfile").read_text().replace("FROM debian:bookworm-slim", f"FROM {BASE_IMAGE}")
+    (ctx / "Dockerfile").write_text(df)
+    tag = f"bandpass-test-tb1-{uuid.uuid4().hex[:10]}"
+    containers: list[str] = []
+    try:
+        _sh("docker", "build", "-q", "--network", "host", "-t", tag, str(ctx), timeout=300)
+        rewards = {}
+        for mode in ("oracle", "nop"):
+            cid = _sh("docker", "run", "-d", "--network", "none", tag, "sleep", "infinity").stdout.strip()
+            containers.append(cid)
+            if mode == "oracle":
+                _sh("docker", "cp", str(dst / "solution"), f"{cid}:/solution")
+                _sh("docker", "exec", "-w", "/app", cid, "bash", "/solution/solve.sh")
+                _sh("docker", "exec", cid, "rm", "-rf", "/solution")
+            _sh("docker", "exec", cid, "mkdir", "-p", "/logs/verifier")
+            _sh("docker", "cp", str(dst / "tests"), f"{cid}:/tests")
+            _sh("docker", "exec", cid, "bash", "/tests/test.sh", check=False)
+            rewards[mode] = _sh("docker", "exec", cid, "cat", "/logs/verifier/reward.txt").stdout.strip()
+        assert rewards == {"oracle": "1", "nop": "0"}
+        with open(dst / "task.toml", "rb") as fh:
+            assert tomllib.load(fh)["environment"]["network_mode"] == "no-network"
+    finally:
+        for cid in containers:
+            _sh("docker", "rm", "-f", cid, check=False)
+        _sh("docker", "rmi", "-f", tag, check=False)
