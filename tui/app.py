@@ -41,6 +41,7 @@ from bandpass.tui.screens.runs import RunsScreen
 from bandpass.tui.screens.settings import SettingsScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.screens.tasks import TasksScreen
+from bandpass.tui.widgets.cursor_rest import CursorRest
 from bandpass.tui.widgets.live_episodes import LiveEpisodes
 
 
@@ -62,7 +63,7 @@ def freeze_startup_objects() -> None:
 _FROZEN = False
 
 
-class BandpassApp(SafeApp, App[None]):
+class BandpassApp(SafeApp, CursorRest, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "Bandpass"
     #: The footer shows only Search (all), Help and Quit of these; the rest are in the help page (?)
