@@ -88,23 +88,10 @@ def replay_cmd(
             "replay is interactive and needs a terminal (stdin and stdout are not both one); "
             "--print-at SECONDS prints the screen at a time without one"
         )
-    from textual.app import App
-
     from bandpass.tui.cli import run_tui
-    from bandpass.tui.errors import SafeApp
-    from bandpass.tui.screens.replay import ReplayScreen
+    from bandpass.tui.screens.replay import ReplayApp
 
-    class ReplayApp(SafeApp, App[None]):
-        TITLE = "Bandpass replay"
-        error_root = ws.root if ws is not None else None
-
-        def on_mount(self) -> None:
-            screen = ReplayScreen(
-                ws, source=source, verifier=verifier, speed=speed, idle_limit=idle_limit, search=search
-            )
-            self.push_screen(screen, callback=lambda _: self.exit())
-
-    run_tui(ReplayApp())
+    run_tui(ReplayApp(ws, source, verifier=verifier, speed=speed, idle_limit=idle_limit, search=search))
 
 
 def _existing_workspace() -> Workspace | None:  # imported lazily
