@@ -145,3 +145,25 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         con.commit()
     finally:
         con.close()
+
+
+class CommitWatch:
+    """Says whether anything was committed to the file since it last asked: a poller reads the store only
+    when the answer is yes, so one that watches a quiet store costs next to nothing.
+
+    SQLite's ``PRAGMA data_version`` changes whenever *another* connection commits, and this watch's own
+    connection never writes, so every commit counts — this process's and other processes' alike. Exact
+    (no file times, no sizes), and a few microseconds a call. The first call answers yes. One watch per
+    thread that asks; ``close`` when done (a watch that is garbage-collected closes too)."""
+
+    def __init__(self, path: Path) -> None:
+        self._con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        self._seen: int | None = None
+
+    def changed(self) -> bool:
+        version = self._con.execute("PRAGMA data_version").fetchone()[0]
+        changed, self._seen = version != self._seen, version
+        return changed
+
+    def close(self) -> None:
+        self._con.close()

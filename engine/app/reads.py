@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bandpass.engine.core.workspace import Workspace
+    from bandpass.store.db import CommitWatch
     from bandpass.store.diagnoses import EpisodeListRow
     from bandpass.store.models import (
         Audit,
@@ -48,6 +49,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "pk": ("bandpass.store.models", "pk"),
     "utcnow": ("bandpass.store.models", "utcnow"),
     "BatchProgress": ("bandpass.store.queries", "BatchProgress"),
+    "CommitWatch": ("bandpass.store.db", "CommitWatch"),
     "FollowedEpisode": ("bandpass.store.queries", "FollowedEpisode"),
     "TERMINALS": ("bandpass.store.search", "TERMINALS"),
 }
@@ -252,6 +254,14 @@ def batch_progress(
 
     with session(ws.engine) as s:
         return queries.batch_progress(s, since=since, also=also, recent=recent)
+
+
+def commit_watch(ws: Workspace) -> CommitWatch:
+    """A watch on the workspace's store: ``changed()`` says whether any process committed since it last
+    asked, so a poller (Runs' batch table, the episode follower) reads the store only when it changed."""
+    from bandpass.store.db import CommitWatch
+
+    return CommitWatch(ws.db_path)
 
 
 def followed_episodes(

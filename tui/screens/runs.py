@@ -14,11 +14,14 @@ Where episodes run is a choice (``#runs-executor``): this machine's Docker engin
 cluster that does not answer is one red line under the bar and nothing is queued; the UI never waits on it.
 
 Batches this screen did not start (``bandpass run`` in a terminal, another TUI) are followed from the
-store: a poll every ``WATCH_INTERVAL_S`` fills :class:`~tui.widgets.batch_watch.BatchWatch` with each one's
-executor, done/total and outcomes. The ``RECENT_BATCHES`` newest batches are listed too, finished or not:
-a curator coming back to Runs sees what ran last and how it ended. Their episodes that run on this host
-get live panes as well: :class:`~tui.widgets.episode_follower.EpisodeFollower` tails the recordings they
-write into the workspace and republishes them on the app's bus (Ray batches: progress only).
+store: while the screen is shown it looks every ``WATCH_INTERVAL_S`` (backing off to ``WATCH_CEILING_S``
+while nothing changes) whether anything was committed, and only then reads the batches into
+:class:`~tui.widgets.batch_watch.BatchWatch`: each one's executor, done/total and outcomes. Left for
+another screen, it stops looking, and looks again the moment it is shown. The ``RECENT_BATCHES`` newest
+batches are listed too, finished or not: a curator coming back to Runs sees what ran last and how it
+ended. Their episodes that run on this host get live panes as well:
+:class:`~tui.widgets.episode_follower.EpisodeFollower` tails the recordings they write into the
+workspace and republishes them on the app's bus (Ray batches: progress only).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Button, Footer, Header, Input, ProgressBar, RichLog, Select, Static
 
 from bandpass.engine.core import probes
@@ -43,6 +47,8 @@ from bandpass.engine.core.workspace import Workspace
 from bandpass.tui.errors import Guarded
 from bandpass.tui.screens.batch_confirm import BatchConfirm, BatchRequest
 from bandpass.tui.typed_app import bandpass_app
+from bandpass.tui.widgets.backoff import Backoff
+from bandpass.tui.widgets.batch_progress import BatchProgressBar
 from bandpass.tui.widgets.batch_watch import BatchWatch
 from bandpass.tui.widgets.episode_follower import EpisodeFollower
 from bandpass.tui.widgets.episode_pane import EpisodePane
@@ -50,8 +56,10 @@ from bandpass.tui.widgets.live_episodes import LiveEpisode, LiveEpisodes
 from bandpass.tui.widgets.threadsafe import UiCaller
 
 BUILTIN_CHOICES = (probes.ORACLE, probes.NOP)
-#: How often the screen reads other processes' batches from the store.
+#: How often the screen looks whether the store changed (and then reads the batches) while it does...
 WATCH_INTERVAL_S = 1.0
+#: ...and the longest it waits between two looks while nothing changes (doubling up to it).
+WATCH_CEILING_S = 4.0
 #: Finished batches listed beside the live ones (newest first), so Runs shows what ran last.
 RECENT_BATCHES = 10
 
@@ -116,6 +124,9 @@ class RunsScreen(Guarded, Screen[None]):
         self.own_batches: set[str] = set()  # started here: panes fed by the bus, not the follower
         self._watched: set[str] = set()  # other processes' batches shown once: kept until they end
         self._since: Any = None
+        self._commits: Any = None  # engine.app.reads.commit_watch: has the store changed since we looked
+        self._watch_delay = Backoff(WATCH_INTERVAL_S, WATCH_CEILING_S)
+        self._watch_timer: Timer | None = None
 
     # --- layout --- #
 
@@ -158,7 +169,7 @@ class RunsScreen(Guarded, Screen[None]):
             yield Button("Stop", id="runs-stop", variant="error", disabled=True)
         with Horizontal(id="runs-status"):
             yield Static("no batch running", id="runs-counters")
-            yield ProgressBar(total=None, show_eta=False, id="runs-progress")
+            yield BatchProgressBar(id="runs-progress")
         yield Static("", id="runs-error")
         yield BatchWatch(id="runs-watch")
         with Horizontal(id="runs-main"):
@@ -180,7 +191,7 @@ class RunsScreen(Guarded, Screen[None]):
         self._remove_listener = live.add_listener(
             lambda kind, ep: self._ui.call(self.post_message, self.Live(kind, ep))
         )
-        self.query_one("#runs-progress", ProgressBar).display = False  # an idle bar would animate forever
+        self.query_one("#runs-progress", ProgressBar).display = False  # until a batch reports progress
         for ep in live.episodes():
             self._add_pane(ep)
         from bandpass.engine.app.reads import utcnow
@@ -193,8 +204,12 @@ class RunsScreen(Guarded, Screen[None]):
             live,
             is_own_batch=self.own_batches.__contains__,
         ).start()
+        from bandpass.engine.app import reads
+
+        self._commits = reads.commit_watch(self.workspace)
+        self._commits.changed()  # the read below sees everything committed so far
         self._poll_batches()
-        self.set_interval(WATCH_INTERVAL_S, self._poll_batches)
+        self._watch(WATCH_INTERVAL_S)
 
     def on_unmount(self) -> None:
         if self._stop is not None:  # the app is closing: episodes in flight finish, nothing new starts
@@ -202,6 +217,20 @@ class RunsScreen(Guarded, Screen[None]):
         if self._remove_listener is not None:
             self._remove_listener()
         self.follower.stop()
+        if self._commits is not None:
+            self._commits.close()
+
+    def on_screen_suspend(self) -> None:
+        """Left (another area, a replay or a dialog on top): the batch table is not watched meanwhile."""
+        if self._watch_timer is not None:
+            self._watch_timer.stop()
+            self._watch_timer = None
+
+    def on_screen_resume(self) -> None:
+        """Shown (again): look at the store at once, then keep watching it while shown."""
+        if self._commits is not None:
+            self._watch_delay.reset()
+            self._look()
 
     # --- panes --- #
 
@@ -509,7 +538,21 @@ class RunsScreen(Guarded, Screen[None]):
     # --- batches other processes run --- #
 
     def _poll_batches(self) -> None:
+        """Reads the batches now (a batch was planned here)."""
         self._read_batches()
+
+    def _look(self) -> None:
+        """Reads the batches if anything was committed since the last look (a few microseconds when
+        not), then waits: a second after a change, up to ``WATCH_CEILING_S`` while the store is quiet."""
+        changed = self._commits.changed()
+        if changed:
+            self._read_batches()
+        self._watch(self._watch_delay.after(changed))
+
+    def _watch(self, delay: float) -> None:
+        if self._watch_timer is not None:
+            self._watch_timer.stop()
+        self._watch_timer = self.set_timer(delay, self._look)
 
     @work(thread=True, exclusive=True, group="runs-watch", exit_on_error=False)
     def _read_batches(self) -> None:

@@ -60,6 +60,7 @@ class BatchWatch(Guarded, DataTable[str]):
         """One row per batch, newest first; a batch seen once keeps its row (its final line when it has
         finished). ``own``: batches the Runs screen started itself (marked "(here)")."""
         new = [p.batch.id for p in progress if p.batch.id not in self._cells]
+        before = dict(self._cells)
         for p in progress:
             self._cells[p.batch.id] = row_cells(p, p.batch.id in own)
         if new:  # a new batch goes on top: rebuild in order (a handful of rows)
@@ -71,7 +72,10 @@ class BatchWatch(Guarded, DataTable[str]):
             self.move_cursor(row=min(cursor, self.row_count - 1))
         else:
             for p in progress:
-                for (key, _), value in zip(COLUMNS, self._cells[p.batch.id], strict=True):
+                cells = self._cells[p.batch.id]
+                if cells == before.get(p.batch.id):
+                    continue  # an unchanged row repaints nothing
+                for (key, _), value in zip(COLUMNS, cells, strict=True):
                     self.update_cell(p.batch.id, key, value)
         self.display = self.row_count > 0
 

@@ -12,6 +12,10 @@ with the stored outcome.
 :class:`~tui.widgets.live_episodes.LiveEpisodes` and the Runs panes then show them like our own episodes:
 no pane code knows the difference.
 
+Idle, it costs nothing: with no batch to follow the thread sleeps until it is given one; following, it
+reads the casts every ``FOLLOW_INTERVAL_S`` while they grow, backing off to ``FOLLOW_CEILING_S`` while
+none does, and reads the store only when something was committed to it (``reads.commit_watch``).
+
 Never followed: episodes of this process's own batches (``is_own_batch``) and episodes the registry already
 has from the bus (a pane fed twice would print everything twice); batches run on Ray, whose episodes
 write on the nodes that run them (their casts reach the workspace only when they end): those are progress
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING
 from bandpass.engine.core.events import (
     EpisodeFinished,
     EpisodeStarted,
+    Event,
     EventBus,
     PtyOutput,
     StepFinished,
@@ -43,6 +48,7 @@ from bandpass.engine.core.events import (
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.sandbox.asciicast import CastError
 from bandpass.engine.sandbox.cast_tail import CastTail
+from bandpass.tui.widgets.backoff import Backoff
 from bandpass.tui.widgets.live_episodes import STREAMS, LiveEpisodes
 
 if TYPE_CHECKING:
@@ -50,9 +56,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How often the follower reads the casts (a pane looks live) and the store (new and ended episodes).
+#: How often the follower reads the casts (a pane looks live) and the store (new and ended episodes)...
 FOLLOW_INTERVAL_S = 0.2
 STORE_INTERVAL_S = 0.5
+#: ...and the longest it waits between two reads while nothing changes (doubling up to it).
+FOLLOW_CEILING_S = 2.0
 #: How far before the previous poll the next one looks for ended episodes (stamp-to-commit lag).
 ENDED_MARGIN = timedelta(seconds=10)
 _CAST = re.compile(r"^(agent|verifier)(?:\.try(\d+))?\.cast$")
@@ -109,7 +117,9 @@ class EpisodeFollower:
         self._followed: dict[int, _Followed] = {}
         self._finished: set[int] = set()  # followed to their end (the follower's thread only)
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by follow() and stop(): the thread looks at once
         self._thread: threading.Thread | None = None
+        self._events = 0  # events published so far: a poll that published none found nothing new
 
     # --- control (any thread) --- #
 
@@ -120,6 +130,7 @@ class EpisodeFollower:
         with self._lock:
             self._batches.update(batch_ids)
             self._ending.update(b for b in finished if b in self._batches)
+        self._wake.set()
 
     @property
     def batches(self) -> list[str]:
@@ -144,25 +155,61 @@ class EpisodeFollower:
 
     def stop(self, timeout: float | None = None) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None and timeout:
             self._thread.join(timeout)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing to follow: no other process's batch, no episode (the thread sleeps until follow())."""
+        with self._lock:
+            return not self._followed and all(self.is_own_batch(b) for b in self._batches)
+
     def _run(self) -> None:
+        from bandpass.engine.app import reads
+
+        commits = reads.commit_watch(self.ws)  # this thread's own: the store is read after a commit only
+        delay = Backoff(self.interval, max(self.interval, FOLLOW_CEILING_S))
         last_store = 0.0
-        while not self._stop.wait(self.interval):
-            store = time.monotonic() - last_store >= STORE_INTERVAL_S
-            if store:
-                last_store = time.monotonic()
-            try:
-                self.poll(store)
-            except Exception:  # a thread, not a handler: logged, and the next poll may work
-                log.exception("following other processes' episodes failed")
+        try:
+            while not self._stop.is_set():
+                if self.idle:
+                    self._wake.wait()
+                    self._wake.clear()
+                    delay.reset()
+                    continue
+                if self._wake.wait(delay.delay):
+                    self._wake.clear()  # told of new batches: look now
+                    delay.reset()
+                if self._stop.is_set():
+                    break
+                store = time.monotonic() - last_store >= STORE_INTERVAL_S
+                if store:
+                    last_store = time.monotonic()
+                    store = commits.changed()
+                try:
+                    changed = self.poll(store)
+                except Exception:  # a thread, not a handler: logged, and the next poll may work
+                    log.exception("following other processes' episodes failed")
+                    changed = False
+                delay.after(changed)
+        finally:
+            commits.close()
 
     # --- one round (the follower's thread, or a test) --- #
 
-    def poll(self, store: bool = True) -> None:
+    def poll(self, store: bool = True) -> bool:
         """One round: the store (new, requeued and finished episodes, steps) unless ``store`` is False,
-        then the casts of the episodes followed."""
+        then the casts of the episodes followed. Returns whether it found anything new (published an
+        event, or started or stopped following an episode)."""
+        events = self._events
+        with self._lock:
+            before = set(self._followed)
+        self._poll(store)
+        with self._lock:
+            return self._events != events or set(self._followed) != before
+
+    def _poll(self, store: bool) -> None:
         from bandpass.engine.app import reads
 
         with self._lock:
@@ -208,16 +255,20 @@ class EpisodeFollower:
             f.last_step = max(f.last_step, sid)
             if sid not in f.seen_steps:
                 f.seen_steps.add(sid)
-                self.bus.publish(StepFinished(episode_id=eid, index=index, action=action))
+                self._emit(StepFinished(episode_id=eid, index=index, action=action))
         for row, _f in current:
             if row.status == "done":  # no longer followed by the time anyone hears it ended
                 with self._lock:
                     self._followed.pop(row.id, None)
                 self._finished.add(row.id)
-                self.bus.publish(EpisodeFinished(episode_id=row.id, outcome=row.outcome, reward=row.reward))
+                self._emit(EpisodeFinished(episode_id=row.id, outcome=row.outcome, reward=row.reward))
         with self._lock:
             self._batches -= ending
             self._ending -= ending
+
+    def _emit(self, event: Event) -> None:
+        self._events += 1
+        self.bus.publish(event)
 
     def _start(self, row: FollowedEpisode) -> _Followed:
         eid = row.id
@@ -225,7 +276,7 @@ class EpisodeFollower:
         with self._lock:
             self._followed[eid] = f
         self.live.followed.add(eid)
-        self.bus.publish(
+        self._emit(
             EpisodeStarted(episode_id=eid, task_name=row.task_name, agent=row.agent, attempt=row.attempt)
         )
         return f
@@ -263,12 +314,12 @@ class EpisodeFollower:
                 text.append(ev.data)
             elif ev.code == "m" and stream == "agent" and (m := _STEP.match(ev.data)):
                 self._output(f, stream, text)
-                self.bus.publish(
+                self._emit(
                     StepStarted(episode_id=f.episode_id, index=int(m.group(1)), marker_time=ev.time)
                 )
         self._output(f, stream, text)
 
     def _output(self, f: _Followed, stream: str, text: list[str]) -> None:
         if text:
-            self.bus.publish(PtyOutput(episode_id=f.episode_id, stream=stream, data="".join(text)))
+            self._emit(PtyOutput(episode_id=f.episode_id, stream=stream, data="".join(text)))
             text.clear()
