@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Header, RichLog, Static
 
 from bandpass.engine.app import reads
@@ -40,6 +41,7 @@ class GenerationScreen(Guarded, Screen[None]):
         self.generation_id = generation_id
         self.full = False
         self.reading: GenerationView | None = None
+        self._refresh_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -50,7 +52,8 @@ class GenerationScreen(Guarded, Screen[None]):
     def on_mount(self) -> None:
         # After the first layout: a RichLog written before it knows its width wraps at 80 columns.
         self.call_after_refresh(self.action_reload)
-        self.set_interval(REFRESH_S, self._refresh_if_running)
+        # re-reads only while the attempt runs: paused until a read says it does, paused again once it ended
+        self._refresh_timer = self.set_interval(REFRESH_S, self._refresh_if_running, pause=True)
 
     def on_resize(self) -> None:
         if self.reading is not None:
@@ -69,6 +72,9 @@ class GenerationScreen(Guarded, Screen[None]):
         known = g is not None and PriceTable(self.workspace.root).known(g.model)
         self.reading = read_transcript(g, cost_known=known) if g is not None else None
         self._show()
+        if self._refresh_timer is not None:
+            running = self.reading is not None and self.reading.outcome == "running"
+            (self._refresh_timer.resume if running else self._refresh_timer.pause)()
 
     def _show(self) -> None:
         title = self.query_one("#generation-title", Static)
