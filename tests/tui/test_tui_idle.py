@@ -42,9 +42,9 @@ from bandpass.tui.screens.tag_dialog import TagDialog
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.screens.tasks import TasksScreen
 from bandpass.tui.widgets.cursor_rest import CursorRest
-from tests._replay_data import make_episode
 from tests.conftest import REPO
-from tests.waiting import wait_for
+from tests.support.replay_data import make_episode
+from tests.support.waiting import wait_for
 
 TUI = REPO / "tui"
 SAMPLE_CAST = REPO / "recordings" / "samples" / "policy-context-truncated" / "agent.cast"
