@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bandpass.engine.app import episode_hooks
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run import guard
 from bandpass.engine.run.agents.builtin import OracleAgent
@@ -38,6 +39,7 @@ def _ms(xs: list[float]) -> str:
 
 
 def main(n: int = 5) -> None:
+    episode_hooks.install()  # its episodes end as `bandpass run`'s do: diagnosed, indexed
     client = get_client()
     totals: dict[str, list[float]] = {"layer": [], "engine": [], "guard": []}
     with tempfile.TemporaryDirectory() as tmp:

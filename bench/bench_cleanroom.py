@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bandpass.engine.app import episode_hooks
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.agents.builtin import OracleAgent
 from bandpass.engine.run.episode import run_episode
@@ -37,6 +38,7 @@ def _phase(res: object, name: str) -> float:
 
 
 def main(rounds: int = 5) -> None:
+    episode_hooks.install()  # its episodes end as `bandpass run`'s do: diagnosed, indexed
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace.open(Path(tmp) / "ws")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bandpass.engine.app import episode_hooks
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.agents.builtin import NopAgent
 from bandpass.engine.run.episode import run_episode
@@ -26,6 +27,7 @@ from tests.support.taskfactory import make_task
 
 
 def main(n: int = 15) -> None:
+    episode_hooks.install()  # its episodes end as `bandpass run`'s do: diagnosed, indexed
     client = get_client()
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace.open(Path(tmp) / "ws")

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bandpass.engine.app import episode_hooks
 from bandpass.engine.run.executors import LocalExecutor
 from bandpass.engine.run.rollouts import BatchSummary, plan_batch, run_planned
 from bench.bench_rollouts import _workspace
@@ -39,6 +40,7 @@ def _line(name: str, sm: BatchSummary, wall: float) -> str:
 
 
 def main() -> None:
+    episode_hooks.install()  # its episodes end as `bandpass run`'s do: diagnosed, indexed
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=3)
     ap.add_argument("--k", type=int, default=4)

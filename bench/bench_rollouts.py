@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bandpass.engine.app import episode_hooks
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.rollouts import plan_batch, run_planned
 from bandpass.engine.tasks.importer import import_paths
@@ -36,6 +37,7 @@ def _workspace(root: Path, n_tasks: int) -> tuple[Workspace, list[int]]:
 
 
 def main() -> None:
+    episode_hooks.install()  # its episodes end as `bandpass run`'s do: diagnosed, indexed
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=2)
     ap.add_argument("--k", type=int, default=4)

@@ -31,6 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bandpass.engine.app import episode_hooks  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.audit.samples import AUDITS_FILE, AUDITS_FORMAT, export_sample, sample_dirs  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.audit.task_audit import audit_version  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.calibration.calibrate import GateParams, estimates  # noqa: E402 - imported after the sys.path set-up above
@@ -729,6 +730,7 @@ def main() -> int:
         "--audits", action="store_true", help="Also audit every example task again into audits.json."
     )
     args = ap.parse_args()
+    episode_hooks.install()  # the recorded episodes end as `bandpass run`'s do: diagnosed, indexed
     chosen = [s for s in SAMPLES if not args.only or s.slug in args.only]
     bad = 0
     done: list[tuple[Sample, int]] = []

@@ -26,6 +26,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from bandpass.engine.app import episode_hooks
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.events import bus as default_bus
 from bandpass.engine.core.workspace import Workspace
@@ -93,6 +94,7 @@ class BandpassApp(SafeApp, CursorRest, App[None]):
         start: str = "tasks",
     ) -> None:
         super().__init__()
+        episode_hooks.install()  # what the Runs and Calibration screens run is diagnosed and indexed
         self.workspace = workspace
         self.bus = bus if bus is not None else default_bus
         #: Episodes running now, fed from the bus from the start (before Runs is ever opened).

@@ -48,6 +48,9 @@ def _root(
     ] = None,
 ) -> None:
     state.workspace = workspace
+    from bandpass.engine.app import episode_hooks
+
+    episode_hooks.install()  # every episode this command runs is diagnosed and indexed as it ends
     if ctx.invoked_subcommand is not None:  # what the first contact with the engine reaps, on stderr
         from bandpass.engine.sandbox import leftovers
 

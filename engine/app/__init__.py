@@ -8,6 +8,8 @@ front ends cannot drift. Modules:
 - ``batches``: start a rollout batch (connect → check the endpoint → plan) and resume one.
 - ``reads``: the queries the front ends read through (they never import ``store``).
 - ``errors``: the application's own refusals, all ``BandpassError``.
+- ``episode_hooks``: what follows every episode's end (its diagnosis) and runs beside every batch (the
+  search indexer), wired onto the runner's hooks by each entry point that runs episodes.
 
 It is the top engine layer (import contract in pyproject.toml): it may import every stage, no stage
 imports it, and it knows no UI toolkit. Progress reaches a front end through callbacks or the event bus.

@@ -1,7 +1,8 @@
 """Running the diagnosis over stored episodes and keeping the result (``diagnosis`` table).
 
-Two entry points: ``after_episode`` (the episode runner calls it as the episode finishes; a diagnosis
-problem must never change an outcome, so it only logs) and ``diagnose_episodes`` (``bandpass diagnose``,
+Two entry points: ``after_episode`` (run as each episode finishes, before ``EpisodeFinished`` is heard:
+``engine/app/episode_hooks.py`` wires it to the runner's end-of-episode hook; a diagnosis problem must
+never change an outcome, so it only logs) and ``diagnose_episodes`` (``bandpass diagnose``,
 bulk: 10,000 episodes in a few seconds — chunked reads, one write per chunk).
 """
 
@@ -127,8 +128,8 @@ def diagnose_one(ws: Workspace, episode_id: int) -> Diagnosis | None:
 
 
 def after_episode(ws: Workspace, episode_id: int) -> None:
-    """The episode runner's hook: diagnose as the episode finishes. Never raises (an outcome is final
-    whatever the diagnosis does; ``bandpass diagnose`` can redo it)."""
+    """The end-of-episode hook (engine/app/episode_hooks.py): diagnose as the episode finishes. Never
+    raises (an outcome is final whatever the diagnosis does; ``bandpass diagnose`` can redo it)."""
     try:
         diagnose_one(ws, episode_id)
     except Exception:

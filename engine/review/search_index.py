@@ -4,8 +4,8 @@ written to the workspace database (``search_doc`` + FTS5 ``search_fts``, store/s
 Two ways in, one function underneath (:func:`build_index`):
 
 - **as episodes finish** — :class:`BackgroundIndexer` subscribes to ``EpisodeFinished`` on the bus a batch
-  runs on (``engine/run/rollouts.py`` starts one per batch) and indexes in its own thread, so a rollout
-  never waits for it; the batch drains it before returning;
+  runs on (``engine/app/episode_hooks.py`` wires one to every batch: ``engine/run/hooks.py``) and indexes
+  in its own thread, so a rollout never waits for it; the batch drains it before returning;
 - **on first use** — ``bandpass search`` and the TUI's search screen index whatever is missing (episodes
   that finished in another process, an older workspace, a demo), with progress.
 

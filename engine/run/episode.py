@@ -24,8 +24,7 @@ from bandpass.engine.core import outcomes
 from bandpass.engine.core.events import EpisodeFinished, EpisodeStarted, EventBus
 from bandpass.engine.core.events import bus as default_bus
 from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review import diagnoser
-from bandpass.engine.run import cleanroom, endstate, guard, phases
+from bandpass.engine.run import cleanroom, endstate, guard, hooks, phases
 from bandpass.engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
 from bandpass.engine.run.endstate import EndState, StoredEndState
 from bandpass.engine.run.guard import Finding
@@ -256,7 +255,7 @@ def run_episode(
     result.try_errors = try_errors
 
     _store_result(ws, episode_id, result)
-    diagnoser.after_episode(ws, episode_id)  # why it ended, stored before anyone hears it ended
+    hooks.episode_ended(ws, episode_id)  # what follows an end (the diagnosis), stored before anyone hears it
     bus.publish(EpisodeFinished(episode_id=episode_id, outcome=result.outcome, reward=result.reward))
     return result
 

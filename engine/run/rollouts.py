@@ -43,7 +43,7 @@ from bandpass.engine.core.errors import BandpassError
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.events import bus as default_bus
 from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.search_index import BackgroundIndexer
+from bandpass.engine.run import hooks
 from bandpass.engine.run.agents.base import Agent
 from bandpass.engine.run.agents.factory import (
     AgentConfigError,
@@ -582,7 +582,9 @@ def run_batch(
             removed += executor.cleanup_stale(ws, batch_id)  # other nodes' engines and scratch dirs
             removed += leftovers.reaped(str(ws.root), batch_id)  # what this process's start reaped of it
         executor.open(RunContext(ws, batch, agent_factory, bus, max_infra_retries, retry_backoff_s))
-        indexer = BackgroundIndexer(ws, bus)  # search finds each episode as soon as it finishes
+        # what the application wired to run beside a batch (the search indexer: engine/run/hooks.py)
+        watch = hooks.watching_batch(ws, bus)
+        watch.__enter__()
         with session(ws.engine) as s:  # other processes (the TUI's Runs screen) show where it runs
             queries.set_batch_executor(s, batch_id, executor.name)
         runner = _Runner(
@@ -612,7 +614,7 @@ def run_batch(
         finally:
             executor.close()
             sandbox_pool.drain()  # the batch's spares and queued removals end with it
-            indexer.close()  # what it has not indexed by then, the next search does
+            watch.__exit__(None, None, None)  # after the last episode: the indexer drains
     summary = batch_summary(ws, batch_id)
     summary.ran = runner.ran
     summary.requeued = len(requeued)

@@ -13,8 +13,9 @@ only on a local filesystem, never across machines), so workers never open it:
 * events (``PtyOutput``, ``BuildLog``, ...) are streamed back in batches of at most ``EVENT_BATCH_S`` as
   generator items and republished on the head's bus, so live panes work for remote episodes;
 * the last item carries the outcome, steps, image builds and the cast files' bytes; the head writes the
-  casts, then the steps and the finished row in one transaction, and only then publishes
-  ``EpisodeFinished``.
+  casts, then the steps and the finished row in one transaction, runs what the application wired to an
+  episode's end (its diagnosis: engine/run/hooks.py; a worker's scratch store is thrown away, so nothing
+  is wired there) and only then publishes ``EpisodeFinished``.
 
 A head killed mid-batch loses only the episodes in flight: their rows stay ``running`` and
 ``bandpass run --resume`` requeues them (Ray kills the dead driver's workers; each worker's detached reaper
@@ -627,9 +628,9 @@ def commit_result(
         endstate_store.set_verify_mode(s, episode_id, row.get("verify_mode") or "")
         if result.get("endstate"):
             endstate_store.record_endstate(s, episode_id, **result["endstate"])
-    from bandpass.engine.review.diagnoser import after_episode
+    from bandpass.engine.run import hooks
 
-    after_episode(ws, episode_id)  # diagnosed on the head, which alone holds the store
+    hooks.episode_ended(ws, episode_id)  # on the head, which alone holds the store (engine/run/hooks.py)
     return row
 
 
