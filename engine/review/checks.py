@@ -5,7 +5,8 @@ fail the same check usually fail for the same reason), and verifiers print them 
 pytest's short summary used to be read, so every other verifier looked like it failed "on nothing" and
 grouping fell back to the outcome alone (mis-grouping, then mis-tagging). Read here: pytest (the short
 summary, ``-v`` progress lines and ``-rA`` sections), a CTRF JSON report left in ``/logs/verifier``,
-unittest, TAP, and a generic ``expected X, got Y`` fallback for hand-written shell verifiers.
+unittest, TAP, and a generic ``expected X, got Y`` fallback for hand-written shell verifiers. (The
+reports themselves are kept beside the casts by the verifier: ``engine/run/verifier_reports.py``.)
 
 Everything is pure text processing (no Docker, no store): the diagnosis runs it over 10,000 stored
 episodes in seconds.
@@ -16,18 +17,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from bandpass.engine.review.signatures import normalise_line
 from bandpass.engine.review.text import strip_controls
-
-#: Reports the verifier may leave beside its reward (CTRF is what pytest-json-ctrf and others write).
-REPORT_NAMES = ("ctrf.json", "ctrf-report.json", "report.json", "results.json")
-#: Reports are kept beside an episode's casts as ``verifier-report-<name>``: flat, so they travel with the
-#: casts wherever those go (a Ray node ships the recording folder's files).
-REPORT_PREFIX = "verifier-report-"
-MAX_REPORT_BYTES = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -206,26 +199,3 @@ def failed_checks(verifier_output: str, reports: dict[str, bytes] | None = None)
 
 def check_names(checks: list[FailedCheck]) -> tuple[str, ...]:
     return tuple(sorted({c.name for c in checks}))
-
-
-# --- reports beside the casts ---------------------------------------------------------------------------
-
-
-def pick_reports(files: dict[str, bytes]) -> dict[str, bytes]:
-    """The files of ``/logs/verifier`` worth keeping as evidence: known report names, not too large."""
-    return {n: b for n, b in files.items() if Path(n).name in REPORT_NAMES and len(b) <= MAX_REPORT_BYTES}
-
-
-def save_reports(rec_dir: Path, reports: dict[str, bytes]) -> None:
-    """Keeps the verifier's reports beside the episode's casts (``<rec_dir>/verifier-report-<name>``)."""
-    for name, data in reports.items():
-        (Path(rec_dir) / f"{REPORT_PREFIX}{Path(name).name}").write_bytes(data)
-
-
-def load_reports(rec_dir: Path) -> dict[str, bytes]:
-    """The reports saved beside the casts, by their original names."""
-    return {
-        p.name.removeprefix(REPORT_PREFIX): p.read_bytes()
-        for p in sorted(Path(rec_dir).glob(f"{REPORT_PREFIX}*"))
-        if p.is_file()
-    }

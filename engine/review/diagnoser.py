@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.checks import check_names, load_reports
+from bandpass.engine.review.checks import check_names
 from bandpass.engine.review.diagnosis import Diagnosis, EpisodeFacts, StepFacts, diagnose
 from bandpass.engine.review.signatures import signature
+from bandpass.engine.run.verifier_reports import load_reports
 from bandpass.store import diagnoses as dq
 from bandpass.store.db import session
 

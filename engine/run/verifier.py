@@ -20,9 +20,9 @@ from pathlib import Path
 import docker
 
 from bandpass.engine.core.events import EventBus
-from bandpass.engine.review.checks import pick_reports, save_reports
 from bandpass.engine.run.guard import VERIFIER_PATH
 from bandpass.engine.run.phases import start_failure_code
+from bandpass.engine.run.verifier_reports import pick_reports, save_reports
 from bandpass.engine.sandbox.asciicast import CastWriter
 from bandpass.engine.sandbox.container import Sandbox, SandboxError
 from bandpass.engine.sandbox.terminal import TerminalSession
