@@ -38,6 +38,7 @@ from bandpass.engine.sandbox import labels as L
 from bandpass.engine.sandbox import lifeline
 from bandpass.engine.sandbox import owner as owner_mod
 from bandpass.engine.sandbox.docker_engine import DockerUnavailable
+from bandpass.engine.sandbox.removal import force_remove
 
 log = logging.getLogger(__name__)
 
@@ -207,11 +208,6 @@ echo 0
 
 def _sh(script: str, *args: str) -> list[str]:
     return ["/bin/sh", "-c", script, "sh", *args]
-
-
-def _already_being_removed(exc: BaseException) -> bool:
-    text = str(exc)
-    return "removal of container" in text and "already in progress" in text
 
 
 def _default_network(client: docker.DockerClient) -> str:
@@ -677,46 +673,6 @@ class Sandbox:
 # ----------------------------------------------------------------------------------------- module helpers
 
 
-#: Attempts of one removal by default, and the first pause between two (doubled each time, at most 10 s).
-REMOVE_ATTEMPTS, REMOVE_BACKOFF_S = 3, 0.5
-
-
-def force_remove(
-    client: docker.DockerClient,
-    container_id: str,
-    *,
-    attempts: int = REMOVE_ATTEMPTS,
-    within_s: float | None = None,
-    backoff_s: float = REMOVE_BACKOFF_S,
-) -> bool:
-    """Force-removes a container; True when this call removed it, False when it was gone already (or
-    another caller is removing it).
-
-    A removal that fails is retried, never only logged: a loaded engine answers "device or resource
-    busy" while it unmounts the layer, or does not answer within the client's timeout, and an engine that
-    is restarting refuses the connection. ``attempts`` bounds the tries; ``within_s`` (if given) instead
-    keeps trying until that many seconds have passed. Raises the last error when all of them failed.
-    """
-    deadline = time.monotonic() + within_s if within_s is not None else None
-    delay, tried = backoff_s, 0
-    while True:
-        tried += 1
-        try:
-            client.api.remove_container(container_id, force=True)
-            return True
-        except docker.errors.NotFound:
-            return False
-        except Exception as exc:  # APIError, a timeout, the engine away: all worth a retry
-            if isinstance(exc, docker.errors.APIError) and _already_being_removed(exc):
-                return False
-            out_of_tries = tried >= attempts if deadline is None else time.monotonic() + delay > deadline
-            if out_of_tries:
-                raise
-            log.info("removing %s failed (try %d), again in %.1fs: %s", container_id[:12], tried, delay, exc)
-        time.sleep(delay)
-        delay = min(delay * 2, 10.0)
-
-
 def gc(client: docker.DockerClient, match: dict[str, str] | None = None) -> int:
     """Remove every container labelled bandpass=1 (crashed runs leave them); returns how many.
 
@@ -762,6 +718,5 @@ __all__ = [
     "SandboxError",
     "SandboxSpec",
     "classify_docker_error",
-    "force_remove",
     "gc",
 ]

@@ -17,6 +17,7 @@ import docker
 import docker.errors
 
 from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.sandbox import leftovers
 from bandpass.engine.tasks.images import BASE_TAG
 
 #: Seconds to wait for the engine to answer ``/_ping`` before calling it unreachable. Short on purpose: a
@@ -76,8 +77,6 @@ def get_client(
         raise DockerUnavailable(base_url, _short_reason(exc)) from exc
     client.api.timeout = timeout  # type: ignore[assignment]  # requests takes a float; docker-py's stub: int
     if reap:
-        from bandpass.engine.sandbox import leftovers
-
         leftovers.reap_on_start(client)
     return client
 

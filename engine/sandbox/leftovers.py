@@ -8,7 +8,7 @@ Two rules follow:
   (``docker_engine.get_client``), it removes, in every workspace, the containers whose owner is gone:
   the ``bandpass.owner`` label names a process on this host (pid and start time, so a reused pid is not
   mistaken for the owner: engine/sandbox/owner.py) that no longer runs, or the container's hard lifetime
-  (``bandpass.expires``) is over. A failed removal is retried (``container.force_remove``); what still
+  (``bandpass.expires``) is over. A failed removal is retried (``removal.force_remove``); what still
   fails is reported and tried again by the next start. It says how many it removed (the CLI prints it;
   ``BANDPASS_REAP_ON_START=0`` turns it off). ``bandpass gc --dry-run`` lists what a start would reap.
 * **``bandpass gc``** removes Bandpass containers on request, counted per workspace, and asks before
@@ -33,6 +33,7 @@ from typing import Any
 from bandpass.engine.sandbox import labels as L
 from bandpass.engine.sandbox import lifeline
 from bandpass.engine.sandbox import owner as owner_mod
+from bandpass.engine.sandbox.removal import force_remove
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,6 @@ def live_batches(workspace: str) -> list[str]:
 
 def remove(client: Any, containers: list[dict[str, Any]]) -> int:
     """Removes the listed containers (each removal retried); returns how many this call removed."""
-    from bandpass.engine.sandbox.container import force_remove
-
     n = 0
     for c in containers:
         try:
@@ -178,8 +177,6 @@ def stale(client: Any, *, now: float | None = None) -> list[Stale]:
 def reap(client: Any, *, attempts: int = 3) -> ReapReport:
     """Removes every container :func:`stale` lists (each removal retried ``attempts`` times) and the
     lifeline directories of dead owners."""
-    from bandpass.engine.sandbox.container import force_remove
-
     report = ReapReport()
     found = stale(client)
 

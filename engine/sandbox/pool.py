@@ -45,7 +45,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from bandpass.engine.sandbox.container import LABEL, Sandbox, SandboxSpec, force_remove
+from bandpass.engine.sandbox.container import LABEL, Sandbox, SandboxSpec
+from bandpass.engine.sandbox.removal import force_remove
 
 log = logging.getLogger(__name__)
 

@@ -73,8 +73,9 @@ _CLI = (
 
 
 def test_episodes_lists_from_the_store_without_loading_the_orm(workspace) -> None:
+    """Nor docker-py: every command loads the reaper's module (its reporter), which must stay light."""
     eid = make_episode(workspace, task="listed-task")
-    code = _CLI + "print('orm' if 'sqlalchemy' in sys.modules else 'plain')\n"
+    code = _CLI + "print('orm' if 'sqlalchemy' in sys.modules else 'plain', 'docker' in sys.modules)\n"
     res = subprocess.run(
         [sys.executable, "-c", code, "--workspace", str(workspace.root), "episodes"],
         capture_output=True,
@@ -86,7 +87,7 @@ def test_episodes_lists_from_the_store_without_loading_the_orm(workspace) -> Non
     assert res.returncode == 0, res.stderr
     out = res.stdout.splitlines()
     assert any(line.split()[:2] == [str(eid), "listed-task"] for line in out), out
-    assert out[-1] == "plain"
+    assert out[-1] == "plain False"
 
 
 @pytest.mark.parametrize("args", [["--help"], ["episodes"], ["show", "{eid}"]], ids=lambda a: a[0])
