@@ -131,6 +131,12 @@ def get_diagnosis(s: Session, episode_id: int) -> Diagnosis | None:
     return s.get(Diagnosis, episode_id)
 
 
+def code_counts(s: Session) -> dict[str, int]:
+    """How many stored diagnoses name each code, most frequent first."""
+    rows = _sql(s, "SELECT code, count(*) AS n FROM diagnosis GROUP BY code ORDER BY n DESC, code")
+    return {str(code): int(n) for code, n in rows}
+
+
 def diagnoses_for(s: Session, episode_ids: Sequence[int]) -> dict[int, tuple[str, str, float, str, str]]:
     """episode id -> (code, tag, confidence, summary, signature), for lists."""
     out: dict[int, tuple[str, str, float, str, str]] = {}

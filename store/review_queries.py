@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import func, text
 from sqlmodel import Session, col, select
 
 from bandpass.store.models import Episode, FailureTag, ReviewSuggestion, Task, TaskVersion, pk
@@ -36,6 +36,11 @@ def reviews_for_episode(s: Session, episode_id: int) -> list[ReviewSuggestion]:
             .order_by(col(ReviewSuggestion.id).desc())
         )
     )
+
+
+def review_count(s: Session) -> int:
+    """How many reviews Claude wrote, over every episode."""
+    return s.exec(select(func.count()).select_from(ReviewSuggestion)).one()
 
 
 def latest_review(s: Session, episode_id: int) -> ReviewSuggestion | None:

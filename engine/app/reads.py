@@ -159,6 +159,24 @@ def episode(ws: Workspace, episode_id: int) -> Episode | None:
         return queries.get_episode(s, episode_id)
 
 
+def episode_evidence(ws: Workspace, episode_id: int) -> dict[str, Any]:
+    """Who ended the episode's sandbox, as a JSON-ready dict (``bandpass show``, the Tag queue):
+    ``{"outcome", "summary", "facts", "evidence"}``; ``evidence`` is {} when nothing ended the sandbox.
+    The lines are the sandbox's own rendering (``engine.sandbox.attribution``); the read is here, since
+    the sandbox never touches the store. Raises ``KeyError`` for an episode that does not exist."""
+    from bandpass.engine.sandbox.attribution import facts, summary
+    from bandpass.store import queries
+    from bandpass.store.db import session
+
+    with session(ws.engine) as s:
+        ep = queries.get_episode(s, episode_id)
+        if ep is None:
+            raise KeyError(f"episode {episode_id} does not exist")
+        evidence = queries.episode_evidence(s, episode_id)
+        outcome = ep.outcome
+    return {"outcome": outcome, "summary": summary(evidence), "facts": facts(evidence), "evidence": evidence}
+
+
 def finished_episode_ids(ws: Workspace, version_id: int | None = None) -> list[int]:
     """Ids of finished episodes, oldest first (of one task version when given)."""
     from bandpass.store.db import session
@@ -398,6 +416,7 @@ __all__ = sorted(
         "batches",
         "episode",
         "episode_agents",
+        "episode_evidence",
         "episode_list",
         "filter_problem",
         "finished_episode_ids",

@@ -29,12 +29,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import SQLModel, select
+from sqlmodel import SQLModel
 
 from bandpass.engine.core.errors import BandpassError
 from bandpass.engine.core.workspace import Workspace
 from bandpass.store import endstate as endstate_store
 from bandpass.store import queries
+from bandpass.store import review_queries as rq
 from bandpass.store.db import session
 from bandpass.store.models import (
     STEP_FIELDS,
@@ -87,13 +88,13 @@ def export_sample(ws: Workspace, episode_id: int, dest_dir: Path, *, note: str =
             raise SampleError(f"episode {episode_id} is {ep.status}, not done")
         version = queries.get_version(s, ep.task_version_id)
         assert version is not None
-        task = s.get(queries.Task, version.task_id)
+        task = queries.task_by_id(s, version.task_id)
         steps = queries.steps(s, episode_id)
         audit = queries.latest_audit(s, pk(version))
         batch = queries.get_batch(s, ep.batch_id) if ep.batch_id else None
         end = endstate_store.get_endstate(s, episode_id)
         tags = queries.tags_for_episode(s, episode_id, include_cleared=True)
-        reviews = list(s.exec(select(ReviewSuggestion).where(ReviewSuggestion.episode_id == episode_id)))
+        reviews = list(reversed(rq.reviews_for_episode(s, episode_id)))  # oldest first, as written
         s.expunge_all()
     duration = (ep.ended_at - ep.started_at).total_seconds() if ep.started_at and ep.ended_at else None
     doc: dict[str, Any] = {
@@ -304,10 +305,7 @@ def _already_loaded(s: Any, batch_id: str, doc: dict[str, Any]) -> bool:
     (samples of one recorded batch share its id), or, for a sample without that time, any episode."""
     if not doc.get("created_at"):
         return bool(queries.episodes(s, batch_id=batch_id))
-    found = s.exec(
-        select(Episode.id).where(Episode.batch_id == batch_id, Episode.created_at == _dt(doc["created_at"]))
-    ).first()
-    return found is not None
+    return queries.episode_created_at(s, batch_id, _dt(doc["created_at"])) is not None
 
 
 def _v1_episode(doc: dict[str, Any]) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def audit_version(
         version = queries.get_version(s, version_id)
         if version is None:
             raise KeyError(f"task version {version_id} does not exist")
-        task = s.get(queries.Task, version.task_id)
+        task = queries.task_by_id(s, version.task_id)
     spec = load_task(ws.abs(version.path))
     report = AuditReport(version_id, task.name if task else spec.name, version.hash)
     # what the import recorded (a Terminal-Bench conversion's notes are known only there)

@@ -14,18 +14,16 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import func
-from sqlmodel import select
-
 from bandpass.engine.calibration.calibrate import GateParams, classify
 from bandpass.engine.calibration.compare import compare
 from bandpass.engine.core.probes import is_builtin_agent
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.clusters import load_clusters
 from bandpass.engine.review.review_report import review_report
+from bandpass.store import diagnoses as dq
 from bandpass.store import queries
+from bandpass.store import review_queries as rq
 from bandpass.store.db import session
-from bandpass.store.models import Diagnosis, FailureTag, ReviewSuggestion
 
 GUARD_CODE = "agent_error:verifier_tamper"
 
@@ -79,9 +77,9 @@ def build_overview(ws: Workspace, params: GateParams | None = None) -> Overview:
         eps = queries.episodes(s, status="done")
         agents = queries.episode_agents(s)
         audits = Counter(r.audit or "none" for r in rows)
-        diagnoses = Counter(dict(s.exec(select(Diagnosis.code, func.count()).group_by(Diagnosis.code)).all()))
-        tags = s.exec(select(func.count()).select_from(FailureTag).where(FailureTag.cleared == False)).one()  # noqa: E712 - a SQL expression, not a Python comparison
-        reviews = s.exec(select(func.count()).select_from(ReviewSuggestion)).one()
+        diagnoses = Counter(dq.code_counts(s))
+        tags = queries.active_tag_count(s)
+        reviews = rq.review_count(s)
     outcomes = Counter(e.outcome for e in eps)
     ov = Overview(
         workspace=str(ws.root),

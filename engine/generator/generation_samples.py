@@ -23,8 +23,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import select
-
 from bandpass.engine.core.errors import BandpassError
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.tasks.importer import import_one
@@ -56,7 +54,7 @@ def export_generation_sample(ws: Workspace, generation_id: int, dest: Path, *, n
         if g.outcome == "running":
             raise GenerationSampleError(f"generation {generation_id} is still running")
         version = queries.get_version(s, g.task_version_id) if g.task_version_id else None
-        task = s.get(queries.Task, version.task_id) if version is not None else None
+        task = queries.task_by_id(s, version.task_id) if version is not None else None
         audit = queries.latest_audit(s, pk(version)) if version is not None else None
         doc: dict[str, Any] = {
             "format": FORMAT,
@@ -121,11 +119,7 @@ def load_generation_samples(
         doc = read_generation_sample(folder)
         values = _revive(doc["generation"])
         with session(ws.engine) as s:
-            exists = s.exec(
-                select(Generation.id).where(
-                    Generation.model == values["model"], Generation.created_at == values.get("created_at")
-                )
-            ).first()
+            exists = queries.generation_created_at(s, values["model"], values.get("created_at"))
         if exists is not None:
             continue
         version_id: int | None = None

@@ -40,8 +40,8 @@ from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.sandbox.chunk_reader import ChunkReader
 from bandpass.engine.sandbox.hostview import file_kind
 from bandpass.store import endstate as endstate_store
+from bandpass.store import queries
 from bandpass.store.db import session
-from bandpass.store.models import Episode
 
 DEFAULT_CAP_BYTES = 20 * 1024 * 1024
 #: Archived files up to this size are also kept in memory for the guard's content rules...
@@ -506,7 +506,7 @@ def episode_changes(ws: Workspace, episode_id: int) -> dict[str, Any]:
     ``captured`` is False for an episode without a capture (it ended before the agent finished, or
     predates capture)."""
     with session(ws.engine) as s:
-        ep = s.get(Episode, episode_id)
+        ep = queries.get_episode(s, episode_id)
         if ep is None:
             raise KeyError(f"episode {episode_id} does not exist")
         row = endstate_store.get_endstate(s, episode_id)

@@ -43,7 +43,7 @@ from bandpass.engine.tasks.taskdir import TaskSpec, load_task
 from bandpass.store import endstate as endstate_store
 from bandpass.store import queries
 from bandpass.store.db import session
-from bandpass.store.models import Task, TaskVersion, pk
+from bandpass.store.models import TaskVersion, pk
 
 COLS, ROWS = 160, 40
 CAPTURE_TIMEOUT_S = 60.0  # stopping agent processes and reading the end state
@@ -211,7 +211,7 @@ def run_episode(
             episode_id = pk(
                 queries.create_episode(s, version_id, make_agent().name, attempt=attempt, batch_id=batch_id)
             )
-        task_row = s.get(Task, version.task_id)
+        task_row = queries.task_by_id(s, version.task_id)
         queries.mark_episode_running(s, episode_id)
     agent_name = make_agent().name
     bus.publish(

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from sqlmodel import col, select
 
 from bandpass.engine.core import outcomes
 from bandpass.engine.core.errors import BandpassError
@@ -85,9 +84,7 @@ def plan(ws: Workspace, task_name: str, from_hash: str | None = None) -> Regrade
         task = queries.get_task(s, task_name)
         if task is None:
             raise RegradeRefused(f"regrade: no task named {task_name!r} in this workspace")
-        versions = list(
-            s.exec(select(TaskVersion).where(TaskVersion.task_id == task.id).order_by(col(TaskVersion.id)))
-        )
+        versions = queries.versions_of_task(s, pk(task))
         new = versions[-1]
         if from_hash:
             matches = [v for v in versions[:-1] if v.hash.startswith(from_hash.lower())]
@@ -128,7 +125,7 @@ def _stored(ws: Workspace, ep: Episode) -> tuple[StoredEndState | None, str]:
     if row.over_cap:
         # the clean room carries artifacts only: a file over the cap elsewhere is evidence, not input
         with session(ws.engine) as s:
-            version = s.get(TaskVersion, ep.task_version_id)
+            version = queries.get_version(s, ep.task_version_id)
         spec = load_task(ws.abs(version.path)) if version is not None else None
         mode = verify_mode_of(version, spec) if version is not None and spec is not None else IN_PLACE
         missing = [

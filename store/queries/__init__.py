@@ -77,6 +77,7 @@ from bandpass.store.queries.episodes import (
     create_episode,
     delete_steps,
     episode_by_source,
+    episode_created_at,
     episode_evidence,
     episode_task_name,
     episodes,
@@ -94,6 +95,7 @@ from bandpass.store.queries.exports import (
 )
 from bandpass.store.queries.generations import (
     create_generation,
+    generation_created_at,
     generation_yield,
     get_generation,
     last_failed_generation,
@@ -104,6 +106,7 @@ from bandpass.store.queries.generations import (
 from bandpass.store.queries.tags import (
     ReviewRow,
     TagRow,
+    active_tag_count,
     add_tag,
     clear_tag,
     delete_tag,
@@ -125,9 +128,11 @@ from bandpass.store.queries.tasks import (
     latest_version,
     resolve_version,
     set_version_aliases,
+    task_by_id,
     task_name_of_version,
     task_rows,
     version_by_hash,
+    versions_of_task,
 )
 
 __all__ = [
@@ -152,6 +157,7 @@ __all__ = [
     "TaskRow",
     "TaskVersion",
     "TraceSource",
+    "active_tag_count",
     "adaptive_open",
     "adaptive_settings",
     "add_step",
@@ -174,12 +180,14 @@ __all__ = [
     "delete_tag",
     "episode_agents",
     "episode_by_source",
+    "episode_created_at",
     "episode_evidence",
     "episode_task_name",
     "episodes",
     "finish_episode",
     "finished_outcomes",
     "followed_episodes",
+    "generation_created_at",
     "generation_yield",
     "get_batch",
     "get_episode",
@@ -219,6 +227,7 @@ __all__ = [
     "tag_counts",
     "tag_rows",
     "tags_for_episode",
+    "task_by_id",
     "task_name_of_version",
     "task_names_for_episodes",
     "task_rows",
@@ -226,4 +235,5 @@ __all__ = [
     "update_generation",
     "utcnow",
     "version_by_hash",
+    "versions_of_task",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import or_
@@ -109,6 +110,13 @@ def episodes(
         select(Episode), Episode, task_version_id=version_id, agent=agent, batch_id=batch_id, status=status
     )
     return list(s.exec(q.order_by(col(Episode.id))).all())
+
+
+def episode_created_at(s: Session, batch_id: str, created_at: datetime | None) -> int | None:
+    """The id of the batch's episode created at exactly that time (a loaded sample is found this way)."""
+    return s.exec(
+        select(Episode.id).where(Episode.batch_id == batch_id, Episode.created_at == created_at)
+    ).first()
 
 
 def add_step(s: Session, episode_id: int, index: int, **fields: Any) -> Step:

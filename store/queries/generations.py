@@ -60,6 +60,13 @@ def update_generation(s: Session, generation_id: int, **fields: Any) -> Generati
     return g
 
 
+def generation_created_at(s: Session, model: str, created_at: object) -> int | None:
+    """The id of the model's generation created at exactly that time (a loaded sample is found this way)."""
+    return s.exec(
+        select(Generation.id).where(Generation.model == model, Generation.created_at == created_at)
+    ).first()
+
+
 def get_generation(s: Session, generation_id: int) -> Generation | None:
     return s.get(Generation, generation_id)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from bandpass.store.models import (
@@ -52,6 +53,13 @@ def tags_for_episode(s: Session, episode_id: int, *, include_cleared: bool = Fal
     if not include_cleared:
         q = q.where(col(FailureTag.cleared).is_(False))
     return list(s.exec(q.order_by(col(FailureTag.id))).all())
+
+
+def active_tag_count(s: Session) -> int:
+    """How many tags are in force (not cleared)."""
+    return s.exec(
+        select(func.count()).select_from(FailureTag).where(col(FailureTag.cleared).is_(False))
+    ).one()
 
 
 def get_tag(s: Session, tag_id: int) -> FailureTag | None:

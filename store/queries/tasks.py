@@ -76,8 +76,19 @@ def add_task_version(
     return tv
 
 
+def task_by_id(s: Session, task_id: int) -> Task | None:
+    return s.get(Task, task_id)
+
+
 def get_version(s: Session, version_id: int) -> TaskVersion | None:
     return s.get(TaskVersion, version_id)
+
+
+def versions_of_task(s: Session, task_id: int) -> list[TaskVersion]:
+    """Every version of the task, oldest first (the last is the latest)."""
+    return list(
+        s.exec(select(TaskVersion).where(TaskVersion.task_id == task_id).order_by(col(TaskVersion.id)))
+    )
 
 
 def latest_version(s: Session, task_id: int) -> TaskVersion | None:

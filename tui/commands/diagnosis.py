@@ -160,9 +160,9 @@ def show_cmd(
     except EpisodeNotFound as e:
         raise fail(str(e)) from None
     # evidence other stages keep: the end state and tamper guard (run), Claude's review (review)
+    from bandpass.engine.app.reads import episode_evidence
     from bandpass.engine.review.review_summary import latest_review_summary
     from bandpass.engine.run.endstate import episode_changes
-    from bandpass.engine.sandbox.attribution import episode_evidence
 
     rec["end_state"] = episode_changes(ws, episode)
     rec["attribution"] = episode_evidence(ws, episode)

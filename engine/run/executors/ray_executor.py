@@ -158,14 +158,13 @@ def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
     """Everything the head must write, as plain data: the row's fields, steps, builds, cast bytes."""
     from bandpass.store import queries
     from bandpass.store.db import session
-    from bandpass.store.models import Episode, TaskVersion
 
     with session(ws.engine) as s:
-        ep = s.get(Episode, episode_id)
+        ep = queries.get_episode(s, episode_id)
         assert ep is not None
         steps = queries.steps(s, episode_id)
         builds = queries.image_builds(s, version_id)
-        tv = s.get(TaskVersion, version_id)
+        tv = queries.get_version(s, version_id)
         out: dict[str, Any] = {
             "row": {
                 k: getattr(ep, k)
@@ -395,7 +394,6 @@ class RayExecutor(Executor):
         from bandpass.store import endstate as endstate_store
         from bandpass.store import queries
         from bandpass.store.db import session
-        from bandpass.store.models import Task
 
         ctx = self._ctx
         assert ctx is not None
@@ -403,7 +401,7 @@ class RayExecutor(Executor):
             version = queries.get_version(s, job.version_id)
             if version is None:
                 raise KeyError(f"task version {job.version_id} does not exist")
-            task = s.get(Task, version.task_id)
+            task = queries.task_by_id(s, version.task_id)
             vrow = {k: getattr(version, k) for k in _VERSION_FIELDS}
             # the oracle's verify times live in the head's store: the yardstick for a verifier timeout
             yardstick = {
@@ -560,9 +558,9 @@ def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
 
 
 def _set_node(s: Any, episode_id: int, node: dict[str, str] | None) -> None:
-    from bandpass.store.models import Episode
+    from bandpass.store import queries
 
-    ep = s.get(Episode, episode_id)
+    ep = queries.get_episode(s, episode_id)
     if ep is not None and node:
         ep.node_id, ep.node_address = node.get("id", ""), node.get("address", "")
         s.add(ep)

@@ -54,7 +54,7 @@ from bandpass.engine.sandbox.attribution.host_probes import (
     read_memory_oom_kills,
     read_pids_cgroup,
 )
-from bandpass.engine.sandbox.attribution.render import episode_evidence, facts, summary
+from bandpass.engine.sandbox.attribution.render import facts, summary
 from bandpass.engine.sandbox.attribution.rules import DEATH_CODES, PIDS_MARGIN, SANDBOX_AGENT_CODES, attribute
 from bandpass.engine.sandbox.attribution.watcher import (
     DISK_POLL_S,
@@ -77,7 +77,6 @@ __all__ = [
     "SHELL_GRACE_S",
     "Verdict",
     "attribute",
-    "episode_evidence",
     "facts",
     "host_cgroup_dir",
     "layer_bytes",

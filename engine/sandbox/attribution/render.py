@@ -2,7 +2,8 @@
 the tagging queue and the TUI, from the evidence dict or its stored JSON.
 
 Separate because rendering reads stored evidence long after the episode (no container, no watcher), and
-front ends import only this.
+front ends import only this. The read of an episode's stored evidence is the application's
+(``engine.app.reads.episode_evidence``): the sandbox never touches the store.
 """
 
 from __future__ import annotations
@@ -86,18 +87,3 @@ def facts(evidence: dict[str, Any] | str | None) -> str:
     if ev.get("daemon_healthy") is False:
         parts.append("daemon not answering")
     return " · ".join(parts)
-
-
-def episode_evidence(ws: Any, episode_id: int) -> dict[str, Any]:
-    """The attribution evidence of an episode as a JSON-ready dict (for ``bandpass show`` and the TUI):
-    ``{"outcome", "summary", "evidence"}``; ``evidence`` is {} when nothing ended the sandbox."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
-
-    with session(ws.engine) as s:
-        ep = queries.get_episode(s, episode_id)
-        if ep is None:
-            raise KeyError(f"episode {episode_id} does not exist")
-        evidence = queries.episode_evidence(s, episode_id)
-        outcome = ep.outcome
-    return {"outcome": outcome, "summary": summary(evidence), "facts": facts(evidence), "evidence": evidence}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bandpass.engine.app.reads import episode_evidence
 from bandpass.engine.audit.task_audit import audit_version
 from bandpass.engine.core import outcomes
 from bandpass.engine.core.workspace import Workspace
@@ -29,7 +30,7 @@ from bandpass.engine.run.agents.builtin import (
     _type,
 )
 from bandpass.engine.run.episode import run_episode
-from bandpass.engine.sandbox.attribution import Evidence, attribute, episode_evidence
+from bandpass.engine.sandbox.attribution import Evidence, attribute
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session

@@ -197,7 +197,8 @@ async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Works
 async def test_detail_shows_who_ended_the_sandbox_as_show_does(workspace: Workspace) -> None:
     """The attribution's why line (who, and the engine's evidence: exit code, OOMKilled, kill signal) is in
     the queue's detail pane, as ``bandpass show`` prints it."""
-    from bandpass.engine.sandbox.attribution import Evidence, attribute, episode_evidence
+    from bandpass.engine.app.reads import episode_evidence
+    from bandpass.engine.sandbox.attribution import Evidence, attribute
 
     def ended(outcome: str, **kw: object) -> int:
         eid = make_episode(workspace, task="t1", outcome=outcome)
