@@ -15,7 +15,7 @@ scroll away) and a verifier recording of 3-30 lines. Then:
   the same process: the same casts only read and replayed through the emulator (``apply_events``), the
   floor any screen-based index pays;
 * up to each ``--sizes`` point, the remaining episodes' documents are written straight from the
-  generator's lines (the same SQL path: ``store.search.replace_episode``), so 100,000 episodes do not
+  generator's lines (the same SQL path: ``store.queries.search.replace_episode``), so 100,000 episodes do not
   need 100,000 replays here; at each size ``--probe`` more cast-backed episodes are then indexed by
   ``build_index`` (incremental build, as batches do) — episodes/s with the index at that size;
 * **queries**: a mix a curator types (a unique id, phrases, prefixes, booleans, ``>>>``, a word in
@@ -51,8 +51,8 @@ from bandpass.engine.review.transcript import SCREEN, TRANSCRIPT_VERSION, TYPED,
 from bandpass.engine.sandbox.asciicast import read_cast
 from bandpass.engine.sandbox.emulator import Screen
 from bandpass.store import queries
-from bandpass.store import search as sq
 from bandpass.store.db import session
+from bandpass.store.queries import search as sq
 
 COLS, ROWS = 160, 40
 AGENTS = ("qwen3-8b-step10", "qwen3-8b-step40", "oracle", "nop")

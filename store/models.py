@@ -327,10 +327,10 @@ class EpisodeEndState(SQLModel, table=True):
 
 
 class SearchDoc(SQLModel, table=True):
-    """One terminal of one episode as the search index holds it (store/search.py; issue 33): its lines in
-    the order they first appeared (``body``, as FTS5 reads it) and per line the step, cast time, frame
-    and kind (``lines_json``); ``facets`` are filter tokens (task, agent, outcome, terminal). The id is
-    ``episode_id * 2 + (0 agent | 1 verifier)``, so the index's rowid order is episode order."""
+    """One terminal of one episode as the search index holds it (store/queries/search.py; issue 33): its
+    lines in the order they first appeared (``body``, as FTS5 reads it) and per line the step, cast time,
+    frame and kind (``lines_json``); ``facets`` are filter tokens (task, agent, outcome, terminal). The id
+    is ``episode_id * 2 + (0 agent | 1 verifier)``, so the index's rowid order is episode order."""
 
     __tablename__ = "search_doc"
 

@@ -11,8 +11,8 @@ stay readable after it closed: the store's sessions never expire what they loade
 record. A write a front end needs is a use case (``engine.app.batches``...), not a read.
 
 The store is imported inside each function, and the row types here (for annotations) when first used
-(PEP 562 ``__getattr__``): ``bandpass episodes`` reads through ``store.diagnoses`` on plain sqlite3 and
-must not pay for the ORM that ``store.queries`` loads.
+(PEP 562 ``__getattr__``): ``bandpass episodes`` reads through ``store.queries.diagnoses`` on plain
+sqlite3 and must not pay for the ORM that the other query modules load.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from bandpass.engine.core.workspace import Workspace
     from bandpass.store.db import CommitWatch
-    from bandpass.store.diagnoses import EpisodeListRow
     from bandpass.store.models import (
         Audit,
         BandLedgerEntry,
@@ -38,11 +37,12 @@ if TYPE_CHECKING:
         TaskVersion,
     )
     from bandpass.store.queries import BatchProgress, FollowedEpisode, TagRow, TaskRow
-    from bandpass.store.search import IndexStatus
+    from bandpass.store.queries.diagnoses import EpisodeListRow
+    from bandpass.store.queries.search import IndexStatus
 
 #: name -> (module, attribute): the row types and helpers re-exported for the front ends' annotations
 _WHERE: dict[str, tuple[str, str]] = {
-    "EpisodeListRow": ("bandpass.store.diagnoses", "EpisodeListRow"),
+    "EpisodeListRow": ("bandpass.store.queries.diagnoses", "EpisodeListRow"),
     "FailureTag": ("bandpass.store.models", "FailureTag"),
     "ReviewSuggestion": ("bandpass.store.models", "ReviewSuggestion"),
     "Task": ("bandpass.store.models", "Task"),
@@ -51,7 +51,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "BatchProgress": ("bandpass.store.queries", "BatchProgress"),
     "CommitWatch": ("bandpass.store.db", "CommitWatch"),
     "FollowedEpisode": ("bandpass.store.queries", "FollowedEpisode"),
-    "TERMINALS": ("bandpass.store.search", "TERMINALS"),
+    "TERMINALS": ("bandpass.store.queries.search", "TERMINALS"),
 }
 
 
@@ -183,7 +183,7 @@ def finished_episode_ids(ws: Workspace, version_id: int | None = None) -> list[i
 
     with session(ws.engine) as s:
         if version_id is None:
-            from bandpass.store import diagnoses
+            from bandpass.store.queries import diagnoses
 
             return diagnoses.finished_episode_ids(s)
         from bandpass.store import queries
@@ -202,7 +202,7 @@ def episode_list(
 ) -> list[EpisodeListRow]:
     """Episodes with their diagnosis code and active tags (Episodes screen, ``bandpass episodes``). Plain
     sqlite3, never the ORM: the CLI listing starts in ~0.2 s (tests/test_startup.py)."""
-    from bandpass.store import diagnoses
+    from bandpass.store.queries import diagnoses
 
     with ws.connect() as con:
         return diagnoses.episode_list(con, task=task, agent=agent, outcome=outcome, batch_id=batch_id)
@@ -316,8 +316,8 @@ class ReviewView:
 
 
 def review_view(ws: Workspace, episode_id: int) -> ReviewView:
-    from bandpass.store import review_queries as rq
     from bandpass.store.db import session
+    from bandpass.store.queries import reviews as rq
 
     accepted: int | None = None
     with session(ws.engine) as s:
@@ -360,8 +360,8 @@ class LedgerRow:
 
 def ledger_rows(ws: Workspace, *, model: str | None = None, task: str | None = None) -> list[LedgerRow]:
     """The band ledger, oldest first, optionally of one model and/or one task (any version)."""
-    from bandpass.store import ledger
     from bandpass.store.db import session
+    from bandpass.store.queries import ledger
 
     with session(ws.engine) as s:
         rows = ledger.entries(s, model=model, task=task)
@@ -370,8 +370,8 @@ def ledger_rows(ws: Workspace, *, model: str | None = None, task: str | None = N
 
 def search_index_status(ws: Workspace, version: int) -> IndexStatus:
     """How much of the store the transcript search index covers (at transcript format ``version``)."""
-    from bandpass.store import search
     from bandpass.store.db import session
+    from bandpass.store.queries import search
 
     with session(ws.engine) as s:
         return search.index_status(s, version)

@@ -20,9 +20,9 @@ from bandpass.engine.app.errors import NothingToRun
 from bandpass.engine.review.review_scope import select_episodes
 from bandpass.engine.review.reviewer_prompts import DEFAULT_VERSION
 from bandpass.store import queries
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
 from bandpass.store.models import pk
+from bandpass.store.queries import reviews as rq
 
 if TYPE_CHECKING:
     from bandpass.engine.core.workspace import Workspace

@@ -38,8 +38,8 @@ from bandpass.engine.sandbox.container import SandboxSpec
 from bandpass.engine.sandbox.labels import episode_labels
 from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, under
 from bandpass.engine.tasks.taskdir import TaskSpec
-from bandpass.store import endstate as endstate_store
 from bandpass.store.db import session
+from bandpass.store.queries import endstate as endstate_store
 
 UNDECLARED = "invalidity.artifacts_undeclared"
 #: What a solution leaves behind that no verifier needs: caches, logs, package lists, temporary files.

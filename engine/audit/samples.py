@@ -33,9 +33,7 @@ from sqlmodel import SQLModel
 
 from bandpass.engine.core.errors import BandpassError
 from bandpass.engine.core.workspace import Workspace
-from bandpass.store import endstate as endstate_store
 from bandpass.store import queries
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
 from bandpass.store.models import (
     STEP_FIELDS,
@@ -46,6 +44,8 @@ from bandpass.store.models import (
     Step,
     pk,
 )
+from bandpass.store.queries import endstate as endstate_store
+from bandpass.store.queries import reviews as rq
 
 log = logging.getLogger(__name__)
 

@@ -43,9 +43,9 @@ from bandpass.engine.core import outcomes
 from bandpass.engine.core.config import BandConfig
 from bandpass.engine.core.errors import InvalidInput
 from bandpass.engine.core.workspace import Workspace
-from bandpass.store import endstate as endstate_store
 from bandpass.store import queries
 from bandpass.store.db import session
+from bandpass.store.queries import endstate as endstate_store
 
 #: in | below | above | undecided (engine/calibration/confidence.py)
 BandStatus = Status

@@ -20,9 +20,9 @@ from bandpass.engine.calibration.calibrate import GateParams, TaskEstimate
 from bandpass.engine.calibration.confidence import BandDecision
 from bandpass.engine.core.config import Config
 from bandpass.engine.core.workspace import Workspace
-from bandpass.store import ledger as store_ledger
 from bandpass.store.db import session
 from bandpass.store.models import BandLedgerEntry
+from bandpass.store.queries import ledger as store_ledger
 
 
 def _checkpoint(model: str, config: Config | None) -> tuple[str, int | None]:

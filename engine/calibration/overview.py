@@ -20,10 +20,10 @@ from bandpass.engine.core.probes import is_builtin_agent
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.clusters import load_clusters
 from bandpass.engine.review.review_report import review_report
-from bandpass.store import diagnoses as dq
 from bandpass.store import queries
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
+from bandpass.store.queries import diagnoses as dq
+from bandpass.store.queries import reviews as rq
 
 GUARD_CODE = "agent_error:verifier_tamper"
 

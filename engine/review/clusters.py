@@ -8,8 +8,8 @@ from __future__ import annotations
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.diagnosis import is_probe
 from bandpass.engine.review.signatures import Cluster, ClusterMember, clusters
-from bandpass.store import diagnoses as dq
 from bandpass.store.db import session
+from bandpass.store.queries import diagnoses as dq
 
 
 def load_clusters(ws: Workspace, *, task: str | None = None, include_probes: bool = False) -> list[Cluster]:

@@ -18,8 +18,8 @@ from bandpass.engine.review.checks import check_names
 from bandpass.engine.review.diagnosis import Diagnosis, EpisodeFacts, StepFacts, diagnose
 from bandpass.engine.review.signatures import signature
 from bandpass.engine.run.verifier_reports import load_reports
-from bandpass.store import diagnoses as dq
 from bandpass.store.db import session
+from bandpass.store.queries import diagnoses as dq
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from bandpass.engine.core.outcomes import counted_reward, reward_label
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.diagnosis import is_probe
 from bandpass.engine.review.text import strip_controls
-from bandpass.store import diagnoses as dq
 from bandpass.store import queries
 from bandpass.store.db import session
+from bandpass.store.queries import diagnoses as dq
 
 VERIFIER_TAIL_LINES = 60
 

@@ -24,9 +24,9 @@ from bandpass.engine.core.errors import InvalidInput
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.tagging import failing_tests
 from bandpass.store import queries
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
 from bandpass.store.models import Episode, Step
+from bandpass.store.queries import reviews as rq
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -33,9 +33,9 @@ from rich.text import Text
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.agreement import NONE, Agreement, agreement
 from bandpass.engine.review.review_validation import review_code
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
 from bandpass.store.models import ReviewSuggestion
+from bandpass.store.queries import reviews as rq
 
 
 @dataclass

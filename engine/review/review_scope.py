@@ -21,9 +21,9 @@ from bandpass.engine.review.clusters import load_clusters
 from bandpass.engine.review.review_validation import review_code
 from bandpass.engine.review.signatures import Cluster, matches
 from bandpass.engine.review.tagging import load_queue
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
 from bandpass.store.models import pk
+from bandpass.store.queries import reviews as rq
 
 
 def failure_clusters(

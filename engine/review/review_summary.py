@@ -11,8 +11,8 @@ from typing import Any
 
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.review_validation import review_code
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
+from bandpass.store.queries import reviews as rq
 
 
 def latest_review_summary(ws: Workspace, episode_id: int) -> dict[str, Any] | None:

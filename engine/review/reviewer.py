@@ -39,9 +39,9 @@ from bandpass.engine.review.reviewer_prompts import (
     load_reviewer_prompt,
 )
 from bandpass.engine.review.tagging import Tagger
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
 from bandpass.store.models import FailureTag, ReviewSuggestion
+from bandpass.store.queries import reviews as rq
 
 
 class ReviewError(BandpassError, RuntimeError):

@@ -1,5 +1,5 @@
 """Building the search index: every finished episode's terminals as text (engine/review/transcript.py),
-written to the workspace database (``search_doc`` + FTS5 ``search_fts``, store/search.py).
+written to the workspace database (``search_doc`` + FTS5 ``search_fts``, store/queries/search.py).
 
 Two ways in, one function underneath (:func:`build_index`):
 
@@ -32,8 +32,8 @@ from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.search_query import index_text
 from bandpass.engine.review.transcript import TRANSCRIPT_VERSION, Line, output_transcript, transcript
 from bandpass.engine.sandbox.asciicast import CastError, read_cast
-from bandpass.store import search as sq
 from bandpass.store.db import session
+from bandpass.store.queries import search as sq
 
 log = logging.getLogger(__name__)
 

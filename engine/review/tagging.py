@@ -29,10 +29,10 @@ from bandpass.engine.review.diagnosis import is_probe
 from bandpass.engine.review.signatures import matches
 from bandpass.engine.sandbox.attribution import facts as attribution_facts
 from bandpass.engine.sandbox.attribution import summary as attribution_line
-from bandpass.store import diagnoses as dq
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import FailureTag, pk
+from bandpass.store.queries import diagnoses as dq
 
 
 class TagError(BandpassError, ValueError):

@@ -39,9 +39,9 @@ import docker
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.sandbox.chunk_reader import ChunkReader
 from bandpass.engine.sandbox.hostview import file_kind
-from bandpass.store import endstate as endstate_store
 from bandpass.store import queries
 from bandpass.store.db import session
+from bandpass.store.queries import endstate as endstate_store
 
 DEFAULT_CAP_BYTES = 20 * 1024 * 1024
 #: Archived files up to this size are also kept in memory for the guard's content rules...

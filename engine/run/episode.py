@@ -40,10 +40,10 @@ from bandpass.engine.tasks import allowances
 from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE
 from bandpass.engine.tasks.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image, resolve_workdir
 from bandpass.engine.tasks.taskdir import TaskSpec, load_task
-from bandpass.store import endstate as endstate_store
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import TaskVersion, pk
+from bandpass.store.queries import endstate as endstate_store
 
 COLS, ROWS = 160, 40
 CAPTURE_TIMEOUT_S = 60.0  # stopping agent processes and reading the end state

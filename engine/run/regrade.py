@@ -30,10 +30,10 @@ from bandpass.engine.run.endstate import DELETED, StoredEndState, change_from_di
 from bandpass.engine.run.episode import run_episode, verify_mode_of
 from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, under
 from bandpass.engine.tasks.taskdir import TaskSpec, load_task, task_files
-from bandpass.store import endstate as endstate_store
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import Episode, TaskVersion, pk
+from bandpass.store.queries import endstate as endstate_store
 
 TESTS = "tests/"
 

@@ -212,7 +212,7 @@ def node_info() -> dict[str, str]:
 
 
 def _endstate_fields(s: Any, episode_id: int) -> dict[str, Any] | None:
-    from bandpass.store import endstate as endstate_store
+    from bandpass.store.queries import endstate as endstate_store
 
     row = endstate_store.get_endstate(s, episode_id)
     if row is None:
@@ -391,9 +391,9 @@ class RayExecutor(Executor):
 
     def _spec(self, job: EpisodeJob) -> tuple[dict[str, Any], Any]:
         """The episode as data for the worker, plus the (shared) ref of its version's tar."""
-        from bandpass.store import endstate as endstate_store
         from bandpass.store import queries
         from bandpass.store.db import session
+        from bandpass.store.queries import endstate as endstate_store
 
         ctx = self._ctx
         assert ctx is not None
@@ -620,7 +620,7 @@ def commit_result(
         _set_node(s, episode_id, node)
         evidence = json.loads(row.get("evidence_json") or "{}")
         queries.set_episode_evidence(s, episode_id, evidence if isinstance(evidence, dict) else {})
-        from bandpass.store import endstate as endstate_store
+        from bandpass.store.queries import endstate as endstate_store
 
         endstate_store.set_phases(s, episode_id, json.loads(result.get("phases_json") or "[]"))
         endstate_store.set_verify_mode(s, episode_id, row.get("verify_mode") or "")

@@ -360,7 +360,7 @@ def test_the_front_ends_never_open_a_session_or_name_a_store_query() -> None:
 
     from bandpass.engine.app import reads
 
-    for name in ("queries", "session", "diagnoses", "review_queries", "search", "ledger"):
+    for name in ("queries", "session", "diagnoses", "reviews", "search", "endstate", "ledger"):
         assert not hasattr(reads, name), name
     offenders = [
         f"{p.relative_to(REPO)}:{n}"

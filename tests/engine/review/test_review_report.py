@@ -19,8 +19,8 @@ from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.agreement import agreement, cohens_kappa
 from bandpass.engine.review.review_report import review_report
 from bandpass.engine.review.tagging import Tagger
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
+from bandpass.store.queries import reviews as rq
 from tests.support.replay_data import make_episode
 
 REPO = Path(__file__).resolve().parents[3]

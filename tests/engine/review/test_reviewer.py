@@ -32,8 +32,8 @@ from bandpass.engine.review.review_summary import latest_review_summary
 from bandpass.engine.review.reviewer import ReviewError, accept_review, review_episodes
 from bandpass.engine.review.tagging import Tagger
 from bandpass.store import queries
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
+from bandpass.store.queries import reviews as rq
 from tests.support.replay_data import make_episode
 from tests.support.servers.anthropic_server import (
     AnthropicServer,

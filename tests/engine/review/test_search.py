@@ -35,8 +35,8 @@ from bandpass.engine.review.transcript import (
 )
 from bandpass.engine.sandbox.asciicast import read_cast
 from bandpass.engine.tasks.importer import import_paths
-from bandpass.store import search as sq
 from bandpass.store.db import session
+from bandpass.store.queries import search as sq
 from tests.conftest import EXAMPLES, REPO
 
 SAMPLES = REPO / "recordings" / "samples"

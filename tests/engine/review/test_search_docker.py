@@ -13,8 +13,8 @@ from bandpass.engine.review.transcript import TRANSCRIPT_VERSION
 from bandpass.engine.run.rollouts import plan_batch, run_planned
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
-from bandpass.store import search as sq
 from bandpass.store.db import session
+from bandpass.store.queries import search as sq
 from tests.support.taskfactory import make_task
 
 FLOOD_SOLVE = """#!/bin/bash

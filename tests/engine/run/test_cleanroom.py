@@ -25,10 +25,10 @@ from bandpass.engine.sandbox.attribution import memory_limit_reached
 from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.engine.tasks.taskdir import load_task, validate_task
-from bandpass.store import endstate as endstate_store
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import TaskVersion
+from bandpass.store.queries import endstate as endstate_store
 from tests.engine.run.test_guard import Keys
 from tests.support.taskfactory import make_task
 

@@ -240,7 +240,7 @@ def test_oracle_tripping_the_guard_is_a_guard_conflict_with_the_path(
     assert "/root/.bashrc" in detail
     # the oracle episode's own diagnosis says the same, from the stored guard findings
     from bandpass.engine.review.evidence import episode_record
-    from bandpass.store.endstate import finished_episodes
+    from bandpass.store.queries.endstate import finished_episodes
 
     with session(workspace.engine) as s:
         oracle = next(e.id for e in finished_episodes(s, vid) if e.agent == "oracle")

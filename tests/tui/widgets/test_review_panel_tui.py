@@ -13,8 +13,8 @@ from textual.screen import Screen
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.tagging import Tagger
 from bandpass.store import queries as q
-from bandpass.store import review_queries as rq
 from bandpass.store.db import session
+from bandpass.store.queries import reviews as rq
 from bandpass.tui.screens.replay import ReplayScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.widgets.review_panel import ReviewPanel

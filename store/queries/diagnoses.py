@@ -1,8 +1,9 @@
 """Queries for diagnoses, failure clusters and the episode browser.
 
-Kept apart from store/queries/ because they are read in bulk (10,000 episodes at a time): plain SQL
-over the driver connection, rows as tuples, one ``executemany`` to write — the ORM's per-row cost would
-be most of the diagnosis budget.
+Plain SQL because they are read in bulk (10,000 episodes at a time): over the driver connection, rows
+as tuples, one ``executemany`` to write — the ORM's per-row cost would be most of the diagnosis budget.
+The episode browser (``episode_list``) also runs on a plain sqlite3 connection, so ``bandpass episodes``
+never loads the ORM (this package loads a module only when it is used).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Reads and writes of Claude's review suggestions (issue #16), and the read of a stored deterministic
 diagnosis for the agreement report.
 
-Kept apart from ``store/queries/`` so the reviewer feature can evolve without touching the shared query
-module; the same rule holds: no SQL outside ``store/``.
+Used as a module (``from bandpass.store.queries import reviews as rq``), not re-exported by the package:
+its names (``finished_episodes``...) are its own.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Queries for the full-text search index (tables ``search_doc``, ``search_fts``, ``search_state``).
 
-Plain SQL over the driver connection, like store/diagnoses.py: the index is written and read in bulk.
+Plain SQL over the driver connection, like ``diagnoses``: the index is written and read in bulk.
 ``search_fts`` is an FTS5 table over ``search_doc`` (external content): a document's index entries are
 removed with the values it was indexed with (FTS5's ``'delete'`` command) and its row in the same
 transaction, so the two never disagree, and a build killed mid-way leaves whole episodes or none.

@@ -1,5 +1,5 @@
-"""Queries for end-state evidence, phase timings and regrade links (kept apart from ``queries`` so the
-reward-integrity record reads in one place)."""
+"""Queries for end-state evidence, phase timings and regrade links (a module of its own so the
+reward-integrity record reads in one place; used as a module, not re-exported by the package)."""
 
 from __future__ import annotations
 
