@@ -1,5 +1,5 @@
 """Emulator ingest throughput: the chosen backend (engine.sandbox.emulator.Screen, libghostty-vt) against
-pyte and bittty (the previous backend, kept as tests/bittty_reference.py), all in one run.
+pyte and bittty (the previous backend, kept as tests/support/bittty_reference.py), all in one run.
 
 Run: .venv/bin/python bench/bench_emulator.py [--mb 2]
 Both emulators get the same generated streams, in 4 KiB chunks (a pty read's size), in the same run, so

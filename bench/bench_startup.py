@@ -6,7 +6,7 @@ Run: .venv/bin/python bench/bench_startup.py [--runs 10] [--workspace DIR]
   process each time, wall clock from spawn to exit; min and median of ``--runs``), against a baseline in
   the same run: a bare ``python -c pass`` (the interpreter's own start) and ``python -c "import typer"``.
   Each command also reports whether it loaded libghostty-vt (it must not: none of them shows a screen).
-  The workspace is built once with one finished episode (``tests/_replay_data.make_episode``) unless
+  The workspace is built once with one finished episode (``tests/support/replay_data.make_episode``) unless
   ``--workspace`` names one.
 * The emulator's native set-up, each in a fresh process: loading the pre-parsed declarations and the
   library and making the first 160x40 screen (``engine.sandbox.ghostty``), against what the code before

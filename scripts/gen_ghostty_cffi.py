@@ -5,7 +5,7 @@ with pycparser on every import (0.1-0.3 s here, more under load), so every proce
 paid it. cffi's *out-of-line* ABI mode does that parse once, here, and writes a Python module holding the
 parsed types; importing it and ``dlopen``-ing the same bundled library takes ~10 ms, and no C compiler is
 involved. The declarations are pyghostty's own (``pyghostty._cdef.CDEF``, the version pinned in
-pyproject.toml, plus the struct twins its ``_ffi.py`` adds); ``tests/test_startup.py`` fails when the
+pyproject.toml, plus the struct twins its ``_ffi.py`` adds); ``tests/e2e/test_startup.py`` fails when the
 committed module no longer matches them.
 
     .venv/bin/python scripts/gen_ghostty_cffi.py [--out engine/sandbox/_ghostty_cffi.py]

@@ -5,7 +5,7 @@ Run (needs Docker and the offline base image; not run in CI, the output is commi
     .venv/bin/python scripts/record_samples.py [--out recordings/samples] [--only SLUG ...] [--audits]
 
 Every episode is real: the example tasks built and run in Docker, policies answering over real HTTP from
-the scripted OpenAI-compatible test server (``tests/servers/openai_server.py``) under served names
+the scripted OpenAI-compatible test server (``tests/support/servers/openai_server.py``) under served names
 ``script:*``, attributed to two checkpoints of one training run (``demo-step10``, ``demo-step40``) whose
 behaviours (``_behaviour``) and per-task plan (``PLAN``) are defined here; the audit's own probes run as
 built-in agents. Curator tags are written as a curator would, Claude's reviews by the real reviewer over

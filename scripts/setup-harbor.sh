@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates .venv-harbor: the real Harbor 0.25.0 (it needs Python >= 3.12) that the differential test
-# (tests/test_harbor_parity.py) runs as the reference: Harbor's own loader must load every task Bandpass
+# (tests/engine/tasks/test_harbor_parity.py) runs as the reference: Harbor's own loader must load every task Bandpass
 # writes, and every task Harbor ships must import into Bandpass. Re-running is cheap: the install is
 # skipped while the pinned version is unchanged. PYTHON312 picks the interpreter (default: python3.12 on
 # PATH, else pyenv's newest 3.12).

@@ -85,7 +85,7 @@ class Guarded(_GuardedBase):
 
     Put it first in the bases (``class TasksScreen(Guarded, Screen[None])``). It wraps Textual's
     ``MessagePump._on_message``, the one method every handler call goes through;
-    ``tests/test_tui_crash.py`` fails if a Textual upgrade changes that.
+    ``tests/tui/test_tui_crash.py`` fails if a Textual upgrade changes that.
     """
 
     async def _on_message(self, message: Any) -> None:

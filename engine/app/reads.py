@@ -201,7 +201,7 @@ def episode_list(
     batch_id: str | None = None,
 ) -> list[EpisodeListRow]:
     """Episodes with their diagnosis code and active tags (Episodes screen, ``bandpass episodes``). Plain
-    sqlite3, never the ORM: the CLI listing starts in ~0.2 s (tests/test_startup.py)."""
+    sqlite3, never the ORM: the CLI listing starts in ~0.2 s (tests/e2e/test_startup.py)."""
     from bandpass.store.queries import diagnoses
 
     with ws.connect() as con:

@@ -4,8 +4,8 @@ The policy's observation, the curator's live pane and the replay must all show t
 all read it through :class:`Screen`. The backend is libghostty-vt (Ghostty's emulator, native code) through
 its raw C API (``engine.sandbox.ghostty``, pyghostty's bundled library): measured 90-440x faster than pyte
 and 63-147x faster than bittty on our streams (bench/BENCHMARKS.md), cell-for-cell equal to bittty on every
-sample recording (tests/test_emulator_differential.py), and it keeps a real alternate screen, so a policy
-that quits ``vim`` sees the shell again. Swapping the backend means rewriting this file only.
+sample recording (tests/engine/sandbox/test_emulator_differential.py), and it keeps a real alternate screen,
+so a policy that quits ``vim`` sees the shell again. Swapping the backend means rewriting this file only.
 
 How a read works, and why it is cheap. Feeding only parses (native). A read first *syncs*: the native
 render state is updated and, for each row it reports dirty, the row's raw cells (one 64-bit value per
@@ -13,8 +13,8 @@ cell) are copied out in one call and compared with the last copy; a row whose by
 *version* and loses its decoded form. Nothing is decoded then. A row is decoded only when something asks
 for it (``lines``, ``styled_runs`` of the rows a pane shows), all asked rows at once and vectorised with
 numpy (text, wide-character tails and style runs straight from the raw values, whose layout
-``tests/test_emulator.py`` pins against the C accessors); only the first cell of each style in a row and
-grapheme clusters go back through the FFI. So a replay seek that restores a keyframe and paints a
+``tests/engine/sandbox/test_emulator.py`` pins against the C accessors); only the first cell of each style in
+a row and grapheme clusters go back through the FFI. So a replay seek that restores a keyframe and paints a
 15-row pane decodes 15 rows, not 40, and a pane's widget can cache what it drew per row version.
 
 Grapheme clusters are the native core's: libghostty-vt joins combining marks, joiners and modifiers to
@@ -151,7 +151,7 @@ def _hold_marker_tail(data: str) -> tuple[str, str]:
 # bits 0-1 content tag (0 codepoint, 1 codepoint + grapheme, 2 palette background, 3 RGB background),
 # 2-25 content (a 21-bit codepoint, or the colour of a colour-only cell), 26-41 style id (0: default),
 # 42-43 wide (0 narrow, 1 wide, 2 spacer tail, 3 spacer head). Pinned against ghostty_cell_get by
-# tests/test_emulator.py::test_raw_cell_layout_matches_the_c_accessors.
+# tests/engine/sandbox/test_emulator.py::test_raw_cell_layout_matches_the_c_accessors.
 _TAG_MASK = 0x3
 _CP_SHIFT, _CP_MASK = 2, 0x1FFFFF
 _CONTENT_MASK = 0x3FFFFFF  # tag and content: names a colour-only cell's colour

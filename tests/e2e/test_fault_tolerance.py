@@ -8,7 +8,7 @@
   ``infra_error:container_died``, retried
   (``test_episode.test_container_killed_mid_episode_is_infra_error_and_retried``,
   ``test_attribution.test_outside_docker_kill_stays_infra_and_is_retried``); the same death from inside the
-  container is the policy's ``agent_error:sandbox_killed`` (``tests/test_attribution.py``);
+  container is the policy's ``agent_error:sandbox_killed`` (``tests/engine/sandbox/test_attribution.py``);
 * dockerd stopped mid-run: the episode in flight ends ``infra_error:daemon_unavailable``, the batch holds
   its queue and continues once the engine is back (here);
 * 16 concurrent episodes while the TUI reads: no "database is locked" for writers or readers (here);
@@ -159,7 +159,7 @@ class _Dockerd:
 
 def _tiny_rootfs_tar(dest: Path) -> bytes:
     """bash, sh and the coreutils an episode uses, with their libraries: a ~5 MB image that loads in
-    well under a second (tests/test_images.py fakes debootstrap the same way)."""
+    well under a second (tests/engine/tasks/test_images.py fakes debootstrap the same way)."""
     import io
     import tarfile
 

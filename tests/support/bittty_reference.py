@@ -1,7 +1,7 @@
 """Test-only reference emulator: the bittty-backed Screen Bandpass shipped before libghostty-vt.
 
-Kept verbatim (minus snapshots) so tests/test_emulator_differential.py can compare the native core cell
-for cell against it. Original docstring follows.
+Kept verbatim (minus snapshots) so tests/engine/sandbox/test_emulator_differential.py can compare the native
+core cell for cell against it. Original docstring follows.
 
 
 The policy's observation, the curator's live pane and the replay must all show the same state, so they

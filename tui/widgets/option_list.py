@@ -2,7 +2,7 @@
 
 Textual 8.2's ``OptionList`` maps options to screen lines only when it lays them out, and its page keys
 read that map unguarded: Page Down on a list filled a moment ago (the tag dialog as it opens, the
-replay's evidence list) raised ``KeyError`` — found by the monkey test (tests/test_tui_monkey.py). Until
+replay's evidence list) raised ``KeyError`` — found by the monkey test (tests/tui/test_tui_monkey.py). Until
 the list has been laid out there is no page to move by, so the key does nothing.
 """
 

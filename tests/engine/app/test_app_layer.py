@@ -4,7 +4,7 @@ Start a batch (the checks before anything is queued), resume one, select episode
 rule: a ``BandpassError`` is one line in the CLI and a notification in the TUI, while a bug (any other
 exception) fails loudly — a traceback and a non-zero exit, an "Unexpected error" report — never a
 look-alike refusal. Real SQLite workspaces, real HTTP to the local OpenAI-compatible server in
-tests/servers/, the real ``bandpass`` process.
+tests/support/servers/, the real ``bandpass`` process.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The planner is exercised directly; the sampler is exercised against the store with episodes finished
 through ``store.queries`` as a runner would finish them (the Docker path, runner and resume included, is
-``tests/test_adaptive_docker.py``).
+``tests/engine/calibration/test_adaptive_docker.py``).
 """
 
 from __future__ import annotations

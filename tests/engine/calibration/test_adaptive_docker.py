@@ -1,7 +1,7 @@
 """An adaptive batch for real: Docker episodes, a policy over real HTTP, the CLI, Ctrl-C and --resume.
 
-The scripted policy (``tests/servers/openai_server.py``, ``route``) behaves per task: it solves one task
-every time, never solves another, and solves the third every other episode. On a narrow band at a low
+The scripted policy (``tests/support/servers/openai_server.py``, ``route``) behaves per task: it solves one
+task every time, never solves another, and solves the third every other episode. On a narrow band at a low
 confidence (so that four episodes decide) the batch must stop sampling the two tasks it has decided and
 keep sampling the undecided one; stopped after its second round, ``bandpass run --resume`` continues the
 rounds to the same end. The same batch runs on a local Ray instance through ``--executor ray``: rounds
@@ -148,7 +148,8 @@ def test_adaptive_batch_samples_only_the_undecided_task_and_resume_continues_the
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Any]:
-    """A local Ray instance for this module, always shut down (like tests/test_executors.py's)."""
+    """A local Ray instance for this module, always shut down (like
+    tests/engine/run/executors/test_executors.py's)."""
     try:
         import ray
     except ImportError:  # never skipped silently: CI installs the cluster extra

@@ -1,6 +1,6 @@
 """Diagnosis without Docker: failing-check parsers, each rule on the evidence it reads, signatures and
 clusters, storage, and the CLI (diagnose, clusters, episodes, show). The same rules on real recorded
-episodes are in tests/test_diagnosis_docker.py."""
+episodes are in tests/engine/review/test_diagnosis_docker.py."""
 
 from __future__ import annotations
 

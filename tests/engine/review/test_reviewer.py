@@ -1,5 +1,5 @@
 """Claude as a second reviewer, end to end: the real ``anthropic`` SDK streams over real HTTP from the
-scripted Messages server (tests/servers/anthropic_server.py) into a real SQLite workspace.
+scripted Messages server (tests/support/servers/anthropic_server.py) into a real SQLite workspace.
 
 Covers: a validated suggestion stored (never a tag), unsupported parts dropped and counted, malformed tool
 input answered with is_error and retried, a refusal recorded, 429/529/overload retries honouring

@@ -2,7 +2,7 @@
 verifier gets (capabilities, network, a clean start), and the audit's oracle footprint.
 
 Unit tests for the carry plan and the task fields; the rest runs real Docker episodes with scripted
-policies typing into their terminals. The probe-by-verifier matrix is tests/test_redteam.py.
+policies typing into their terminals. The probe-by-verifier matrix is tests/engine/run/test_redteam.py.
 """
 
 from __future__ import annotations
@@ -132,7 +132,8 @@ def test_bad_artifact_and_mode_entries_are_named(tmp_path: Path) -> None:
 
 
 def test_memory_limit_reached_reads_the_cgroups_peak(tmp_path: Path) -> None:
-    """An OOM kill in a cgroup whose usage never reached its limit is the host's (tests/test_attribution)."""
+    """An OOM kill in a cgroup whose usage never reached its limit is the host's
+    (tests/engine/sandbox/test_attribution)."""
     (tmp_path / "memory.limit_in_bytes").write_text("67108864\n")
     (tmp_path / "memory.failcnt").write_text("0\n")
     (tmp_path / "memory.max_usage_in_bytes").write_text("67108864\n")

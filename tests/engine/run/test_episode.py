@@ -96,7 +96,7 @@ def test_nop_fails_and_every_cheat_gets_reward_zero_on_a_sound_task(tiny: tuple[
     assert run_episode(ws, vid, NopAgent()).outcome == "failed"
     for cheat in CHEATS:
         if cheat in TAMPER_CHEATS:
-            continue  # tests/test_guard.py: they end agent_error:verifier_tamper
+            continue  # tests/engine/run/test_guard.py: they end agent_error:verifier_tamper
         res = run_episode(ws, vid, cheat())
         assert (res.outcome, res.reward) == ("failed", 0.0), cheat.name
 

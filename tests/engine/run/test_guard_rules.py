@@ -1,5 +1,5 @@
 """The tamper guard's rules on change lists: what honest work leaves must not trip (no Docker needed;
-tests/test_guard.py runs every rule in real containers)."""
+tests/engine/run/test_guard.py runs every rule in real containers)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Why: the screen is the policy's observation and the curator's evidence; switching emulators must not
 change what either sees. bittty stays a test-only dependency for exactly this comparison
-(tests/bittty_reference.py is the old backend, verbatim). Compared: every cell's text, colours (16, 256,
-true colour) and attributes, the cursor, and the alternate-screen flag — on every committed sample
+(tests/support/bittty_reference.py is the old backend, verbatim). Compared: every cell's text, colours (16,
+256, true colour) and attributes, the cursor, and the alternate-screen flag — on every committed sample
 recording at every step marker, on the benchmark corpora, and on focused cases (alternate screen, wide
 and combining characters, scroll regions, cursor movement, erasing, wrapping, resize).
 """

@@ -6,7 +6,7 @@
 * reaped on start: the next Bandpass command removes containers whose owner is gone, in every workspace,
   and says so; a reused pid is not mistaken for the owner; ``bandpass gc --dry-run`` lists what a start
   would reap and removes nothing; a failed removal is retried (pool and reaping), through a real
-  fault-injecting proxy in front of the real engine (tests/servers/docker_proxy.py);
+  fault-injecting proxy in front of the real engine (tests/support/servers/docker_proxy.py);
 * SIGKILLed audits and batches, with the warm pool on and off: within a minute none of their containers
   runs;
 * the fork-bomb probe's container is gone within its phase timeout under a CPU load generator.

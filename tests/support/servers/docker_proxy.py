@@ -33,7 +33,7 @@ class Rule:
     path: str  # a regular expression searched in the request path
     times: int
     status: int = 500
-    message: str = "simulated by tests/servers/docker_proxy.py: device or resource busy"
+    message: str = "simulated by tests/support/servers/docker_proxy.py: device or resource busy"
     refused: list[str] = field(default_factory=list)
 
 

@@ -1,6 +1,7 @@
 """SVG snapshots of the diagnosis views (pytest-textual-snapshot): the tag queue's cluster view, the
 Episodes screen and the two-episode compare. Seeded data, fixed size, nothing time-dependent on screen.
-Update with ``pytest tests/test_diagnosis_snapshots.py --snapshot-update`` after a deliberate change."""
+Update with ``pytest tests/tui/screens/test_diagnosis_snapshots.py --snapshot-update`` after a deliberate
+change."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ async def test_a_confirmed_batch_without_docker_is_one_line_and_nothing_queued(
 ) -> None:
     """Yes, with no Docker engine: one red line, nothing queued, the screen free again — it used to hold
     the batch for 300 s waiting for the engine, and the app would not quit meanwhile. (A real batch
-    listed at once in the table: tests/test_tui_docker.py.)"""
+    listed at once in the table: tests/tui/screens/test_tui_docker.py.)"""
     seed(workspace, 2)
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     app = BandpassApp(workspace, bus=EventBus(), show_path=False)

@@ -5,7 +5,8 @@ Why both sizes: at 160 columns Episodes used to push reward and tags off-screen 
 diagnosis to four characters; at 100 columns Episodes showed only id, task and agent. Tables now choose
 columns by priority (tui/widgets/virtual_table.fit_columns): these pictures are the proof, screen by
 screen. The data are seeded (no timestamps on screen, the workspace path hidden, a private bus).
-Update with ``pytest tests/test_tui_layout_snapshots.py --snapshot-update`` after a deliberate change.
+Update with ``pytest tests/tui/screens/test_tui_layout_snapshots.py --snapshot-update`` after a deliberate
+change.
 """
 
 from __future__ import annotations

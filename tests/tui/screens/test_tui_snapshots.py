@@ -2,7 +2,8 @@
 
 Deterministic on purpose: fixed terminal size, the workspace path hidden (``show_path=False``), seeded
 data without timestamps on screen, a private event bus, and live panes fed before the snapshot is taken.
-Update with ``pytest tests/test_tui_snapshots.py --snapshot-update`` after a deliberate visual change.
+Update with ``pytest tests/tui/screens/test_tui_snapshots.py --snapshot-update`` after a deliberate visual
+change.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The policy agent's loop: real HTTP server + real SDK for the policy, a fake terminal for the sandbox.
 
-The real-Docker end to end run lives in tests/test_policy_e2e.py; here every outcome code is driven
-deterministically by the scripted model the server serves.
+The real-Docker end to end run lives in tests/engine/run/policy/test_policy_e2e.py; here every outcome code is
+driven deterministically by the scripted model the server serves.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The served context window, exact token counts and truthful truncation, against a server that behaves
-like vLLM (tests/servers/openai_server.py): it reports ``max_model_len``, counts chat prompts on
+like vLLM (tests/support/servers/openai_server.py): it reports ``max_model_len``, counts chat prompts on
 ``/tokenize`` with its own tokenizer, refuses an over-long prompt with vLLM's 400 and clamps replies to the
 window. Real HTTP through the real ``openai`` SDK; the sandbox is the fake terminal of test_policy_agent.
 """
