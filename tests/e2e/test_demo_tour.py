@@ -19,13 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from rich.console import Console
 
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.workspace import Workspace
 from bandpass.tui.app import BandpassApp
-from bandpass.tui.commands.demo import prepare_demo
 from bandpass.tui.screens.calibration import CalibrationScreen
 from bandpass.tui.screens.compare import CompareScreen
 from bandpass.tui.screens.episodes import EpisodesScreen
@@ -38,15 +36,8 @@ from bandpass.tui.screens.runs import RunsScreen
 from bandpass.tui.screens.settings import SettingsScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.screens.tasks import TasksScreen
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.waiting import wait_for
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
-    ws, added, warnings = prepare_demo(tmp_path_factory.mktemp("demo") / "ws")
-    assert added > 30 and warnings == []
-    return ws
 
 
 def test_demo_summary_has_the_whole_product(tmp_path: Path) -> None:

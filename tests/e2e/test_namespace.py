@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:

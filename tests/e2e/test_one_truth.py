@@ -25,7 +25,7 @@ from bandpass.engine.review.reviewer import accept_review, review_episodes
 from bandpass.engine.review.tagging import Tagger, load_queue
 from bandpass.store import queries as q
 from bandpass.store.db import session
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.replay_data import make_episode
 from tests.support.servers.anthropic_server import Reply, running_server, text, tool
 from tests.support.waiting import wait_for

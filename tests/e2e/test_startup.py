@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO as ROOT
 from tests.support.replay_data import make_episode
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_committed_declarations_are_pyghostty_s_own(tmp_path: Path) -> None:

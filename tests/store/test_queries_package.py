@@ -8,7 +8,7 @@ import ast
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 PROBE = """
 import sys

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
+
 from bandpass.engine.core.workspace import Workspace
 from bandpass.store import queries as q
 from bandpass.store.db import session
@@ -117,3 +119,15 @@ def make_episode(
             verifier_output=PYTEST_FAIL.format(test=test) if outcome == "failed" else "",
         )
     return eid  # type: ignore[return-value]
+
+
+def make_loop_episode(ws: Workspace, task: str = "loopy") -> int:
+    """A turn_limit episode whose three steps type the same `ls` at an unchanged screen."""
+    eid = make_episode(ws, task=task, outcome="agent_error:turn_limit")
+    action = json.dumps({"commands": [{"keystrokes": "ls\n", "duration": 1}]})
+    with session(ws.engine) as s:
+        s.exec(
+            text("UPDATE step SET action_json = :a, observation = '$ ls\n$ ' WHERE episode_id = :e"),
+            params={"a": action, "e": eid},
+        )
+    return eid

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES, FIXTURES
 
 BANDPASS = [sys.executable, "-m", "bandpass.tui.cli"]
 
@@ -78,7 +78,7 @@ def test_import_is_idempotent_and_versions_changes(tmp_path: Path) -> None:
 
 
 def test_tb1_directory_is_converted_on_import(tmp_path: Path) -> None:
-    fixture = Path(__file__).parents[1] / "fixtures" / "tb1" / "hello-world"
+    fixture = FIXTURES / "tb1" / "hello-world"
     out = json.loads(bp(tmp_path / "ws", "import", "--json", str(fixture)).stdout)
     assert out[0]["status"] == "new" and out[0]["origin"] == "tb1"
 

@@ -13,7 +13,7 @@ import pytest
 
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.workspace import Workspace
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.replay_data import make_episode, write_cast
 from tests.support.waiting import wait_for
 

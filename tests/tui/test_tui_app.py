@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,38 +31,10 @@ from bandpass.tui.widgets.episode_pane import EpisodePane
 from bandpass.tui.widgets.feed_pump import pump
 from bandpass.tui.widgets.virtual_table import VirtualTable
 from tests.support.servers.anthropic_server import Reply, Text, running_server
+from tests.support.tui_data import seed
 from tests.support.waiting import start_batch, wait_for
 
 SIZE = (160, 45)
-
-
-def seed(ws: Workspace, n: int = 12) -> list[int]:
-    """``n`` tasks with audits and some oracle/model episodes, deterministic."""
-    vids = []
-    with session(ws.engine) as s:
-        for i in range(n):
-            task, _ = q.get_or_create_task(s, f"task-{i:02d}")
-            tv = q.add_task_version(
-                s,
-                task,
-                version_hash=f"{i:064x}",
-                path=f"tasks/task-{i:02d}",
-                instruction=f"Write the number {i} to /app/out.txt.",
-                category=("data", "sys", "build")[i % 3],
-                difficulty=("easy", "medium", "hard")[i % 3],
-            )
-            vids.append(tv.id)
-            if i % 2 == 0:
-                q.record_audit(s, tv.id, verdict=("accepted", "rejected")[i % 4 == 2], reasons=[], details={})
-            for a in range(i % 5):
-                ep = q.create_episode(s, tv.id, "m1", attempt=a)
-                q.finish_episode(s, ep.id, outcome=("passed", "failed")[a % 2], reward=float(a % 2 == 0))
-    return vids
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace.open(tmp_path / "ws")
 
 
 # --- Tasks --- #

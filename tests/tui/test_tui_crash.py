@@ -67,11 +67,6 @@ class Fatal(Widget):
         raise OSError("a bug no handler catches")
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace.open(tmp_path / "ws")
-
-
 async def test_bugs_in_actions_handlers_workers_and_timers_are_shown_logged_and_survived(
     ws: Workspace,
 ) -> None:

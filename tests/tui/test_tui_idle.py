@@ -42,7 +42,7 @@ from bandpass.tui.screens.tag_dialog import TagDialog
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.screens.tasks import TasksScreen
 from bandpass.tui.widgets.cursor_rest import CursorRest
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.replay_data import make_episode
 from tests.support.waiting import wait_for
 

@@ -29,7 +29,6 @@ from textual import events
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.workspace import Workspace
 from bandpass.tui.app import BandpassApp
-from bandpass.tui.commands.demo import prepare_demo
 from tests.support.waiting import wait_for
 
 #: Presses per run; the whole test stays well under two minutes on the shared 2-core machine.
@@ -88,13 +87,6 @@ def _next_key(rng: random.Random) -> str:
     if r < 0.55:
         return rng.choice(SPECIAL)
     return rng.choice(LETTERS)
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
-    ws, _added, warnings = prepare_demo(tmp_path_factory.mktemp("monkey") / "ws")
-    assert warnings == []
-    return ws
 
 
 def _send(app: Any, key: str) -> None:

@@ -30,7 +30,7 @@ from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.tui.app import BandpassApp
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.servers.openai_server import running_server
 from tests.support.taskfactory import make_task
 from tests.support.waiting import start_batch, wait_for

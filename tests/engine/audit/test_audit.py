@@ -15,7 +15,7 @@ from bandpass.engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, TAMPER_CH
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 from tests.support.taskfactory import make_task
 
 # The module's fixture audits all eight examples (17 episodes each) in one CLI run: minutes on 2 cores.

@@ -21,7 +21,7 @@ from bandpass.engine.sandbox.asciicast import read_cast
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.conftest import EXAMPLES, REPO
+from tests.support.paths import EXAMPLES, REPO
 
 SAMPLES = REPO / "recordings" / "samples"
 

@@ -29,7 +29,7 @@ from bandpass.engine.sandbox.docker_engine import get_client
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.servers.openai_server import OpenAIServer, _action, running_server
 from tests.support.taskfactory import make_task
 from tests.support.waiting import wait_until
@@ -144,22 +144,6 @@ def test_adaptive_batch_samples_only_the_undecided_task_and_resume_continues_the
     assert sources == {""}  # ran here
     leftover = get_client().containers.list(all=True, filters={"label": [f"bandpass.workspace={ws.root}"]})
     assert leftover == []
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Any]:
-    """A local Ray instance for this module, always shut down (like
-    tests/engine/run/executors/test_executors.py's)."""
-    try:
-        import ray
-    except ImportError:  # never skipped silently: CI installs the cluster extra
-        pytest.fail("Ray is not installed: pip install -e '.[dev,cluster]' ")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.docker

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +25,19 @@ from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import Generation
 from tests.support.calib_data import add_episodes, add_task, outcomes
+from tests.support.generated_task import TASK_TOML
+from tests.support.paths import REPO
 from tests.support.servers.anthropic_server import (
     AnthropicServer,
     Fail,
     Reply,
     StreamFail,
     Tool,
-    running_server,
     text,
     tool,
 )
 from tests.support.taskfactory import make_task
 
-REPO = Path(__file__).resolve().parents[3]
 HAIKU = "claude-haiku-4-5"  # priced $1 / $5 per MTok in prices.toml; test models are "claude-haiku-4-5-…"
 #: Price keys match families exactly (claude-haiku-4-5-loop is not claude-haiku-4-5), so the test models
 #: the server scripts by name get HAIKU's price from the workspace's generator-prices.toml.
@@ -52,29 +51,6 @@ INSTRUCTION = (
     "The file /app/numbers.txt holds one integer per line. Write their sum, as a single line with just "
     "the number, to /app/total.txt."
 )
-TASK_TOML = """version = "1.0"
-
-[task]
-name = "bandpass/sum-numbers-gen"
-
-[metadata]
-difficulty = "easy"
-category = "text-processing"
-tags = ["arithmetic", "awk"]
-
-[agent]
-timeout_sec = 60.0
-
-[verifier]
-timeout_sec = 30.0
-
-[environment]
-build_timeout_sec = 120.0
-cpus = 1
-memory_mb = 256
-network_mode = "no-network"
-workdir = "/app"
-"""
 DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY numbers.txt /app/numbers.txt\n"
 NUMBERS = "3\n5\n11\n-2\n"
 GOOD_SOLVE = "#!/bin/bash\nawk '{ s += $1 } END { print s }' /app/numbers.txt > /app/total.txt\n"
@@ -111,12 +87,6 @@ def _test_model_prices(workspace: Workspace) -> None:
     (workspace.root / "generator-prices.toml").write_text(
         "".join(f'[models."{HAIKU}-{sfx}"]\ninput = 1.0\noutput = 5.0\n' for sfx in TEST_MODEL_SUFFIXES)
     )
-
-
-@pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with running_server() as s:
-        yield s
 
 
 @pytest.fixture

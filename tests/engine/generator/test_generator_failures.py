@@ -13,8 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,25 +28,18 @@ from bandpass.engine.generator import (
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import Generation
+from tests.support.paths import REPO
 from tests.support.servers.anthropic_server import (
     VLLM_TOOLS_REFUSAL,
     AnthropicServer,
     Cut,
     Reply,
-    running_server,
     text,
     tool,
 )
 
-REPO = Path(__file__).resolve().parents[3]
 HAIKU = "claude-haiku-4-5"
 FAST_RETRY = RetryPolicy(max_retries=2, backoff_base_s=0.01, backoff_max_s=0.02)
-
-
-@pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with running_server() as s:
-        yield s
 
 
 def run(ws: Workspace, url: str, key: str, model: str, **kw: Any):  # BatchResult

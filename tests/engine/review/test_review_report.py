@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -21,9 +20,8 @@ from bandpass.engine.review.review_report import review_report
 from bandpass.engine.review.tagging import Tagger
 from bandpass.store.db import session
 from bandpass.store.queries import reviews as rq
+from tests.support.paths import REPO
 from tests.support.replay_data import make_episode
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def test_kappa_and_per_class_figures_by_hand() -> None:

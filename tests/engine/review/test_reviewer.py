@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +33,7 @@ from bandpass.engine.review.tagging import Tagger
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.queries import reviews as rq
+from tests.support.paths import REPO
 from tests.support.replay_data import make_episode
 from tests.support.servers.anthropic_server import (
     AnthropicServer,
@@ -47,7 +47,6 @@ from tests.support.servers.anthropic_server import (
     tool,
 )
 
-REPO = Path(__file__).resolve().parents[3]
 HAIKU = "claude-haiku-4-5"  # $1 in / $5 out per MTok in engine/llm/prices.toml
 FAST = RetryPolicy(max_retries=4, backoff_base_s=0.01, backoff_max_s=0.05)
 GOOD_CITES = [

@@ -37,7 +37,7 @@ from bandpass.engine.sandbox.asciicast import read_cast
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store.db import session
 from bandpass.store.queries import search as sq
-from tests.conftest import EXAMPLES, REPO
+from tests.support.paths import EXAMPLES, REPO
 
 SAMPLES = REPO / "recordings" / "samples"
 BANDPASS = [sys.executable, "-m", "bandpass.tui.cli"]

@@ -29,7 +29,8 @@ from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import TaskVersion
 from bandpass.store.queries import endstate as endstate_store
-from tests.engine.run.test_guard import Keys
+from tests.support import paths
+from tests.support.scripted import Keys
 from tests.support.taskfactory import make_task
 
 ROOTS = ["/app", "/logs/artifacts", "/etc/site.conf"]
@@ -208,7 +209,7 @@ def test_an_artifact_over_the_capture_cap_is_read_from_the_agents_container(tmp_
     assert res.carry["carried"] >= 2 and res.carry["dropped"] == []  # ...yet carried, read from the engine
 
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "cleanroom"
+FIXTURES = paths.FIXTURES / "cleanroom"
 #: A local apt repository inside the image holding one package: apt-get without a network.
 APT_DOCKERFILE = (FIXTURES / "apt.Dockerfile").read_text()
 APT_TEST = """#!/bin/bash

@@ -28,7 +28,7 @@ from bandpass.engine.sandbox.emulator import Screen
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 from tests.support.taskfactory import make_task
 from tests.support.waiting import wait_until
 

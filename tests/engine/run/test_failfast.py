@@ -23,8 +23,8 @@ from bandpass.engine.run.rollouts import BatchError, parse_retry_codes, plan_bat
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.conftest import REPO
 from tests.support.calib_data import add_task
+from tests.support.paths import REPO
 from tests.support.servers.openai_server import _action, running_server
 from tests.support.taskfactory import make_task
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -29,11 +28,12 @@ from bandpass.engine.run.episode import EpisodeResult, run_episode
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support import paths
 from tests.support.taskfactory import make_task
 
 pytestmark = pytest.mark.docker
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "redteam"
+FIXTURES = paths.FIXTURES / "redteam"
 VERIFIER_TIMEOUT = 20
 MODES = ("clean_room", "in_place")
 

@@ -16,7 +16,7 @@ from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import Episode
-from tests.engine.run.test_guard import Keys
+from tests.support.scripted import Keys
 from tests.support.taskfactory import make_task
 
 pytestmark = pytest.mark.docker

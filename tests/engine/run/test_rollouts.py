@@ -33,7 +33,7 @@ from bandpass.engine.sandbox.docker_engine import get_client
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.servers.openai_server import SOLVE_HELLO, OpenAIServer, _action, running_server
 from tests.support.taskfactory import make_task
 

@@ -13,7 +13,7 @@ import pytest
 
 from bandpass.engine.sandbox.asciicast import CastError, CastWriter, read_cast
 from bandpass.engine.sandbox.cast_tail import CastTail
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 
 def test_a_missing_file_is_nothing_new_until_it_appears(tmp_path: Path) -> None:

@@ -20,10 +20,10 @@ from bandpass.engine.review.replay import apply_events
 from bandpass.engine.sandbox.asciicast import read_cast
 from bandpass.engine.sandbox.emulator import Screen
 from tests.support.bittty_reference import BitttyScreen
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_emulator import fullscreen, plain, sgr  # noqa: E402 - imported after the sys.path set-up above
+from bench_emulator import fullscreen, plain, sgr
 
 SAMPLES = sorted((ROOT / "recordings" / "samples").glob("*/*.cast"))
 

@@ -48,7 +48,7 @@ from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.tui.app import BandpassApp
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.servers.docker_proxy import DockerProxy
 from tests.support.taskfactory import make_task
 from tests.support.waiting import wait_for, wait_until

@@ -30,14 +30,14 @@ from bandpass.engine.tasks.tb1 import convert_tb1
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.tui.cli import app
-from tests.engine.generator.test_generator import TASK_TOML as GENERATOR_TEST_TOML
 from tests.support.calib_data import add_episodes, outcomes
+from tests.support.generated_task import TASK_TOML as GENERATOR_TEST_TOML
+from tests.support.paths import FIXTURES, REPO
 
-REPO = Path(__file__).resolve().parents[3]
 HARBOR_PY = REPO / ".venv-harbor" / "bin" / "python"
-HARBOR_REF = Path(__file__).resolve().parents[2] / "support" / "harbor_ref.py"
+HARBOR_REF = REPO / "tests" / "support" / "harbor_ref.py"
 EXAMPLES = REPO / "examples" / "tasks"
-TB1_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "tb1" / "hello-world"
+TB1_FIXTURE = FIXTURES / "tb1" / "hello-world"
 SAMPLE_TASKS = sorted((REPO / "recordings" / "samples" / "generations").glob("*/task"))
 
 

@@ -17,10 +17,10 @@ from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.tui.cli import app
 from bandpass.tui.screens.tasks import load_detail
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES, FIXTURES
 from tests.support.taskfactory import make_task
 
-TB1_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "tb1" / "hello-world"
+TB1_FIXTURE = FIXTURES / "tb1" / "hello-world"
 
 
 def _named(root: Path, folder: str, name: str, instruction: str) -> Path:

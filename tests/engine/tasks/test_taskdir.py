@@ -19,8 +19,7 @@ from bandpass.engine.tasks.taskdir import (
     validate_task,
     version_hash,
 )
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "tasks"
+from tests.support.paths import EXAMPLES
 
 GOOD_TOML = """\
 version = "1.0"

@@ -12,8 +12,9 @@ import pytest
 
 from bandpass.engine.tasks.taskdir import TaskInvalid, load_task, validate_task
 from bandpass.engine.tasks.tb1 import convert_tb1
+from tests.support.paths import FIXTURES
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "tb1" / "hello-world"
+FIXTURE = FIXTURES / "tb1" / "hello-world"
 BASE_IMAGE = "bandpass/base:bookworm"
 
 

@@ -11,9 +11,9 @@ from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.episode import run_episode
 from bandpass.tui.screens.changes import ChangesScreen
 from bandpass.tui.screens.replay import ReplayScreen
-from tests.engine.run.test_guard import Keys, _task
+from tests.support.host import Host
+from tests.support.scripted import Keys, in_place_task
 from tests.support.waiting import wait_for
-from tests.tui.screens.test_replay_tui import Host
 
 pytestmark = pytest.mark.docker
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.docker
 async def test_changes_view_shows_diffs_and_highlights_guard_findings(
     workspace: Workspace, tmp_path: Path
 ) -> None:
-    vid = _task(workspace, tmp_path, "changes-view")
+    vid = in_place_task(workspace, tmp_path, "changes-view")
     res = run_episode(
         workspace,
         vid,
@@ -73,7 +73,7 @@ async def test_in_a_clean_room_the_changes_view_shows_findings_as_evidence(
 ) -> None:
     """Verified in a clean room the forged cat never reached the verifier: the view still lists it and
     the rule that saw it, as evidence (yellow), with what crossed into the clean room."""
-    vid = _task(workspace, tmp_path, "changes-clean", verifier="")
+    vid = in_place_task(workspace, tmp_path, "changes-clean", verifier="")
     res = run_episode(workspace, vid, Keys("printf '#!/bin/sh\\necho 42\\n' > /usr/bin/cat"))
     assert (res.outcome, res.verify_mode) == ("failed", "clean_room")
     replay = ReplayScreen(workspace, episode_id=res.episode_id)

@@ -16,9 +16,8 @@ from bandpass.engine.core.workspace import Workspace
 from bandpass.tui.screens.compare import CompareScreen
 from bandpass.tui.screens.episodes import EpisodesScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
-from tests.support.replay_data import make_episode
+from tests.support.replay_data import make_episode, make_loop_episode
 from tests.support.waiting import wait_for
-from tests.tui.screens.test_diagnosis_tui import make_loop_episode
 
 SIZE = (150, 40)
 

@@ -3,10 +3,7 @@ Replay header and evidence, wide casts, and the Episodes screen with its two-epi
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import text
-from textual.app import App
 from textual.widgets import DataTable, Input, Static
 
 from bandpass.engine.core.events import EventBus
@@ -22,34 +19,14 @@ from bandpass.tui.screens.tag_dialog import TagDialog
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.screens.tasks import TasksScreen
 from bandpass.tui.widgets.terminal_view import TerminalView
-from tests.support.replay_data import make_episode, write_cast
+from tests.support.host import Host
+from tests.support.replay_data import make_episode, make_loop_episode, write_cast
 from tests.support.waiting import wait_for
-
-
-class Host(App[None]):
-    def __init__(self, screen) -> None:
-        super().__init__()
-        self.first = screen
-
-    def on_mount(self) -> None:
-        self.push_screen(self.first)
 
 
 def tags_of(ws: Workspace, eid: int) -> list[str]:
     with session(ws.engine) as s:
         return [f"{t.tag_class}.{t.subclass}" for t in q.tags_for_episode(s, eid)]
-
-
-def make_loop_episode(ws: Workspace, task: str = "loopy") -> int:
-    """A turn_limit episode whose three steps type the same `ls` at an unchanged screen."""
-    eid = make_episode(ws, task=task, outcome="agent_error:turn_limit")
-    action = json.dumps({"commands": [{"keystrokes": "ls\n", "duration": 1}]})
-    with session(ws.engine) as s:
-        s.exec(
-            text("UPDATE step SET action_json = :a, observation = '$ ls\n$ ' WHERE episode_id = :e"),
-            params={"a": action, "e": eid},
-        )
-    return eid
 
 
 async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:

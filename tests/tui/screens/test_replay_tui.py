@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.app import App
-from textual.screen import Screen
 from textual.widgets import Static
 
 from bandpass.engine.core.workspace import Workspace
@@ -17,17 +15,9 @@ from bandpass.tui.screens.tag_dialog import TagDialog
 from bandpass.tui.widgets.step_panel import StepPanel
 from bandpass.tui.widgets.terminal_view import TerminalView
 from bandpass.tui.widgets.timeline import Timeline
+from tests.support.host import Host
 from tests.support.replay_data import make_episode, write_cast
 from tests.support.waiting import wait_for
-
-
-class Host(App[None]):
-    def __init__(self, screen: Screen[None]) -> None:
-        super().__init__()
-        self._first = screen
-
-    def on_mount(self) -> None:
-        self.push_screen(self._first)
 
 
 async def wait_indexed(pilot, screen: ReplayScreen) -> None:

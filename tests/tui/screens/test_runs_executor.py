@@ -36,7 +36,7 @@ from bandpass.tui.app import BandpassApp
 from bandpass.tui.screens.runs import RunsScreen
 from bandpass.tui.widgets.batch_watch import BatchWatch
 from bandpass.tui.widgets.episode_pane import EpisodePane
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.taskfactory import SOUND_TEST, make_task
 from tests.support.waiting import start_batch, wait_for
 

@@ -27,7 +27,8 @@ from bandpass.tui.screens.search import SearchScreen, split_filters
 from bandpass.tui.screens.tag_dialog import TagDialog
 from bandpass.tui.widgets.search_bar import SearchBar
 from bandpass.tui.widgets.terminal_view import TerminalView
-from tests.conftest import EXAMPLES, REPO
+from tests.support.host import Host
+from tests.support.paths import EXAMPLES, REPO
 from tests.support.waiting import wait_for
 
 SAMPLES = REPO / "recordings" / "samples"
@@ -40,15 +41,6 @@ def ws(tmp_path: Path) -> Workspace:
     assert import_paths(ws, [EXAMPLES]).ok
     assert load_samples(ws, SAMPLES) > 0
     return ws
-
-
-class Host(App[None]):
-    def __init__(self, screen: Screen[None]) -> None:
-        super().__init__()
-        self._first = screen
-
-    def on_mount(self) -> None:
-        self.push_screen(self._first)
 
 
 async def _search(pilot, app: App, query: str) -> SearchScreen:

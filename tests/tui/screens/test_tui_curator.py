@@ -23,8 +23,8 @@ from bandpass.tui.screens.replay import ReplayScreen
 from bandpass.tui.screens.runs import RunsScreen
 from bandpass.tui.widgets.terminal_view import TerminalView
 from tests.support.replay_data import PYTEST_FAIL, make_episode, write_cast
+from tests.support.tui_data import seed
 from tests.support.waiting import wait_for
-from tests.tui.test_tui_app import seed
 
 SIZE = (160, 48)
 

@@ -16,11 +16,12 @@ from bandpass.tui.screens.runs import RunsScreen
 from bandpass.tui.widgets.batch_watch import BatchWatch
 from bandpass.tui.widgets.episode_pane import EpisodePane
 from bandpass.tui.widgets.feed_pump import pump
+from tests.support.paths import EXAMPLES
 from tests.support.waiting import start_batch, wait_for
 
 pytestmark = pytest.mark.docker
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tasks" / "access-log-report"
+EXAMPLE = EXAMPLES / "access-log-report"
 
 
 def _text(view: Any) -> str:

@@ -4,7 +4,6 @@ every binding reachable by name, and a help page built from the screen's live bi
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
@@ -22,11 +21,6 @@ from tests.support.waiting import wait_for
 
 SIZE = (160, 45)
 MODES = {"1": "tasks", "2": "runs", "3": "generate", "4": "settings", "5": "calibration", "7": "tags"}
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace.open(tmp_path / "ws")
 
 
 async def open_help(pilot, app: BandpassApp) -> HelpScreen:

@@ -27,15 +27,10 @@ from bandpass.tui.widgets.feed_pump import pump
 from bandpass.tui.widgets.step_panel import StepPanel
 from tests.support.calib_data import add_episodes, add_task, outcomes
 from tests.support.replay_data import make_episode
+from tests.support.tui_data import seed
 from tests.support.waiting import wait_for
-from tests.tui.test_tui_app import seed
 
 SIZE = (150, 40)
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace.open(tmp_path / "ws")
 
 
 async def _settle(pilot: Any) -> None:

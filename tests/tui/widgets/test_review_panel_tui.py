@@ -7,7 +7,6 @@ import json
 
 import pytest
 from sqlalchemy import text
-from textual.app import App
 from textual.screen import Screen
 
 from bandpass.engine.core.workspace import Workspace
@@ -18,19 +17,11 @@ from bandpass.store.queries import reviews as rq
 from bandpass.tui.screens.replay import ReplayScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.widgets.review_panel import ReviewPanel
+from tests.support.host import Host
 from tests.support.replay_data import make_episode
 from tests.support.servers.anthropic_server import Reply, running_server, tool
 from tests.support.servers.anthropic_server import text as say
 from tests.support.waiting import wait_for
-
-
-class Host(App[None]):
-    def __init__(self, screen: Screen[None]) -> None:
-        super().__init__()
-        self._first = screen
-
-    def on_mount(self) -> None:
-        self.push_screen(self._first)
 
 
 def add_review(ws: Workspace, eid: int, code: str, status: str = "ok") -> int:

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from bandpass.engine.sandbox.asciicast import read_cast
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.taskfactory import make_task
 
 
@@ -119,23 +119,6 @@ def test_unknown_executor_is_one_line() -> None:
 
 
 # --- Ray, for real --------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Any]:
-    """A local Ray instance for this module; always shut down, so no raylet/GCS outlives the tests."""
-    try:
-        import ray
-    except ImportError:  # like Docker, never skipped silently: CI must install the extra
-        pytest.fail("Ray is not installed: pip install -e '.[dev,cluster]' ")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    t0 = time.monotonic()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
-    print(f"ray.init took {time.monotonic() - t0:.1f}s")
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.docker

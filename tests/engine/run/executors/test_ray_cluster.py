@@ -35,7 +35,7 @@ from bandpass.engine.sandbox.pool import SPARE_PREFIX
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.taskfactory import make_task
 from tests.support.waiting import wait_until
 

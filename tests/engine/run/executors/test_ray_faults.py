@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from bandpass.engine.sandbox.labels import BATCH, HEAD_MARKER, LABEL, SCRATCH, W
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.taskfactory import make_task
 from tests.support.waiting import wait_until
 
@@ -61,19 +60,6 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=timeout,
     )
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Any]:
-    """A local Ray instance (head + worker processes) for this module, always shut down."""
-    import ray
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 # --- connect before planning; ray:// refused -----------------------------------------------------------

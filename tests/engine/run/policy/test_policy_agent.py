@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,54 +16,9 @@ from bandpass.engine.core.config import PolicyModelConfig
 from bandpass.engine.run.agents.base import AgentContext, AgentResult, StepRecord
 from bandpass.engine.run.agents.policy import PolicyAgent
 from bandpass.engine.run.policy.client import PolicyClient
-from bandpass.engine.sandbox.terminal import WaitResult
 from bandpass.engine.tasks.taskdir import TaskSpec
-from tests.support.servers.openai_server import OpenAIServer, running_server
-
-
-class FakeTerminal:
-    """Same surface as ``TerminalSession``; a command's output is looked up by its keystrokes."""
-
-    def __init__(self, outputs: dict[str, str] | None = None, delay: float = 0.0) -> None:
-        self.outputs = outputs or {}
-        self.delay = delay
-        self.sent: list[tuple[str, float]] = []
-        self.lines: list[str] = ["$ "]
-
-    def send(self, keys: str) -> None:
-        self.sent.append((keys, 0.0))
-
-    def send_and_wait(self, keys: str, timeout: float, quiescence: float = 2.0) -> WaitResult:
-        self.sent.append((keys, timeout))
-        if self.delay:
-            time.sleep(min(self.delay, timeout))
-        out = keys + self.outputs.get(keys, "")
-        self.lines[-1] += keys.rstrip("\n")
-        self.lines.extend(out.splitlines()[1:] + ["$ "])
-        done = keys.endswith("\n") and self.delay <= timeout
-        return WaitResult(
-            completed=done,
-            exit_code=0 if done else None,
-            timed_out=not done,
-            quiescent=False,
-            output=out,
-            duration=min(self.delay, timeout),
-        )
-
-    def screen_text(self) -> str:
-        return "\n".join(self.lines[-40:])
-
-    def recent_output(self, max_bytes: int) -> str:
-        return self.screen_text()[-max_bytes:]
-
-    def interrupt(self) -> None:
-        self.send("\x03")
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with running_server() as s:
-        yield s
+from tests.support.fake_terminal import FakeTerminal
+from tests.support.servers.openai_server import OpenAIServer
 
 
 def _run(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 from typer.testing import CliRunner
@@ -20,12 +19,6 @@ from bandpass.engine.run.policy.client import (
 from tests.support.servers.openai_server import OpenAIServer, running_server
 
 MSGS = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with running_server() as s:
-        yield s
 
 
 def _client(server: OpenAIServer, model: str, **kw: object) -> PolicyClient:

@@ -23,9 +23,8 @@ import pytest
 
 from bandpass.engine.core.config import PolicyModelConfig
 from bandpass.engine.run.policy.serve import find_vllm, missing_vllm_message, serve_argv
+from tests.support.paths import REPO as ROOT
 from tests.support.waiting import wait_until
-
-ROOT = Path(__file__).resolve().parents[4]
 
 FAKE_VLLM = """#!{python}
 import http.server, json, os, subprocess, sys, time

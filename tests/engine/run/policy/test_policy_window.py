@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from typer.testing import CliRunner
 
 from bandpass.engine.core.config import PolicyModelConfig
@@ -21,7 +19,7 @@ from bandpass.engine.run.agents.policy import PolicyAgent
 from bandpass.engine.run.policy.client import PolicyClient, check_endpoint, describe_check
 from bandpass.engine.run.policy.fit import PromptCounter, fit_request
 from bandpass.engine.tasks.taskdir import TaskSpec
-from tests.engine.run.policy.test_policy_agent import FakeTerminal
+from tests.support.fake_terminal import FakeTerminal
 from tests.support.servers.openai_server import OpenAIServer, prompt_tokens, running_server
 
 LOOP = "script:loop"
@@ -338,12 +336,6 @@ def test_backoff_and_status_of_failed_attempts_are_kept() -> None:
     assert [a.get("status") for a in steps[0].attempts] == [500, 429, None]
     assert steps[0].attempts[0]["error"] == "HTTP 500" and "wait_s" in steps[0].attempts[0]
     assert result.error_code is None
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with running_server() as s:
-        yield s
 
 
 def test_replay_shows_a_step_that_needed_several_requests() -> None:
