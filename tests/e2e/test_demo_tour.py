@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from bandpass.engine.core.events import EventBus
@@ -38,6 +39,9 @@ from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.screens.tasks import TasksScreen
 from tests.support.paths import REPO
 from tests.support.waiting import wait_for
+
+# Slow (builds the whole demo and opens every screen): the full suite runs it, `scripts/test --fast` does not.
+pytestmark = pytest.mark.slow
 
 
 def test_demo_summary_has_the_whole_product(tmp_path: Path) -> None:

@@ -121,6 +121,7 @@ async def test_the_episodes_screen_shows_the_counted_reward(workspace: Workspace
         assert "none (infra)" in cells[str(infra)]
 
 
+@pytest.mark.slow
 def test_tagging_and_accepting_twice_change_nothing(workspace: Workspace) -> None:
     eid = make_episode(workspace, task="t", outcome="agent_error:turn_limit", with_casts=False)
     root = workspace.root
@@ -134,6 +135,7 @@ def test_tagging_and_accepting_twice_change_nothing(workspace: Workspace) -> Non
     assert tagger.last_added == 0 and not tagger.can_undo  # nothing to undo: nothing was done
 
 
+@pytest.mark.slow
 def test_review_accept_twice_adds_one_tag(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     eid = make_episode(workspace, task="t", outcome="agent_error:turn_limit")
     _review(workspace, monkeypatch, eid, "true_fail", "harness.turn_limit")

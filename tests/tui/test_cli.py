@@ -90,6 +90,7 @@ def test_tasks_on_an_empty_workspace(tmp_path: Path) -> None:
     assert (tmp_path / "empty" / "bandpass.db").exists()
 
 
+@pytest.mark.slow
 def test_a_mistyped_workspace_is_an_error_not_a_new_workspace(tmp_path: Path) -> None:
     typo = tmp_path / "wrokspace"
     for args in (["tasks"], ["episodes"], ["queue"], ["batches"]):

@@ -45,6 +45,7 @@ def ws(workspace: Workspace) -> Workspace:
     return workspace
 
 
+@pytest.mark.slow
 def test_unknown_ids_are_errors_everywhere(ws: Workspace) -> None:
     root = ws.root
     one_line_error(bp(root, "queue", "--cluster", "deadbeef"), "--cluster deadbeef: no failure cluster")

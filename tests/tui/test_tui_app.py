@@ -181,6 +181,7 @@ def fake_batch(bus: EventBus, episode_ids: list[int], done: threading.Event) -> 
     done.set()
 
 
+@pytest.mark.docker  # the batch's pre-flight asks the Docker engine before anything else
 async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     vids = seed(ws, 4)
     bus = EventBus()
@@ -254,6 +255,7 @@ async def test_runs_shows_episodes_started_before_it_opened(ws: Workspace) -> No
         await wait_for(pilot, lambda: "hello 7" in "".join(view.render_line(y).text for y in range(12)))
 
 
+@pytest.mark.docker  # the batch's pre-flight asks the Docker engine before anything else
 async def test_batch_error_is_a_notification(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     seed(ws, 1)
 

@@ -31,6 +31,9 @@ from bandpass.engine.core.workspace import Workspace
 from bandpass.tui.app import BandpassApp
 from tests.support.waiting import wait_for
 
+# Slow (thousands of random keys, up to 80 s): the full suite runs it, `scripts/test --fast` does not.
+pytestmark = pytest.mark.slow
+
 #: Presses per run; the whole test stays well under two minutes on the shared 2-core machine.
 PRESSES = int(os.environ.get("BANDPASS_MONKEY_PRESSES", "4000"))
 #: Wall-clock cap: a loaded machine presses fewer keys rather than running long (the count is printed).

@@ -262,6 +262,7 @@ def test_a_bandpass_error_in_a_use_case_is_one_line(tasks: tuple[Workspace, dict
     assert res.stderr.strip() == "bandpass: error: nothing to run here", res.stderr
 
 
+@pytest.mark.docker  # the batch's pre-flight asks the Docker engine before anything else
 async def test_a_bug_in_a_use_case_is_an_unexpected_error_in_the_tui_not_a_refusal(
     tasks: tuple[Workspace, dict[str, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

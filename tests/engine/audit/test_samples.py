@@ -104,6 +104,7 @@ def test_sample_round_trip_and_version_mismatch_warns(workspace: Workspace, tmp_
     assert len(warnings) == 1 and "loaded against" in warnings[0]
 
 
+@pytest.mark.slow
 def test_demo_needs_no_docker(tmp_path: Path) -> None:
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent", "BANDPASS_HOME": str(tmp_path / "home")}
     cmd = [
@@ -130,6 +131,7 @@ def test_demo_needs_no_docker(tmp_path: Path) -> None:
     assert not (tmp_path / "home").exists()  # the demo never touches $BANDPASS_HOME
 
 
+@pytest.mark.slow
 def test_demo_reset_refuses_a_folder_that_is_not_a_workspace(tmp_path: Path) -> None:
     precious = tmp_path / "precious"
     precious.mkdir()
@@ -200,6 +202,7 @@ def test_shipped_samples_hold_no_key() -> None:
     assert leaks == []
 
 
+@pytest.mark.slow
 def test_demo_names_a_broken_sample_file_instead_of_a_traceback(tmp_path: Path) -> None:
     """A damaged sample (a bad checkout, a hand edit) is one line naming the file, exit 1."""
     import bandpass.tui.commands.demo as demo

@@ -185,6 +185,7 @@ def test_rows_carry_the_decision_and_the_band_history(ws: Workspace, tmp_path: P
         ExportParams(model=M, confidence=1.0)
 
 
+@pytest.mark.slow
 def test_reexport_is_byte_identical(ws: Workspace, tmp_path: Path) -> None:
     params = ExportParams(model=M, curriculum=True, val_fraction=0.25, seed=7)
     a = export(ws, params, tmp_path / "a")
@@ -199,6 +200,7 @@ def test_reexport_is_byte_identical(ws: Workspace, tmp_path: Path) -> None:
     assert c.manifest_sha256 != a.manifest_sha256  # the seed is part of the identity
 
 
+@pytest.mark.slow
 def test_split_is_stratified_and_seeded(ws: Workspace, tmp_path: Path) -> None:
     res = export(ws, ExportParams(model=M, val_fraction=0.25, seed=0), tmp_path / "out")
     val = [t for t in res.tasks if t.split == "validation"]

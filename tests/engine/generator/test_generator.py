@@ -498,6 +498,7 @@ def test_concurrent_batch_records_every_attempt(workspace: Workspace, server: An
     assert (row.attempts, row.accepted, row.yield_) == (8, 0, 0.0)
 
 
+@pytest.mark.slow
 def test_cli_generate_and_report(workspace: Workspace, server: AnthropicServer) -> None:
     model = f"{HAIKU}-cli"
     server.script(model, [Reply([text("I will not write a task.")])])
@@ -559,6 +560,7 @@ def test_streamed_text_is_redacted_even_when_the_key_spans_deltas(
     assert_key_absent(workspace, server.api_key)
 
 
+@pytest.mark.slow
 def test_unknown_model_runs_with_cost_unknown_and_a_budget_refuses_it(
     workspace: Workspace, server: AnthropicServer
 ) -> None:

@@ -158,6 +158,7 @@ def test_stalled_stream_times_out_and_ends_as_unavailable(
     assert len(server.message_requests(model)) == 2
 
 
+@pytest.mark.slow
 def test_nothing_listening_exits_3_with_the_reason_and_the_url(workspace: Workspace) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     # Before anything starts, one model-list request (no tokens): nothing listening is one line, at once,
@@ -189,6 +190,7 @@ def test_nothing_listening_exits_3_with_the_reason_and_the_url(workspace: Worksp
     assert "is the server running" in proc.stderr
 
 
+@pytest.mark.slow
 def test_tool_use_refused_is_not_retried_and_check_explains_it(
     workspace: Workspace, server: AnthropicServer
 ) -> None:
@@ -234,6 +236,7 @@ def test_a_model_that_never_calls_a_tool_is_stopped_early(
     assert "3 replies without a tool call" in stored(workspace, res.generation_id).detail
 
 
+@pytest.mark.slow
 def test_generations_list_show_and_report_separate_api_failures(
     workspace: Workspace, server: AnthropicServer
 ) -> None:

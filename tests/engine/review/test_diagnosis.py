@@ -356,6 +356,7 @@ def bp(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_cli_diagnose_clusters_episodes_show(workspace: Workspace) -> None:
     same = [make_episode(workspace, task="t1", test="test_x") for _ in range(2)]
     other = make_episode(workspace, task="t1", test="test_y")

@@ -266,6 +266,7 @@ def _cli(ws: Workspace, srv: AnthropicServer, *args: str) -> subprocess.Complete
     )
 
 
+@pytest.mark.slow
 def test_budget_stops_the_run_from_the_cli(workspace: Workspace, server: AnthropicServer) -> None:
     ids = [make_episode(workspace, task=f"t{i}") for i in range(3)]
     # $0.10 in + $0.005 out per review at $1/$5 per MTok: two reviews pass a $0.15 budget.

@@ -135,6 +135,7 @@ def _clone_episodes(ws: Workspace, times: int) -> int:
     return int(n)
 
 
+@pytest.mark.slow
 def test_the_index_survives_a_crash_mid_build_and_resumes(tmp_path: Path) -> None:
     ws = _samples_workspace(tmp_path / "ws")
     total = _clone_episodes(ws, 5)  # 41 * 2**5 episodes
@@ -336,6 +337,7 @@ def test_too_common_a_query_lists_the_newest_first_and_says_so(
     assert ids == newest
 
 
+@pytest.mark.slow
 def test_replay_find_prints_the_frame_where_the_scrolled_line_is_visible(tmp_path: Path) -> None:
     cast = SAMPLES / SCROLLED / "agent.cast"
     out = bp(tmp_path, "replay", str(cast), "--find", '"line 200"', "--print")

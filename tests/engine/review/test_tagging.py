@@ -204,6 +204,7 @@ def bp(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_cli_tag_untag_tags_queue(workspace: Workspace) -> None:
     a = make_episode(workspace, task="t1")
     b = make_episode(workspace, task="t1", outcome="agent_error:turn_limit")

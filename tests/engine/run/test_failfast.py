@@ -62,6 +62,7 @@ def _batches(ws: Workspace) -> list[str]:
         return [b.id for b in queries.batches(s)]
 
 
+@pytest.mark.slow
 def test_dead_or_wrong_endpoint_is_one_line_and_nothing_is_queued(workspace: Workspace) -> None:
     add_task(workspace, "t1")
     dead = _dead_url()

@@ -25,6 +25,9 @@ from tests.support.paths import REPO as ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_emulator import fullscreen, plain, sgr
 
+# Slow (every sample recording against bittty): the full suite runs it, `scripts/test --fast` does not.
+pytestmark = pytest.mark.slow
+
 SAMPLES = sorted((ROOT / "recordings" / "samples").glob("*/*.cast"))
 
 

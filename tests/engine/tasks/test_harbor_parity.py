@@ -34,6 +34,9 @@ from tests.support.calib_data import add_episodes, outcomes
 from tests.support.generated_task import TASK_TOML as GENERATOR_TEST_TOML
 from tests.support.paths import FIXTURES, REPO
 
+# Slow (Harbor in .venv-harbor, a process per check): the full suite runs it, `scripts/test --fast` does not.
+pytestmark = pytest.mark.slow
+
 HARBOR_PY = REPO / ".venv-harbor" / "bin" / "python"
 HARBOR_REF = REPO / "tests" / "support" / "harbor_ref.py"
 EXAMPLES = REPO / "examples" / "tasks"

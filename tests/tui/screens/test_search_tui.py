@@ -87,6 +87,7 @@ async def test_a_hit_that_scrolled_away_opens_replay_on_its_frame_highlighted(ws
         await wait_for(pilot, lambda: not view.highlights, what="marks gone once the screen moved")
 
 
+@pytest.mark.slow
 async def test_n_and_shift_n_step_through_the_episodes_hits(ws: Workspace) -> None:
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=SIZE) as pilot:

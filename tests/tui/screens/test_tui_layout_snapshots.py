@@ -42,6 +42,9 @@ from tests.support.calib_data import add_episodes, add_task, outcomes
 from tests.support.replay_data import make_episode
 from tests.support.waiting import wait_for
 
+# Slow (every screen at two sizes, as SVG): the full suite runs it, `scripts/test --fast` does not.
+pytestmark = pytest.mark.slow
+
 SIZES = [(100, 30), (160, 48)]
 MODEL = "qwen-9b"
 

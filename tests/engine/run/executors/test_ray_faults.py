@@ -218,6 +218,7 @@ def test_worker_killed_mid_episode_gets_a_fresh_try_and_nothing_is_left(
 # --- no descriptor or directory leaks in workers --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_scratch_workspaces_leak_no_descriptors_or_dirs(tmp_path: Path) -> None:
     """A few hundred scratch workspaces, created, written, collected and released as a worker does for
     each episode: the process's open descriptors and the temp dir end where they began."""
