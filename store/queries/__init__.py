@@ -151,7 +151,7 @@ if TYPE_CHECKING:  # what the names below are, for the type checker; at run time
         versions_of_task,
     )
 
-#: module -> the names it gives this package (kept equal to the imports above: tests/test_store.py)
+#: module -> the names it gives this package (kept equal to the imports above: tests/store/test_store.py)
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "bandpass.store.models": (
         "Audit",
