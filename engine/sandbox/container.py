@@ -34,8 +34,8 @@ import docker.errors
 import requests
 
 from bandpass.engine.core.errors import BandpassError
+from bandpass.engine.sandbox import guardian, lifeline
 from bandpass.engine.sandbox import labels as L
-from bandpass.engine.sandbox import lifeline
 from bandpass.engine.sandbox import owner as owner_mod
 from bandpass.engine.sandbox.docker_engine import DockerUnavailable
 from bandpass.engine.sandbox.removal import force_remove
@@ -272,6 +272,8 @@ class Sandbox:
                 self.lifeline = lifeline.Lifeline.create()
             except OSError as exc:  # no usable temporary directory: the hard lifetime still bounds it
                 log.warning("no lifeline for a sandbox (%s): only its hard lifetime bounds it", exc)
+            # outside every container: ends what this process leaves frozen if it dies (guardian.py)
+            guardian.ensure(self.client)
         try:
             self.container = self._create(name, labels, local)
         except docker.errors.APIError as exc:

@@ -56,6 +56,8 @@ from tests.support.waiting import wait_for, wait_until
 RUN_LABEL = {"bandpass.test": f"reaper-{uuid.uuid4().hex[:10]}"}
 #: The issue's bound: no container outlives its owner by more than this.
 OUTLIVE_S = 60.0
+#: States in which a container still holds what it ran (``docker ps`` lists both).
+UP = ("running", "paused")
 
 
 @pytest.fixture(autouse=True)
@@ -171,6 +173,36 @@ def test_a_sigkilled_owners_container_stops_and_the_next_start_reaps_it(
     )
     assert "bandpass: reaped " in res.stderr and f"of {ws}" in res.stderr, res.stderr
     assert _state(client, cid) == "removed"
+
+
+FROZEN_OWNER = OWNER_SCRIPT.replace(
+    "print(sb.id, flush=True)",
+    "from bandpass.engine.sandbox import hostview\nassert hostview.freeze(sb.client, sb.id)\n"
+    "print(sb.id, flush=True)",
+)
+
+
+@pytest.mark.docker
+def test_a_sigkilled_owners_frozen_container_is_ended_by_its_guardian(client: docker.DockerClient) -> None:
+    """A paused container's watchdog cannot run; the owner's guardian, outside every container, kills it
+    once the owner is gone (no later Bandpass process needed: this process does not reap)."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_OWNER, BASE_TAG, RUN_LABEL["bandpass.test"], "frozen-owner"],
+        cwd=REPO,
+        env=_env(**{leftovers.ENV: "0"}),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        cid = owner.stdout.readline().strip() if owner.stdout else ""
+        assert cid and _state(client, cid) == "paused", owner.communicate()
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+    wait_until(lambda: _state(client, cid) not in UP, OUTLIVE_S, "the dead owner's frozen container ended")
+    assert _state(client, cid) == "exited"  # stopped, not removed: the next start reaps it as before
 
 
 @pytest.mark.docker
@@ -342,7 +374,7 @@ def test_a_sigkilled_audit_or_batch_leaves_nothing_running(
     assert left
     try:
         wait_until(
-            lambda: not [c for c in _of(client, **mine) if c["State"] == "running"],
+            lambda: not [c for c in _of(client, **mine) if c["State"] in UP],
             OUTLIVE_S,
             f"no container of the SIGKILLed {command} runs",
         )
@@ -350,6 +382,76 @@ def test_a_sigkilled_audit_or_batch_leaves_nothing_running(
         for cid in left:
             with contextlib.suppress(docker.errors.NotFound):
                 client.api.remove_container(cid, force=True)
+
+
+#: A verifier that takes its time: while it runs in the clean room the agent's container stays frozen
+#: (``docker pause``), which also freezes that container's lifeline watchdog.
+SLOW_VERIFIER = (
+    "#!/bin/bash\nmkdir -p /logs/verifier\nsleep 45\n"
+    'if [ "$(cat /app/answer.txt 2>/dev/null)" = 42 ]; then echo 1 > /logs/verifier/reward.txt; '
+    "else echo 0 > /logs/verifier/reward.txt; fi\n"
+)
+
+
+def sigkill_while_paused(client: docker.DockerClient, root: Path, command: str, runs: int = 1) -> list[float]:
+    """``runs`` times: starts ``bandpass audit`` (or a batch) on a task whose verifier takes 45 s, waits
+    until one of its containers is paused (an agent's container frozen while its clean room verifies),
+    SIGKILLs it, and measures how long until no container of that workspace is up (running or paused);
+    fails past OUTLIVE_S. Returns the seconds of each run. Shared with bench/bench_reaper.py."""
+    ws = Workspace.open(root / "ws")
+    task = make_task(root / "src", "slow-verifier", test=SLOW_VERIFIER, verifier_timeout=120)
+    assert import_paths(ws, [task]).ok
+    args = (
+        ["audit", "--reruns", "1"] if command == "audit" else ["run", "--agent", "nop", "--k", "2", "-j", "2"]
+    )
+    mine = {L.WORKSPACE: str(ws.root)}
+    took: list[float] = []
+    for _ in range(runs):
+        proc = subprocess.Popen(
+            _bandpass(ws, *args),
+            cwd=REPO,
+            env=_env(**{sandbox_pool.ENV: "1", leftovers.ENV: "0"}),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def paused(proc: subprocess.Popen[str] = proc) -> bool:
+            assert proc.poll() is None, proc.communicate()
+            return any(c["State"] == "paused" for c in _of(client, **mine))
+
+        try:
+            wait_until(paused, 300, f"a paused container of the {command}")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            killed = time.monotonic()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+        left = [c["Id"] for c in _of(client, **mine)]
+        try:
+            wait_until(
+                lambda: not [c for c in _of(client, **mine) if c["State"] in UP],
+                OUTLIVE_S,
+                f"no container of the SIGKILLed {command} is up (running or paused)",
+            )
+            took.append(time.monotonic() - killed)
+        finally:
+            for cid in left:
+                with contextlib.suppress(docker.errors.NotFound):
+                    client.api.remove_container(cid, force=True)
+    return took
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("command", ["audit", "run"])
+def test_a_sigkilled_audit_or_batch_leaves_no_paused_container(
+    client: docker.DockerClient, tmp_path: Path, command: str
+) -> None:
+    """A frozen container's watchdog cannot run: the owner's guardian, outside every container, ends the
+    containers its dead owner left frozen (bench/bench_reaper.py runs this 20 times)."""
+    sigkill_while_paused(client, tmp_path, command)
 
 
 # --- the fork bomb under load -------------------------------------------------------------------------------
