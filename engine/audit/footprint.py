@@ -8,8 +8,14 @@ audit runs the oracle both ways before anything else:
 
 * it passes in the clean room: nothing to do, the task is verified there;
 * it fails in the clean room, passes in place, and the in-place oracle left a process listening on a TCP
-  port (engine/sandbox/hostview.py): a **service task**. The version is verified in place from now on
-  (``task_version.verify_mode``), the guard its gate, and the audit's probes run against it that way;
+  port (engine/sandbox/hostview.py): a **service task**. The oracle then runs once more as a service (a
+  fresh container of the image, the artifacts carried in, joined to the agent container's network
+  namespace: engine/run/episode.py). When that passes, the version is verified that way from now on
+  (``task_version.verify_mode = service``) and the audit's probes run against it that way: the service
+  answers, and no process the policy left (a background reward writer, a listener that also writes the
+  reward) shares the verifier's processes or its ``/logs``. When it fails, the verifier also reads what
+  the oracle changed outside the artifacts: ``invalidity.artifacts_undeclared``, naming those changes
+  (never verified in place unless the task asks for it, ``[metadata.bandpass] verify_mode``);
 * it fails in the clean room, passes in place, and no service: the verifier needs files outside the
   artifacts. The oracle's changes outside them are grouped (a new directory counts once), all of them are
   carried into a clean room to confirm, then dropped one by one while the verifier still passes, and what
@@ -36,7 +42,7 @@ from bandpass.engine.run.verifier import run_verifier
 from bandpass.engine.sandbox import pool as sandbox_pool
 from bandpass.engine.sandbox.container import SandboxSpec
 from bandpass.engine.sandbox.labels import episode_labels
-from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, under
+from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, SERVICE, under
 from bandpass.engine.tasks.taskdir import TaskSpec
 from bandpass.store.db import session
 from bandpass.store.queries import endstate as endstate_store
@@ -71,6 +77,7 @@ class Footprint:
     why: str
     clean_room: dict[str, Any] = dataclasses.field(default_factory=dict)
     in_place: dict[str, Any] = dataclasses.field(default_factory=dict)
+    service: dict[str, Any] = dataclasses.field(default_factory=dict)  # the oracle verified as a service
     services: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     needed: list[str] = dataclasses.field(default_factory=list)  # proposed artifact paths
 
@@ -112,12 +119,12 @@ def settle(
     batch: str,
     workers: int = 2,
 ) -> Footprint:
-    """Runs the oracle in the clean room and in place, decides where this version is verified, stores it
-    on the version, and returns the evidence. A task that declares ``[verifier] environment_mode`` is
-    verified the way it says (nothing run here)."""
+    """Runs the oracle in the clean room and in place (and, for a service, as a service), decides where
+    this version is verified, stores it on the version, and returns the evidence. A task that declares
+    ``[verifier] environment_mode`` (or ``[metadata.bandpass] verify_mode``) is verified the way it says
+    (nothing run here)."""
     if spec.verify_mode:
-        why = f'declared in task.toml ([verifier] environment_mode = "{_harbor(spec.verify_mode)}")'
-        return Footprint(spec.verify_mode, why)
+        return Footprint(spec.verify_mode, f"declared in task.toml ({_declared(spec.verify_mode)})")
 
     def oracle(mode: str) -> EpisodeResult:
         return run_episode(
@@ -139,13 +146,25 @@ def settle(
         return fp
     services = place.carry.get("kept") or []
     if services:
-        fp.mode, fp.services = IN_PLACE, services
+        fp.mode, fp.services = SERVICE, services
         ports = ", ".join(sorted({f":{s['port']}" for s in services}))
-        fp.why = (
-            f"the oracle passes in place and leaves a service listening ({ports}) but fails in the clean "
-            "room: its deliverable is a running process, verified in place (the tamper guard the gate)"
-        )
-        _store_mode(ws, version_id, IN_PLACE)
+        svc = oracle(SERVICE)
+        fp.service = _brief(svc)
+        if svc.outcome == outcomes.PASSED or outcomes.is_infra(svc.outcome):
+            fp.why = (
+                f"the oracle passes in place and leaves a service listening ({ports}) but fails in the "
+                "clean room: its deliverable is a running process, verified as a service (a fresh "
+                "container with the artifacts, in the agent container's network namespace)"
+            )
+            if outcomes.is_infra(svc.outcome):
+                fp.why += f"; the service oracle ended {svc.outcome}: nothing more learnt"
+        else:
+            fp.needed = _outside(spec, place)
+            fp.why = (
+                f"the oracle leaves a service listening ({ports}) and passes in place, but fails as a "
+                "service: the verifier also reads what the oracle changed outside its artifacts"
+            )
+        _store_mode(ws, version_id, SERVICE)
         return fp
     fp.needed = _needed(ws, client, spec, place, batch)
     fp.why = "the oracle passes in place but fails in the clean room: the verifier reads undeclared state"
@@ -153,8 +172,16 @@ def settle(
     return fp
 
 
-def _harbor(mode: str) -> str:
-    return "shared" if mode == IN_PLACE else "separate"
+def _declared(mode: str) -> str:
+    if mode == IN_PLACE:
+        return '[metadata.bandpass] verify_mode = "in_place"'
+    return f'[verifier] environment_mode = "{"shared" if mode == SERVICE else "separate"}"'
+
+
+def _outside(spec: TaskSpec, place: EpisodeResult) -> list[str]:
+    """What the in-place oracle changed outside the artifacts (grouped, noise left out): the candidates a
+    service task's verifier reads. Not minimised: a clean room without the service cannot tell."""
+    return candidates(place.endstate.changes, spec.artifact_roots) if place.endstate is not None else []
 
 
 def _store_mode(ws: Workspace, version_id: int, mode: str) -> None:
@@ -168,8 +195,21 @@ def proposal(needed: list[str]) -> str:
 
 
 def report_finding(fp: Footprint) -> tuple[str, str] | None:
-    """The audit's finding for a footprint, or None (a service task is accepted, verified in place)."""
-    if fp.mode == IN_PLACE or not fp.in_place or fp.in_place.get("outcome") != outcomes.PASSED:
+    """The audit's finding for a footprint, or None (a service task is accepted, verified as a service)."""
+    if fp.mode == SERVICE and fp.service and fp.service.get("outcome") not in (outcomes.PASSED, None):
+        if outcomes.is_infra(str(fp.service.get("outcome"))):
+            return None
+        where = ", ".join(fp.needed)
+        changed = f"what the oracle changed at {where}" if fp.needed else "state the oracle left"
+        return UNDECLARED, (
+            f"the oracle leaves a service and passes in place (episode {fp.in_place['episode']}), but fails "
+            f"verified as a service (episode {fp.service['episode']}): the verifier also reads {changed}, "
+            "outside the task's artifacts."
+            + (f" Declare it in task.toml: {proposal(fp.needed)}" if fp.needed else "")
+            + ' (In place, [metadata.bandpass] verify_mode = "in_place", would pass it, but there a process '
+            "the policy leaves listening could write the reward.)"
+        )
+    if fp.mode in (IN_PLACE, SERVICE) or not fp.in_place or fp.in_place.get("outcome") != outcomes.PASSED:
         return None
     if fp.needed:
         return UNDECLARED, (
@@ -180,7 +220,7 @@ def report_finding(fp: Footprint) -> tuple[str, str] | None:
     return UNDECLARED, (
         f"the oracle passes in place (episode {fp.in_place['episode']}) but fails in the clean room "
         f"(episode {fp.clean_room['episode']}), and carrying every file it changed does not help: the "
-        'verifier needs a running process; verify in place: [verifier] environment_mode = "shared"'
+        'verifier needs a running process; verify it as a service: [verifier] environment_mode = "shared"'
     )
 
 

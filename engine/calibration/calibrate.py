@@ -110,8 +110,8 @@ class TaskEstimate:
     #: across checkpoints pair, and the evidence the band ledger records.
     samples: list[int] = field(default_factory=list)
     sample_ids: list[int] = field(default_factory=list)
-    #: How the episodes were verified: clean_room | in_place (a service task: the guard was the gate) |
-    #: mixed | "" (none yet) — engine/run/cleanroom.py
+    #: How the episodes were verified: clean_room | service (a fresh container in the service's network
+    #: namespace) | in_place (asked by the task: the guard was the gate) | mixed | "" (none yet)
     verified: str = ""
 
     @property

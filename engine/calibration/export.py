@@ -173,7 +173,7 @@ class ExportedTask:
     band: str = "in"  # the band decision (an exported task is always decided in)
     pass_at_k_interval: tuple[float, float] = (0.0, 1.0)  # the interval behind it
     confidence: float = BandConfig.confidence
-    verified: str = ""  # clean_room | in_place | mixed: where its episodes' verifier ran
+    verified: str = ""  # clean_room | service | in_place | mixed: where its episodes' verifier ran
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)

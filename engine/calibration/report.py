@@ -440,8 +440,8 @@ def render_report(r: CalibrationReport) -> RenderableType:
         names = ", ".join(in_place[:10]) + (f" and {len(in_place) - 10} more" if len(in_place) > 10 else "")
         parts.append(
             Text(
-                f"Verified in place (a service task: the verifier ran in the agent's container, the tamper "
-                f"guard the gate; the rest in a clean room): {names}",
+                f"Verified in place (the task asks for it: the verifier ran in the agent's container, the "
+                f"tamper guard the gate; the rest in a fresh container): {names}",
                 style="yellow",
             )
         )

@@ -34,6 +34,7 @@ AGENT_CODES = (
     # what the policy left cannot be verified as it stands (engine/run/cleanroom.py): valid samples, reward 0
     "workdir_replaced",  # the task's working directory deleted or replaced by a non-directory
     "artifact_invalid",  # an artifact was a FIFO, device, socket or escaping link (dropped) and it failed
+    "endstate_too_large",  # the end state is more than a capture lists within its bounds (endstate.Limits)
     "verifier_timeout",  # the verifier timed out on the agent's artifacts; the oracle's verify well inside
 )
 INFRA_CODES = (
@@ -198,6 +199,7 @@ SUGGESTED_TAG = {
     "pids_exhausted": "agent.pids_exhausted",
     "workdir_replaced": "agent.workdir_replaced",
     "artifact_invalid": "agent.artifact_invalid",
+    "endstate_too_large": "agent.endstate_too_large",
 }
 #: Codes whose meaning depends on who caused them (``agent_error:oom`` vs ``infra_error:oom``).
 SUGGESTED_TAG_BY_OUTCOME = {

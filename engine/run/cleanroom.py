@@ -15,8 +15,11 @@ What crosses, per change under an artifact root:
   symlinks whose target stays inside the same root (resolved lexically from the link's directory);
 * deletions (the image's files the policy removed under the root);
 * dropped, each recorded as a finding: FIFOs, sockets, device nodes, links leaving their root, a link
-  standing in for the root itself, and a file whose content is not available (over the capture cap and the
-  agent's container gone: regrade).
+  standing in for the root itself, a file whose content is not available (over the capture cap and the
+  agent's container gone: regrade), and a file over what the clean room carries in all
+  (:data:`CARRY_BYTES`: a ``truncate -s 200G`` artifact is never streamed).
+
+Hard links to one file (``Change.same_as``) cross as hard links: the content is read and carried once.
 
 A working directory the policy deleted or replaced with a non-directory cannot be verified at all
 (``agent_error:workdir_replaced``). The fresh container has a fresh ``/dev`` (Docker's), the image's
@@ -28,7 +31,9 @@ verifies exactly what the episode's verifier saw.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import posixpath
 import tarfile
 import tempfile
@@ -48,6 +53,9 @@ from bandpass.engine.tasks.artifacts import under
 DROPPED = "artifact_dropped"
 #: Spooled in memory up to this, then on disk: the archive put into the fresh container.
 _SPOOL_BYTES = 32 * 1024 * 1024
+#: What the clean room's carry reads from the agent's container in all (artifacts over the capture cap):
+#: an honest 200 MiB output crosses; a file past what is left of it is dropped, never streamed.
+CARRY_BYTES = 2 << 30
 _CHUNK = 1 << 16
 _SPECIAL_NAMES = {
     "fifo": "a FIFO",
@@ -56,9 +64,9 @@ _SPECIAL_NAMES = {
     "block": "a block device",
 }
 
-#: Fetches an artifact's content the end state does not hold (over the capture cap): a readable file
-#: object and its size, or None.
-Fetch = Callable[[str], tuple[IO[bytes], int] | None]
+#: Fetches an artifact's content the end state does not hold (over the capture cap), at most ``limit``
+#: bytes: a readable file object and its size, or None (missing, not a regular file, or over the limit).
+Fetch = Callable[[str, int], tuple[IO[bytes], int] | None]
 
 
 @dataclass
@@ -167,14 +175,18 @@ def build(
     *,
     tests: Path | None = None,
     logs_dir: str = "",
+    carry_bytes: int = CARRY_BYTES,
 ) -> IO[bytes]:
     """The tar the fresh container gets (rewound); artifacts whose content cannot be had are moved from
     ``carry.put`` to ``carry.dropped``. ``tests`` (the task's ``tests/``, copied to ``/tests``) and an empty
     ``logs_dir`` ride in the same archive: one round trip prepares the verifier (the clean room is ours,
-    nothing to reset first)."""
+    nothing to reset first). What is fetched from the agent's container is at most ``carry_bytes`` in
+    all: a file past what is left is dropped (its size and allocated bytes named), never read."""
     out = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - returned to the caller
     members = _members(archive)
     kept: list[Change] = []
+    carried: set[str] = set()  # regular files already in this archive: a hard link to one is a link
+    left = carry_bytes
     with contextlib.ExitStack() as stack:
         src = stack.enter_context(tarfile.open(archive, "r")) if members and archive is not None else None
         with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -184,17 +196,26 @@ def build(
                 if member is not None:
                     info.uid, info.gid, info.mtime = member.uid, member.gid, member.mtime
                 info.mode = (c.mode or (0o755 if c.type == "dir" else 0o644)) & 0o1777
+                if member is not None and member.islnk():  # the capture's hard link: its target's content
+                    member = members.get("/" + member.linkname.lstrip("/"))
                 if c.type == "dir":
                     info.type = tarfile.DIRTYPE
                     tar.addfile(info)
                 elif c.type == "symlink":
                     info.type, info.linkname = tarfile.SYMTYPE, c.link
                     tar.addfile(info)
+                elif c.same_as and c.same_as in carried:
+                    info.type, info.linkname = tarfile.LNKTYPE, c.same_as.lstrip("/")
+                    tar.addfile(info)
                 elif member is not None and member.isreg() and src is not None:
                     info.size = member.size
                     tar.addfile(info, src.extractfile(member))
                 else:
-                    got = fetch(c.path) if fetch is not None else None
+                    size = c.size or 0
+                    if size > left:
+                        carry.dropped.append(_dropped(c, _over_limit(c, carry_bytes)))
+                        continue
+                    got = fetch(c.path, left) if fetch is not None else None
                     if got is None:
                         carry.dropped.append(
                             _dropped(
@@ -203,9 +224,12 @@ def build(
                         )
                         continue
                     fh, size = got
+                    left -= size
                     with fh:
                         info.size = size
                         tar.addfile(info, fh)
+                if c.type == "file":
+                    carried.add(c.path)
                 kept.append(c)
             if tests is not None:
                 _add_tree(tar, tests, "tests")
@@ -217,6 +241,22 @@ def build(
     carry.put = kept
     out.seek(0)
     return out
+
+
+def _over_limit(c: Change, carry_bytes: int) -> str:
+    size = c.size or 0
+    alloc = f", {_size(c.alloc)} allocated" if c.alloc is not None and c.alloc < size else ""
+    return f"{_size(size)}{alloc}: over what the clean room carries from the agent's container " + (
+        f"({_size(carry_bytes)} in all)"
+    )
+
+
+def _size(n: int) -> str:
+    """Bytes as a person reads them (``200.0 GiB``), exact below a KiB."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} B"
 
 
 def _prefixes(rel: str) -> list[str]:
@@ -242,27 +282,37 @@ def _add_tree(tar: tarfile.TarFile, host_dir: Path, prefix: str) -> None:
 
 def fetcher(client: docker.DockerClient, container_id: str) -> Fetch:
     """Reads a regular file from a (paused or stopped) container through the engine's archive API: for
-    artifacts over the capture cap, while the agent's container still exists. Nothing runs inside."""
+    artifacts over the capture cap, while the agent's container still exists. Nothing runs inside. A
+    file over ``limit`` (by the engine's stat, before any content is sent) is not read at all."""
+    api = client.api
 
-    def fetch(path: str) -> tuple[IO[bytes], int] | None:
+    def fetch(path: str, limit: int) -> tuple[IO[bytes], int] | None:
+        url = api._url("/containers/{0}/archive", container_id)  # type: ignore[attr-defined]  # private
         try:
-            stream, _stat = client.api.get_archive(container_id, path)
-        except docker.errors.APIError:
+            res = api._get(url, params={"path": path}, stream=True)  # type: ignore[attr-defined]  # as above
+        except (docker.errors.APIError, OSError):
             return None
-        raw = ChunkReader(iter(stream))
-        with tarfile.open(fileobj=raw, mode="r|") as tar:
-            for member in tar:
-                if not member.isreg():
-                    return None
-                fh = tar.extractfile(member)
-                if fh is None:
-                    return None
-                buf = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - returned
-                while chunk := fh.read(_CHUNK):
-                    buf.write(chunk)
-                buf.seek(0)
-                return buf, member.size
-        return None
+        try:
+            if res.status_code != 200:
+                return None
+            st = json.loads(base64.b64decode(res.headers.get("X-Docker-Container-Path-Stat", "e30=")))
+            if int(st.get("size", 0)) > limit:
+                return None
+            with tarfile.open(fileobj=ChunkReader(res.iter_content(_CHUNK)), mode="r|") as tar:
+                for member in tar:
+                    fh = tar.extractfile(member) if member.isreg() and member.size <= limit else None
+                    if fh is None:
+                        return None
+                    buf = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - returned
+                    while chunk := fh.read(_CHUNK):
+                        buf.write(chunk)
+                    buf.seek(0)
+                    return buf, member.size
+            return None
+        except (OSError, ValueError, tarfile.TarError):
+            return None
+        finally:
+            res.close()
 
     return fetch
 
@@ -279,4 +329,4 @@ def apply(sandbox: Any, carry: Carry, data: IO[bytes]) -> None:
             raise RuntimeError("the engine refused the artifacts")
 
 
-__all__ = ["DROPPED", "Carry", "apply", "build", "fetcher", "plan"]
+__all__ = ["CARRY_BYTES", "DROPPED", "Carry", "apply", "build", "fetcher", "plan"]

@@ -15,6 +15,15 @@ Nothing inside the container is trusted to report it: the policy was root there 
   deletions; a path present in a lower layer makes it "modified") when Bandpass runs beside the daemon
   with access to its storage: no daemon round trips, a few milliseconds per episode. Symlinks are never
   followed and only regular files are opened, so a hostile upper dir cannot point the reader elsewhere.
+
+What a capture costs is bounded by :class:`Limits`, whatever the policy left, so the capture phase always
+ends inside its timeout and a costly end state is the policy's outcome, never an infra error: a file is
+read (hashed, archived) only up to its size when it was listed (a file still growing is cut there) and
+only when it is at most ``Limits.file_bytes``; what all reads take together is bounded in bytes and in
+seconds, and past that files are listed with their size and allocated bytes only (``Change.alloc``; a
+``truncate -s 200G`` file costs one ``stat``); hard links to one file are read once (``Change.same_as``).
+A listing that cannot finish within ``Limits.entries`` entries or ``Limits.walk_s`` seconds is cut short
+(``EndState.truncated``): the episode then ends ``agent_error:endstate_too_large`` (engine/run/phases.py).
 """
 
 from __future__ import annotations
@@ -56,6 +65,26 @@ _GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27
 _GO_TYPE = _GO_DIR | _GO_SYMLINK | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
 
 ADDED, MODIFIED, DELETED = "added", "modified", "deleted"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one capture may cost. The defaults keep a capture well inside the phase's 60 s on a loaded
+    2-core machine; an honest end state (a 200 MiB output, 150,000 files, a pip install) stays far below
+    every one of them."""
+
+    #: A file bigger than this is listed (size, allocated bytes), never read: a sparse 200 GB file is a stat.
+    file_bytes: int = 1 << 30
+    #: What all the reads of one capture take together, in bytes and in seconds; past either, files are
+    #: listed only.
+    read_bytes: int = 4 << 30
+    read_s: float = 20.0
+    #: The listing itself: past this many entries or seconds it is cut short (``EndState.truncated``).
+    entries: int = 300_000
+    walk_s: float = 40.0
+
+
+DEFAULT_LIMITS = Limits()
 _KIND = {0: MODIFIED, 1: ADDED, 2: DELETED}
 
 
@@ -70,6 +99,10 @@ class Change:
     link: str = ""
     archived: bool = False
     special: str = ""  # for type "other": fifo | socket | char | block
+    #: Allocated bytes of a regular file (blocks x 512; below ``size`` for a sparse file); None: unknown.
+    alloc: int | None = None
+    #: The earlier path of the same file (a hard link): read, hashed and carried once.
+    same_as: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,9 +122,46 @@ class EndState:
     duration_s: float = 0.0
     contents: dict[str, bytes] = field(default_factory=dict, repr=False)
     exists_in_image: Callable[[str], bool] = field(default=lambda _p: False, repr=False)
+    limits: Limits = field(default=DEFAULT_LIMITS, repr=False)
+    read_bytes: int = 0  # what this capture read of the files' content
+    unread: int = 0  # regular files listed with their size only (over a limit: not hashed, not archived)
+    truncated: str = ""  # why the listing was cut short ('' when it is complete)
+    _started: float = field(default_factory=time.monotonic, repr=False)
+    _inodes: dict[tuple[int, int], Change] = field(default_factory=dict, repr=False)
 
     def change_dicts(self) -> list[dict[str, Any]]:
         return [c.as_dict() for c in self.changes]
+
+    def figures(self) -> dict[str, Any]:
+        """The capture's own cost and limits (stored with the carry: ``carry_json["capture"]``)."""
+        return {
+            "read_bytes": self.read_bytes,
+            "unread": self.unread,
+            "truncated": self.truncated,
+            "entries": len(self.changes),
+        }
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def listing_over(self) -> bool:
+        """True (and ``truncated`` set) once the listing has used its entries or its seconds."""
+        if not self.truncated:
+            if len(self.changes) >= self.limits.entries:
+                self.truncated = f"over {self.limits.entries} changed entries"
+            elif self.elapsed() > self.limits.walk_s:
+                n = len(self.changes)
+                self.truncated = f"the listing ran past {self.limits.walk_s:g} s ({n} entries)"
+        return bool(self.truncated)
+
+    def may_read(self, size: int) -> bool:
+        """Whether a file of ``size`` bytes is read (hashed, maybe archived) or only listed."""
+        lim = self.limits
+        return (
+            size <= lim.file_bytes
+            and self.read_bytes + size <= lim.read_bytes
+            and self.elapsed() <= lim.read_s
+        )
 
 
 def capture(
@@ -101,18 +171,19 @@ def capture(
     *,
     cap_bytes: int = DEFAULT_CAP_BYTES,
     reader: str = "auto",
+    limits: Limits = DEFAULT_LIMITS,
 ) -> EndState:
     """Captures the container's changes into ``dest`` (a tar; not written when nothing is archived).
 
     ``reader``: ``auto`` (the layer reader when the upper directory is readable here, else the engine),
-    ``layer`` or ``engine``.
+    ``layer`` or ``engine``. ``limits`` bound what it costs (:class:`Limits`).
     """
     started = time.monotonic()
     layers = _layers(client, container)
     use_layer = reader == "layer" or (reader == "auto" and layers is not None)
     if use_layer and layers is None:
         raise RuntimeError("the container's overlay2 layers are not readable from here")
-    state = EndState(cap_bytes=cap_bytes)
+    state = EndState(cap_bytes=cap_bytes, limits=limits)
     tmp = dest.with_name(dest.name + ".part")
     if use_layer and layers is not None:
         try:
@@ -122,7 +193,7 @@ def capture(
         except (RecursionError, OSError, ValueError):  # e.g. a policy's 5000-deep directory chain
             if reader == "layer":
                 raise
-            state = EndState(cap_bytes=cap_bytes)
+            state = EndState(cap_bytes=cap_bytes, limits=limits)
             use_layer = False
     if not use_layer:
         with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
@@ -205,6 +276,8 @@ def _capture_layers(upper: Path, lowers: list[Path], tar: tarfile.TarFile, state
         except OSError:
             return
         for entry in entries:
+            if state.listing_over():
+                return
             rel = f"{rel_dir}/{entry.name}"
             if rel in HARNESS_PATHS:
                 state.changes.append(Change(rel, ADDED))  # dropped with its parents afterwards
@@ -248,8 +321,15 @@ def _capture_layers(upper: Path, lowers: list[Path], tar: tarfile.TarFile, state
                 tar.addfile(info)
                 change.archived = True
             elif stat.S_ISREG(st.st_mode):
-                change.type, change.size = "file", st.st_size
-                _archive_regular(change, info, _open_nofollow(f"{upper}{rel}"), tar, state)
+                change.type, change.size, change.alloc = "file", st.st_size, st.st_blocks * 512
+                if _same_file(state, change, (st.st_dev, st.st_ino), info, tar):
+                    continue
+                if not state.may_read(st.st_size):
+                    state.unread += 1
+                    continue
+                _archive_regular(
+                    change, info, _open_nofollow(f"{upper}{rel}", st.st_size), tar, state, limit=st.st_size
+                )
             else:
                 change.type = "other"
                 change.special = _special(st.st_mode)
@@ -321,11 +401,33 @@ def _real(lowers: list[Path], path: str) -> str:
     return "/" + "/".join(out)
 
 
-def _open_nofollow(path: str) -> Iterator[bytes]:
+def _open_nofollow(path: str, limit: int) -> Iterator[bytes]:
+    """The file's first ``limit`` bytes (its size when it was listed: a file still growing is cut there)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
+        left = limit
+        while left > 0 and (chunk := fh.read(min(_CHUNK, left))):
+            left -= len(chunk)
             yield chunk
+
+
+def _same_file(
+    state: EndState, change: Change, key: tuple[int, int], info: tarfile.TarInfo, tar: tarfile.TarFile
+) -> bool:
+    """A hard link to a file listed before: it takes that file's hash and size, and (when that one was
+    archived) a hard-link entry in the archive; never read again. False for a file seen the first time."""
+    first = state._inodes.get(key)
+    if first is None:
+        state._inodes[key] = change
+        return False
+    change.same_as, change.sha256, change.size = first.path, first.sha256, first.size
+    if first.archived:
+        info.type, info.linkname = tarfile.LNKTYPE, first.path.lstrip("/")
+        tar.addfile(info)
+        change.archived = True
+        if first.path in state.contents:
+            state.contents[change.path] = state.contents[first.path]
+    return True
 
 
 # -------------------------------------------------------------------------------------- engine reader
@@ -341,6 +443,8 @@ def _capture_engine(
     parents = {p.rsplit("/", 1)[0] or "/" for p in paths}
     state.exists_in_image = lambda p: _stat(api, cid, p) is not None
     for d in sorted(diff, key=lambda d: d["Path"]):
+        if state.listing_over():
+            return
         path, kind = d["Path"], _KIND.get(d["Kind"], MODIFIED)
         if path in HARNESS_PATHS:
             state.changes.append(Change(path, ADDED))  # dropped with its parents afterwards
@@ -371,6 +475,9 @@ def _capture_engine(
                 continue
             else:
                 change.type, change.size = "file", int(st.get("size", 0))
+                if not state.may_read(change.size):  # listed only: the rest of the stream is never read
+                    state.unread += 1
+                    continue
             with tarfile.open(fileobj=ChunkReader(res.iter_content(_CHUNK)), mode="r|") as src:
                 for member in src:
                     info = member
@@ -380,7 +487,8 @@ def _capture_engine(
                         tar.addfile(info)
                         change.archived = True
                     elif member.isreg():
-                        _archive_regular(change, info, _member_chunks(src, member), tar, state)
+                        size = change.size or 0
+                        _archive_regular(change, info, _member_chunks(src, member), tar, state, limit=size)
                     break
         finally:
             res.close()
@@ -410,9 +518,16 @@ def _member_chunks(src: tarfile.TarFile, member: tarfile.TarInfo) -> Iterator[by
 
 
 def _archive_regular(
-    change: Change, info: tarfile.TarInfo, chunks: Iterator[bytes], tar: tarfile.TarFile, state: EndState
+    change: Change,
+    info: tarfile.TarInfo,
+    chunks: Iterator[bytes],
+    tar: tarfile.TarFile,
+    state: EndState,
+    *,
+    limit: int,
 ) -> None:
-    """Hashes the file; archives it when it fits in what is left of the cap, else lists it only."""
+    """Hashes the file's first ``limit`` bytes (its listed size); archives it when it fits in what is
+    left of the cap, else lists it only."""
     size = change.size or 0
     fits = state.archived_bytes + size <= state.cap_bytes
     h = hashlib.sha256()
@@ -420,10 +535,14 @@ def _archive_regular(
     got = 0
     with contextlib.suppress(OSError):
         for chunk in chunks:
+            chunk = chunk[: limit - got]
             h.update(chunk)
             got += len(chunk)
             if buf is not None:
                 buf.write(chunk)
+            if got >= limit:
+                break
+    state.read_bytes += got
     change.sha256 = h.hexdigest()
     change.size = got
     if buf is None or state.archived_bytes + got > state.cap_bytes:
@@ -476,7 +595,11 @@ def stored_state(stored: StoredEndState) -> EndState:
         with contextlib.suppress(OSError, tarfile.TarError), tarfile.open(stored.archive, "r") as tar:
             for member in tar:
                 path = "/" + member.name.lstrip("/")
-                if member.isreg() and (member.size <= _KEEP_IN_MEMORY or path.endswith(GUARD_READS)):
+                if member.islnk():  # a hard link the capture archived once: the same content
+                    target = "/" + member.linkname.lstrip("/")
+                    if target in state.contents:
+                        state.contents[path] = state.contents[target]
+                elif member.isreg() and (member.size <= _KEEP_IN_MEMORY or path.endswith(GUARD_READS)):
                     fh = tar.extractfile(member)
                     if fh is not None:
                         state.contents[path] = fh.read()

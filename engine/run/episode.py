@@ -3,7 +3,10 @@
 Environment, agent and verifier stay separate (Harbor's split): the runner owns the containers and the two
 recordings, the agent only types into its terminal, the verifier runs after the agent in a pty of its own
 — by default in a clean room (engine/run/cleanroom.py: a fresh container of the image with only the task's
-artifacts carried over), in place for a service task (the agent's container, the tamper guard the gate).
+artifacts carried over); for a service task in the same kind of fresh container joined to the agent
+container's network namespace (``service``: the service answers on localhost, none of the policy's
+processes or files beside the verifier); in place only when a task asks for it (the agent's container,
+the tamper guard the gate).
 Every try is recorded; retryable infra errors get a bounded number of fresh tries, and whatever happens the
 containers are removed and the episode row ends ``done`` with one outcome.
 """
@@ -37,7 +40,7 @@ from bandpass.engine.sandbox.docker_engine import DockerUnavailable, get_client
 from bandpass.engine.sandbox.labels import episode_labels
 from bandpass.engine.sandbox.terminal import TerminalSession
 from bandpass.engine.tasks import allowances
-from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE
+from bandpass.engine.tasks.artifacts import CLEAN_ROOM, FRESH, IN_PLACE, SERVICE
 from bandpass.engine.tasks.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image, resolve_workdir
 from bandpass.engine.tasks.taskdir import TaskSpec, load_task
 from bandpass.store import queries
@@ -127,7 +130,7 @@ class EpisodeResult:
     image: str = ""
     #: Who ended the sandbox, with the engine's events (engine/sandbox/attribution/); {} when nothing did.
     evidence: dict[str, Any] = field(default_factory=dict)
-    verify_mode: str = ""  # clean_room | in_place
+    verify_mode: str = ""  # clean_room | service | in_place
     #: What crossed into the clean room (or, in place, which processes were kept): carry_json
     carry: dict[str, Any] = field(default_factory=dict)
 
@@ -192,8 +195,9 @@ def run_episode(
     ``verifier_reruns`` runs the verifier again on the final state that many times (the audit's
     "reruns agree" check); their rewards come back in ``rerun_rewards``.
     ``replay`` puts a stored end state into the container instead of running the agent (regrade).
-    ``verify_mode`` (``clean_room``/``in_place``) overrides where the verifier runs (the audit's footprint
-    check runs the oracle both ways); by default the version's own (:func:`verify_mode_of`).
+    ``verify_mode`` (``clean_room``/``service``/``in_place``) overrides where the verifier runs (the
+    audit's footprint check runs the oracle several ways); by default the version's own
+    (:func:`verify_mode_of`).
     ``oracle_verify_s`` (mode -> seconds) is the oracle's verify time when this store does not hold the
     oracle's episodes (a Ray worker's scratch workspace: the head sends it).
     """
@@ -293,7 +297,7 @@ def _store_result(ws: Workspace, episode_id: int, result: EpisodeResult) -> None
                 cap_bytes=state.cap_bytes,
                 over_cap=state.over_cap,
                 capture_s=state.duration_s,
-                carry=result.carry,
+                carry={**result.carry, "capture": state.figures()},  # what the capture read, left unread
             )
 
 
@@ -364,7 +368,8 @@ class _Trial:
         self.mode_asked = verify_mode
         self.mode = CLEAN_ROOM  # resolved in setup (verify_mode_of)
         self.verifier_spec: SandboxSpec | None = None
-        self.verifier_sandbox: Sandbox | None = None  # the clean room
+        self.verifier_sandbox: Sandbox | None = None  # the clean room (or the service's verifier)
+        self._room_restarts = 0  # the agent container's restarts when the service verifier joined it
         self.carry: cleanroom.Carry | None = None
         self.found_dead = False  # the capture found the agent's container already stopped
         self._room: _Prestart | None = None  # the clean room, started during the agent phase
@@ -452,8 +457,17 @@ class _Trial:
                 self.sandbox = sandbox_pool.acquire(client, sandbox_spec)
             except Exception as exc:
                 raise phases.EnvironmentFailed(str(exc), classify_docker_error(exc)) from exc
+            if self.mode == SERVICE:  # joined to the agent's network namespace, so started once that runs
+                self._room = _Prestart(client, self._service_spec())
 
     # --- phase 2: the agent -------------------------------------------------------------------------
+
+    def _service_spec(self) -> SandboxSpec:
+        """The service verifier's container: the clean room's, in the agent container's network namespace
+        (the agent's network, whatever ``[verifier] network_mode`` says: it is the service's)."""
+        assert self.verifier_spec is not None and self.sandbox is not None
+        self._room_restarts = self.sandbox.restarts
+        return dataclasses.replace(self.verifier_spec, network=False, network_of=self.sandbox.id)
 
     def run_agent(self) -> AgentResult:
         assert self.spec is not None and self.sandbox is not None and self.client is not None
@@ -555,7 +569,9 @@ class _Trial:
     def _capture(self) -> None:
         assert self.spec is not None and self.sandbox is not None and self.client is not None
         sandbox, client = self.sandbox, self.client
-        body = self._capture_clean_room if self.mode == CLEAN_ROOM else self._capture_in_place
+        body = {CLEAN_ROOM: self._capture_clean_room, SERVICE: self._capture_service}.get(
+            self.mode, self._capture_in_place
+        )
         with self.clock.phase(phases.CAPTURE, CAPTURE_TIMEOUT_S):
             # enforced: past its budget the agent's container is removed (whatever blocked goes with it)
             phases.bounded(
@@ -576,30 +592,61 @@ class _Trial:
         self.carry = cleanroom.plan(state.changes, self.spec.artifact_roots, self.spec.workdir)
         self.res.carry = self.carry.as_dict()
 
+    def _keep_listeners(self) -> tuple[list[hostview.Listener], int, bool]:
+        """A service must keep answering: the processes holding a listening TCP socket stay, every other
+        one is SIGKILLed from the host with the container frozen, and it is left frozen so the caller
+        reads a still end state (a file the service keeps growing is read as it was), then thaws it.
+        Returns (kept, how many were killed or -1 when unknown, frozen). A container that is not running
+        (the agent's last act stopped it: restarted here, late_death reads that) or a remote engine (the
+        host cannot see its processes): every process goes, a service too."""
+        assert self.sandbox is not None and self.client is not None
+        client, sandbox = self.client, self.sandbox
+        if not sandbox.is_running() or not hostview.local(client):
+            sandbox.kill_all_processes_except_init()
+            return [], -1, False
+        frozen = hostview.freeze(client, sandbox.id)
+        try:
+            kept = hostview.listeners(client, sandbox.id)
+            killed = len(hostview.kill_except(client, sandbox.id, {k.pid for k in kept}))
+        except BaseException:
+            if frozen:
+                hostview.thaw(client, sandbox.id)
+            raise
+        return kept, killed, frozen
+
+    def _capture_service(self) -> None:
+        """A service task: the service (the listening processes) keeps running in the agent's container,
+        everything else there is killed, the end state is read while it is frozen; the verifier then runs
+        in a fresh container joined to that container's network (``_verifier_container``), with the
+        artifacts carried as into the clean room. The guard's findings are evidence, as in the clean room:
+        nothing of the policy's filesystem reaches the verifier."""
+        assert self.spec is not None and self.sandbox is not None and self.client is not None
+        kept, killed, frozen = self._keep_listeners()
+        try:
+            state = self._capture_and_guard()
+        finally:
+            if frozen:
+                hostview.thaw(self.client, self.sandbox.id)
+        self.carry = cleanroom.plan(state.changes, self.spec.artifact_roots, self.spec.workdir)
+        self.res.carry = {**self.carry.as_dict(), "kept": [k.as_dict() for k in kept], "killed": killed}
+
     def _capture_in_place(self) -> None:
-        """A service task: the verifier runs here, so the processes holding a listening socket (the
-        service) stay alive and every other one is killed from the host, the container frozen meanwhile;
-        ``/dev`` is checked from the host (a FIFO at ``/dev/null`` would block the harness's own shell);
-        FIFOs, sockets and devices under the artifacts are removed, as the clean room drops them."""
+        """In place (a task that asks for it): the verifier runs here, so the processes holding a listening
+        socket (the service) stay alive and every other one is killed from the host, the container frozen
+        meanwhile (``_keep_listeners``); ``/dev`` is checked from the host (a FIFO at ``/dev/null`` would
+        block the harness's own shell); FIFOs, sockets and devices under the artifacts are removed, as the
+        clean room drops them."""
         assert self.spec is not None and self.sandbox is not None and self.client is not None
         client, sandbox = self.client, self.sandbox
         local = hostview.local(client)
-        if not sandbox.is_running() or not local:
-            # a container the agent's last act stopped is restarted (late_death reads that); a remote
-            # engine cannot be read from here: every process goes, a service too
-            sandbox.kill_all_processes_except_init()
-            kept: list[hostview.Listener] = []
-            killed = -1
-        else:
-            hostview.freeze(client, sandbox.id)
-            try:
-                kept = hostview.listeners(client, sandbox.id)
-            finally:
+        kept, killed, frozen = self._keep_listeners()
+        try:
+            state = self._capture_and_guard()
+            pid = hostview.init_pid(client, sandbox.id) if local else None
+            dev = hostview.dev_findings(pid) if pid else None
+        finally:
+            if frozen:
                 hostview.thaw(client, sandbox.id)
-            killed = len(hostview.kill_except(client, sandbox.id, {k.pid for k in kept}))
-        state = self._capture_and_guard()
-        pid = hostview.init_pid(client, sandbox.id) if local else None
-        dev = hostview.dev_findings(pid) if pid else None
         allow, _problems = allowances.parse(self.spec.metadata)
         self.res.guard_findings += guard.dev_findings(dev or [], allow)
         self.carry = cleanroom.plan(state.changes, self.spec.artifact_roots, self.spec.workdir)
@@ -662,6 +709,8 @@ class _Trial:
         spec = self.spec
         if self.carry is not None and self.carry.workdir_replaced:
             return VerifierResult(None, None, "", f"not verified: {self.carry.workdir_replaced}")
+        if self._truncated():
+            return VerifierResult(None, None, "", "not verified: the end state capture was cut short")
         if self.mode == IN_PLACE and self._blocked():
             return VerifierResult(None, None, "", "not verified: " + guard.summary(self.res.guard_findings))
         budget = spec.verifier_timeout_sec * (1 + self.verifier_reruns) + VERIFY_SLACK_S
@@ -682,16 +731,21 @@ class _Trial:
 
     def _verifier_container(self) -> Sandbox:
         """The clean room: a fresh container of the image (a pre-started spare when the warm pool has one)
-        with the carry applied."""
+        with the carry applied; for a service task the same, joined to the agent container's network (a
+        new one when that container was restarted since: its network namespace is then another)."""
         assert self.client is not None and self.spec is not None and self.verifier_spec is not None
         assert self.carry is not None
         try:
             room, self._room = self._room, None
             fresh = room.take() if room is not None else None
-            if fresh is None or not fresh.is_running():
+            rejoin = self.mode == SERVICE and (
+                self.sandbox is None or self.sandbox.restarts != self._room_restarts
+            )
+            if fresh is None or rejoin or not fresh.is_running():
                 if fresh is not None:
                     sandbox_pool.release(fresh)
-                fresh = sandbox_pool.acquire(self.client, self.verifier_spec)
+                spec = self._service_spec() if self.mode == SERVICE else self.verifier_spec
+                fresh = sandbox_pool.acquire(self.client, spec)
             self.verifier_sandbox = fresh
         except Exception as exc:
             raise phases.VerifierInfra(
@@ -715,13 +769,14 @@ class _Trial:
             cleanroom.apply(fresh, self.carry, data)
         except Exception as exc:  # the engine, not the policy: the artifacts are files
             raise phases.VerifierInfra(f"artifacts not carried: {exc}", classify_docker_error(exc)) from exc
-        self.res.carry = self.carry.as_dict()  # build() may have dropped what it could not read
+        # build() may have dropped what it could not read (a service's kept processes stay on record)
+        self.res.carry = {**self.res.carry, **self.carry.as_dict()}
         return fresh
 
     def _verify_body(self) -> VerifierResult:
         assert self.spec is not None and self.client is not None
         spec = self.spec
-        target = self._verifier_container() if self.mode == CLEAN_ROOM else self.sandbox
+        target = self._verifier_container() if self.mode in FRESH else self.sandbox
         assert target is not None
         with _GuardedCastWriter(
             self.verifier_path,
@@ -740,7 +795,7 @@ class _Trial:
                 cols=COLS,
                 rows=ROWS,
                 agent_stopped=True,
-                prepared=self.mode == CLEAN_ROOM and self.prepared,
+                prepared=self.mode in FRESH and self.prepared,
             )
             for _ in range(self.verifier_reruns):
                 vc.marker("rerun")
@@ -763,7 +818,7 @@ class _Trial:
     def _abandon_verifier(self) -> None:
         """The verify phase ran past its budget: its container goes (the clean room) or is restarted (in
         place), which ends whatever the verifier's exec was blocked on."""
-        if self.mode == CLEAN_ROOM and self.verifier_sandbox is not None:
+        if self.mode in FRESH and self.verifier_sandbox is not None:
             self.verifier_sandbox.remove()
         elif self.sandbox is not None and self.client is not None:
             self.sandbox.stopped_by_harness.append("restarted: the verify phase ran past its timeout")
@@ -797,6 +852,12 @@ class _Trial:
             if self.carry is not None and self.carry.workdir_replaced:
                 self.res.reward = 0.0
                 raise phases.WorkdirReplaced(f"the task's working directory: {self.carry.workdir_replaced}")
+            if why := self._truncated():
+                self.res.reward = 0.0
+                raise phases.EndstateTooLarge(
+                    f"the end state was not fully captured ({why}): what the policy changed cannot be told, "
+                    "so it was not verified"
+                )
             dropped = self.carry.drop_summary() if self.carry is not None else ""
             if agent_result.error_code:
                 self.res.outcome = phases.agent_outcome(agent_result.error_code)
@@ -817,6 +878,10 @@ class _Trial:
             else:
                 self.res.outcome = outcomes.from_reward(verdict.reward or 0.0)
                 self.res.detail = verdict.detail + (f"; {dropped}" if dropped else "")
+
+    def _truncated(self) -> str:
+        """Why the end-state capture's listing was cut short ('' when it is complete)."""
+        return self.res.endstate.truncated if self.res.endstate is not None else ""
 
     def spec_timeout(self) -> float:
         return self.spec.verifier_timeout_sec if self.spec is not None else 0.0

@@ -122,6 +122,15 @@ class ArtifactInvalid(PhaseError):
     code = "artifact_invalid"
 
 
+class EndstateTooLarge(PhaseError):
+    """The policy left more changed entries than the end-state capture lists within its bounds
+    (``endstate.Limits``: entries, seconds): what it changed cannot be told, so it is not verified. The
+    policy's doing: a valid sample, reward 0 — the capture's cost never becomes an infra error."""
+
+    kind = "agent_error"
+    code = "endstate_too_large"
+
+
 class PolicyVerifierTimeout(PhaseError):
     """The verifier timed out on the policy's artifacts while the oracle's verify well inside the same
     timeout: a wrong solution that loops, not the machine."""

@@ -28,7 +28,7 @@ from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.agents.builtin import NopAgent
 from bandpass.engine.run.endstate import DELETED, StoredEndState, change_from_dict
 from bandpass.engine.run.episode import run_episode, verify_mode_of
-from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, under
+from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, SERVICE, under
 from bandpass.engine.tasks.taskdir import TaskSpec, load_task, task_files
 from bandpass.store import queries
 from bandpass.store.db import session
@@ -115,6 +115,8 @@ def _stored(ws: Workspace, ep: Episode) -> tuple[StoredEndState | None, str]:
     """The source's end state, or why it cannot be regraded."""
     if not outcomes.is_valid_sample(ep.outcome):
         return None, f"no valid end state ({ep.outcome})"
+    if ep.verify_mode == SERVICE:
+        return None, "verified as a service: the process it left running is not in its end state"
     with session(ws.engine) as s:
         row = endstate_store.get_endstate(s, pk(ep))
         if row is None:

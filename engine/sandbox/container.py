@@ -82,6 +82,10 @@ class SandboxSpec:
     #: a verifier runs in (``apt-get`` in ``test.sh`` needs CAP_SETGID/SETUID/CHOWN/DAC_OVERRIDE/FOWNER to
     #: drop to its ``_apt`` user and unpack); no-new-privileges either way (engine/run/cleanroom.py).
     default_caps: bool = False
+    #: A container id: join its network namespace (``network_mode=container:<id>``) instead of ``network``.
+    #: A service verifier's (engine/run/episode.py): the agent's service answers on localhost, while this
+    #: container's filesystem, processes and ``/logs`` are its own. Never pooled (it is tied to that one).
+    network_of: str = ""
 
 
 # ----------------------------------------------------------------------------------------- shell snippets
@@ -313,7 +317,13 @@ class Sandbox:
                 init=True,
                 cap_drop=None if spec.default_caps else ["ALL"],
                 security_opt=["no-new-privileges"],
-                network_mode=_default_network(self.client) if spec.network else "none",
+                network_mode=(
+                    f"container:{spec.network_of}"
+                    if spec.network_of
+                    else _default_network(self.client)
+                    if spec.network
+                    else "none"
+                ),
                 mem_limit=mem,
                 memswap_limit=mem,  # no swap: an over-limit task must OOM, not crawl
                 nano_cpus=int(spec.cpus * 1e9),

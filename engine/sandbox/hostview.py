@@ -235,7 +235,8 @@ def listeners(client: docker.DockerClient, container_id: str) -> list[Listener]:
 def kill_except(client: docker.DockerClient, container_id: str, keep: set[int]) -> list[Process]:
     """SIGKILLs every process of the container except init, its main command and ``keep`` (host pids),
     with the container frozen in between (nothing forks); returns what was killed. The container is left
-    running (thawed)."""
+    running (thawed), unless the caller had frozen it already: then it stays frozen (the killed processes
+    die when it is thawed, before running another instruction)."""
     init = init_pid(client, container_id)
     frozen = freeze(client, container_id)
     killed: list[Process] = []

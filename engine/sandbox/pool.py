@@ -102,7 +102,7 @@ class WarmPool:
 
         Either way a fresh spare for the same key is then started in the background for the next episode.
         """
-        if not enabled():
+        if not enabled() or spec.network_of:  # a container joined to another's network serves only it
             return Sandbox(client, spec).start()
         key = self._key(client, spec)
         with self._lock:

@@ -53,9 +53,9 @@ def parse(metadata: dict[str, Any]) -> tuple[Allowances, list[tuple[str, str]]]:
     bp = metadata.get("bandpass", {})
     if not isinstance(bp, dict):
         return Allowances(), [("[metadata.bandpass]", f"expected a table, got {bp!r}")]
-    unknown = sorted(set(bp) - {"guard"})
+    unknown = sorted(set(bp) - {"guard", "verify_mode"})  # verify_mode: engine/tasks/artifacts.py reads it
     for key in unknown:
-        problems.append((f"[metadata.bandpass].{key}", "unknown key (known: guard)"))
+        problems.append((f"[metadata.bandpass].{key}", "unknown key (known: guard, verify_mode)"))
     guard = bp.get("guard", {})
     if not isinstance(guard, dict):
         return Allowances(), [*problems, (FIELD, f"expected a table, got {guard!r}")]

@@ -8,11 +8,21 @@ its separate verifier environment the same way)::
 
     artifacts = ["/srv/www", { source = "/etc/nginx/conf.d/site.conf" }]
 
-Where the verifier runs is Harbor's ``[verifier] environment_mode``: ``"separate"`` is the clean room,
-``"shared"`` verifies in the agent's own container (*in place*, for a task whose deliverable is a running
-service; the tamper guard is then the gate). Omitted, Bandpass uses the clean room (Harbor's own default
-is shared: Bandpass is stricter unless the task says otherwise, or the audit found the oracle leaves a
-listening service). ``[verifier] network_mode`` is Harbor's phase override of the environment's network.
+Where the verifier runs is Harbor's ``[verifier] environment_mode``: ``"separate"`` is the clean room;
+``"shared"`` is the *service* mode: the verifier shares the agent's network namespace (a service the
+agent left running answers on localhost, as in Harbor's shared environment), but runs in a fresh
+container of the image with the artifacts carried in, never among the agent's processes or on the rest
+of its filesystem. Omitted, Bandpass uses the clean room (Harbor's own default is shared: Bandpass is
+stricter unless the task says otherwise, or the audit found the oracle leaves a listening service).
+``[verifier] network_mode`` is Harbor's phase override of the environment's network (not for a service
+verifier: it has the service's network).
+
+*In place* (the verifier in the agent's own container, the tamper guard its gate, a process the policy
+leaves listening alive beside it) is only ever chosen by a task that asks for it in Bandpass's own field,
+knowing that such a process could write the reward::
+
+    [metadata.bandpass]
+    verify_mode = "in_place"
 
 Kept out of ``taskdir.py`` so the loader only calls :func:`parse`.
 """
@@ -24,9 +34,13 @@ from typing import Any
 
 CLEAN_ROOM = "clean_room"
 IN_PLACE = "in_place"
-MODES = (CLEAN_ROOM, IN_PLACE)
+#: A fresh container of the image, the artifacts carried in, in the agent container's network namespace.
+SERVICE = "service"
+MODES = (CLEAN_ROOM, SERVICE, IN_PLACE)
+#: Modes whose verifier runs in a container of its own (the policy's processes never beside it).
+FRESH = (CLEAN_ROOM, SERVICE)
 #: Harbor's spelling of the verifier's environment, mapped to Bandpass's.
-_HARBOR_MODES = {"separate": CLEAN_ROOM, "shared": IN_PLACE}
+_HARBOR_MODES = {"separate": CLEAN_ROOM, "shared": SERVICE}
 #: Harbor's conventional agent publish directory: always carried, as Harbor does.
 CONVENTION_DIR = "/logs/artifacts"
 #: Where an artifact may never be: the harness's own places and the kernel's.
@@ -71,6 +85,16 @@ def parse(
     # both values are checked by the loader (taskdir._read_verifier_mode, harbor_schema.harbor_refusals):
     # here only what they mean
     mode = _HARBOR_MODES.get(verifier.get("environment_mode", ""), "")
+    meta = doc.get("metadata", {})
+    bandpass = meta.get("bandpass", {}) if isinstance(meta, dict) else {}
+    asked = bandpass.get("verify_mode") if isinstance(bandpass, dict) else None
+    if asked is not None:
+        if asked in MODES:
+            mode = asked
+        else:
+            problems.append(
+                ("[metadata.bandpass].verify_mode", f"expected one of {', '.join(MODES)}, got {asked!r}")
+            )
     wants = {"none": False, "no-network": False, "bridge": True, "public": True, "allowlist": True}
     network = wants.get(verifier.get("network_mode", ""))
     return paths, mode, network, problems, warnings

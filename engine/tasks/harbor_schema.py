@@ -66,7 +66,7 @@ SECTIONS: dict[str, Notes] = {
         "user": "the verifier runs as the image's default user",
         "network_mode": None,  # read: the clean room's network (Harbor's phase override)
         "allowed_hosts": "no allowlist is enforced: the network is all or nothing",
-        "environment_mode": None,  # read: shared = in place, separate = clean room (own image: unsupported)
+        "environment_mode": None,  # read: shared = service, separate = clean room (own image: unsupported)
         "environment": "the verifier runs in the task's own image, not this one",
         "collect": "collect hooks are not run",
     },

@@ -175,8 +175,9 @@ class TaskSpec:
     steps: list[str] = field(default_factory=list)  # multi-step tasks: the step names, in order
     has_solution: bool = True
     #: Declared artifact paths (Harbor's top-level ``artifacts``), carried into the clean room with the
-    #: workdir; ``verify_mode`` is "" (Bandpass's default, the clean room), ``clean_room`` or ``in_place``
-    #: from ``[verifier] environment_mode``; ``verifier_network`` is the verifier's network (Harbor: the
+    #: workdir; ``verify_mode`` is "" (Bandpass's default, the clean room), ``clean_room`` or ``service``
+    #: from ``[verifier] environment_mode`` (or what ``[metadata.bandpass] verify_mode`` asks, ``in_place``
+    #: included: engine/tasks/artifacts.py); ``verifier_network`` is the verifier's network (Harbor: the
     #: phase's ``network_mode`` override, else the environment's).
     artifacts: list[str] = field(default_factory=list)
     verify_mode: str = ""

@@ -14,6 +14,7 @@ from bandpass.engine.run.agents.builtin import _type
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support.taskfactory import IN_PLACE as TASK_IN_PLACE
 from tests.support.taskfactory import make_task
 
 
@@ -32,8 +33,8 @@ class Keys:
         return AgentResult()
 
 
-#: ``[verifier]`` line of a task verified in the agent's own container, where the tamper guard is the gate.
-IN_PLACE = 'environment_mode = "shared"'
+#: What a task verified in the agent's own container (the tamper guard the gate) writes: Bandpass's opt-in.
+IN_PLACE = TASK_IN_PLACE
 
 
 def in_place_task(ws: Workspace, root: Path, name: str, *, extra_toml: str = "", **kw: object) -> int:

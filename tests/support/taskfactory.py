@@ -11,6 +11,11 @@ else echo 0 > /logs/verifier/reward.txt; fi
 """
 
 
+#: What a task writes (as ``verifier=``) to be verified in place: Bandpass's own opt-in (a table of its own,
+#: which TOML allows right after the ``[verifier]`` lines).
+IN_PLACE = '[metadata.bandpass]\nverify_mode = "in_place"'
+
+
 def make_task(
     root: Path,
     name: str,
@@ -27,7 +32,8 @@ def make_task(
     top: str = "",
 ) -> Path:
     """``environment``: extra ``[environment]`` lines (``storage_mb = 32``, ``pids_limit = 64``);
-    ``verifier``: extra ``[verifier]`` lines (``environment_mode = "shared"``: verified in place);
+    ``verifier``: extra ``[verifier]`` lines (``environment_mode = "shared"``: verified as a service;
+    :data:`IN_PLACE`: in place, the task's own opt-in);
     ``top``: top-level keys (``artifacts = [...]``)."""
     d = root / name
     (d / "environment").mkdir(parents=True)

@@ -226,7 +226,9 @@ def show_cmd(
         for f in flagged[:10]:
             typer.echo(f"  {f['rule']}: {f['path']} ({f['why']})")
         carry = es.get("carry") or {}
-        where = "in place" if es.get("verify_mode") == "in_place" else "in a clean room"
+        where = {"in_place": "in place", "service": "as a service"}.get(
+            es.get("verify_mode") or "", "in a clean room"
+        )
         dropped = "; ".join(f"{d['path']}: {d['why']}" for d in carry.get("dropped", [])[:3])
         typer.echo(f"verified {where}" + (f"; artifacts dropped: {dropped}" if dropped else ""))
     if rec["attribution"].get("summary"):

@@ -95,9 +95,10 @@ def changes_cmd(
             state = "allowed" if f["allowed"] else ("TAMPER" if info["guard"]["gate"] else "flagged")
             typer.echo(f"    {state} {f['rule']}: {f['why']}")
     carry = info.get("carry") or {}
-    if info["verify_mode"] == "clean_room" and carry:
+    if info["verify_mode"] in ("clean_room", "service") and carry:
+        room = "clean room" if info["verify_mode"] == "clean_room" else "service verifier"
         typer.echo(
-            f"clean room: {carry.get('carried', 0)} artifact change(s) carried, {carry.get('deleted', 0)} "
+            f"{room}: {carry.get('carried', 0)} artifact change(s) carried, {carry.get('deleted', 0)} "
             f"deletion(s), {carry.get('left_out', 0)} change(s) left out (evidence only); artifacts: "
             + ", ".join(carry.get("roots", []))
         )
@@ -105,8 +106,15 @@ def changes_cmd(
         typer.echo(f"    dropped {d['path']}: {d['why']}")
     if carry.get("workdir_replaced"):
         typer.echo(f"    workdir replaced: {carry['workdir_replaced']}")
+    capture = carry.get("capture") or {}
+    if capture.get("unread") or capture.get("truncated"):
+        typer.echo(
+            f"capture: {capture.get('unread', 0)} file(s) listed with their size only (over the capture's "
+            "limits)" + (f"; listing cut short: {capture['truncated']}" if capture.get("truncated") else "")
+        )
     for k in carry.get("kept", []):
-        typer.echo(f"in place: kept pid {k['pid']} listening on :{k['port']} ({k['cmd'][:60]})")
+        where = "service" if info["verify_mode"] == "service" else "in place"
+        typer.echo(f"{where}: kept pid {k['pid']} listening on :{k['port']} ({k['cmd'][:60]})")
     if not info["guard"]["gate"]:
         verdict = f"evidence only ({sum(not f['allowed'] for f in info['guard']['findings'])} finding(s))"
     else:

@@ -95,7 +95,8 @@ class ChangesScreen(Guarded, Screen[None]):
         if tripped and gate:
             head.append(f"guard TRIPPED: {len(tripped)} finding(s)", style="bold red")
         elif tripped:  # verified in a clean room: what the policy touched, not what it was judged by
-            head.append(f"clean room · guard: {len(tripped)} finding(s), evidence only", style="bold yellow")
+            room = "service verifier" if info.get("verify_mode") == "service" else "clean room"
+            head.append(f"{room} · guard: {len(tripped)} finding(s), evidence only", style="bold yellow")
         else:
             head.append("guard clean", style="bold green")
             if findings:

@@ -60,6 +60,7 @@ from bandpass.engine.run.executors.node_cleanup import (
     spawn_reaper,
 )
 from bandpass.engine.sandbox.labels import HEAD_MARKER, SCRATCH
+from bandpass.engine.tasks.artifacts import MODES
 from bandpass.store.models import STEP_FIELDS
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,7 @@ def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
                     "verifier_output",
                     "retries",
                     "evidence_json",  # attribution: who ended the sandbox
-                    "verify_mode",  # clean_room | in_place
+                    "verify_mode",  # clean_room | service | in_place
                 )
             },
             "steps": [{k: getattr(st, k) for k in STEP_FIELDS} for st in steps],
@@ -406,7 +407,7 @@ class RayExecutor(Executor):
             # the oracle's verify times live in the head's store: the yardstick for a verifier timeout
             yardstick = {
                 mode: max(times, default=None)
-                for mode in ("clean_room", "in_place")
+                for mode in MODES
                 if (times := endstate_store.oracle_verify_seconds(s, job.version_id, mode))
             }
             ep = queries.get_episode(s, job.episode_id)

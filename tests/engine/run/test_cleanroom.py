@@ -7,9 +7,13 @@ policies typing into their terminals. The probe-by-verifier matrix is tests/engi
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import os
 import subprocess
 import sys
+import tarfile
 import threading
 from pathlib import Path
 
@@ -17,12 +21,12 @@ import pytest
 
 from bandpass.engine.core import outcomes
 from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.run import cleanroom, phases
+from bandpass.engine.run import cleanroom, endstate, phases
 from bandpass.engine.run.agents.builtin import NopAgent, OracleAgent
 from bandpass.engine.run.endstate import ADDED, DELETED, MODIFIED, Change
 from bandpass.engine.run.episode import run_episode
 from bandpass.engine.sandbox.attribution import memory_limit_reached
-from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE
+from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, SERVICE
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.engine.tasks.taskdir import load_task, validate_task
 from bandpass.store import queries
@@ -31,6 +35,7 @@ from bandpass.store.models import TaskVersion
 from bandpass.store.queries import endstate as endstate_store
 from tests.support import paths
 from tests.support.scripted import Keys
+from tests.support.taskfactory import IN_PLACE as TASK_IN_PLACE
 from tests.support.taskfactory import make_task
 
 ROOTS = ["/app", "/logs/artifacts", "/etc/site.conf"]
@@ -106,8 +111,10 @@ def test_harbor_artifacts_and_verifier_fields_load(tmp_path: Path) -> None:
     spec = load_task(d)
     assert spec.artifacts == ["/srv/www", "/etc/nginx/site.conf", "/app/out/report.json"]
     assert spec.artifact_roots == ["/app", "/logs/artifacts", "/srv/www", "/etc/nginx/site.conf"]
-    assert (spec.verify_mode, spec.network, spec.verifier_network) == (IN_PLACE, False, True)
+    assert (spec.verify_mode, spec.network, spec.verifier_network) == (SERVICE, False, True)
     assert not any("artifacts" in w for w in spec.warnings)  # used now, not "a setting Bandpass ignores"
+    # in place only by the task's own opt-in, in Bandpass's field (Harbor keeps [metadata] as it is)
+    assert load_task(make_task(tmp_path, "opt-in", verifier=TASK_IN_PLACE)).verify_mode == IN_PLACE
 
 
 def test_bad_artifact_and_mode_entries_are_named(tmp_path: Path) -> None:
@@ -115,7 +122,7 @@ def test_bad_artifact_and_mode_entries_are_named(tmp_path: Path) -> None:
         tmp_path,
         "bad",
         top='artifacts = ["/tests", "../etc", 3]',
-        verifier='environment_mode = "elsewhere"',
+        verifier='environment_mode = "elsewhere"\n[metadata.bandpass]\nverify_mode = "beside"',
     )
     problems = [str(p) for p in validate_task(d)]
     # what Harbor's own loader refuses too is a problem...
@@ -124,12 +131,95 @@ def test_bad_artifact_and_mode_entries_are_named(tmp_path: Path) -> None:
     assert (
         'task.toml: [verifier].environment_mode: expected "shared" or "separate", got "elsewhere"' in problems
     )
+    assert (
+        "task.toml: [metadata.bandpass].verify_mode: expected one of clean_room, service, in_place, got "
+        "'beside'" in problems
+    )
     # ...a harness path Harbor would take is a warning, and is not carried
     toml = (d / "task.toml").read_text().replace(', "../etc", 3', "").replace("elsewhere", "shared")
+    toml = toml.replace('"beside"', '"service"')
     (d / "task.toml").write_text(toml)
     spec = load_task(d)
     assert spec.artifacts == []
     assert "task.toml: artifacts[0]: /tests is the harness's or the kernel's: not carried" in spec.warnings
+
+
+# --- what a capture and a carry cost: what the policy allocated, never what it claims ----------------------
+
+
+class _Layers:
+    """A container as the capture's layer reader sees it: an overlay2 upper directory over a lower one."""
+
+    def __init__(self, root: Path) -> None:
+        self.upper, self.lower = root / "upper", root / "lower"
+        (self.upper / "app").mkdir(parents=True)
+        (self.lower / "app").mkdir(parents=True)
+        self.attrs = {
+            "GraphDriver": {
+                "Name": "overlay2",
+                "Data": {"UpperDir": str(self.upper), "LowerDir": str(self.lower)},
+            }
+        }
+
+
+def test_a_capture_reads_what_was_allocated_once_and_lists_the_rest(tmp_path: Path) -> None:
+    """``truncate -s 200G`` costs the capture one stat; five hard links to a file are read once; a file
+    over the per-file limit is listed with its size and allocated bytes, never read."""
+    box = _Layers(tmp_path)
+    with open(box.upper / "app" / "junk.bin", "wb") as fh:
+        fh.truncate(200 << 30)
+    data = box.upper / "app" / "data.bin"
+    data.write_bytes(b"x" * (1 << 20))
+    for i in range(5):
+        os.link(data, box.upper / "app" / f"link{i}")
+    state = endstate.capture(None, box, tmp_path / "es.tar", cap_bytes=4 << 20, reader="layer")  # type: ignore[arg-type]
+    by = {c.path: c for c in state.changes}
+    junk = by["/app/junk.bin"]
+    assert (junk.size, junk.sha256) == (200 << 30, "") and junk.alloc is not None and junk.alloc < 1 << 20
+    assert state.unread == 1 and state.read_bytes == 1 << 20  # the data once, the sparse file never
+    links = [by[f"/app/link{i}"] for i in range(5)]
+    first = by["/app/data.bin"]
+    assert first.sha256 == hashlib.sha256(b"x" * (1 << 20)).hexdigest() and first.archived
+    assert all(c.same_as == "/app/data.bin" and c.sha256 == first.sha256 and c.archived for c in links)
+    with tarfile.open(tmp_path / "es.tar") as tar:  # archived once, the others as hard links
+        assert tar.getmember("app/link0").islnk() and tar.getmember("app/data.bin").isreg()
+    assert not state.truncated
+
+
+def test_a_listing_past_its_limit_is_cut_short_and_said_so(tmp_path: Path) -> None:
+    box = _Layers(tmp_path)
+    for i in range(30):
+        (box.upper / "app" / f"f{i:02}").write_text("x")
+    limits = endstate.Limits(entries=10)
+    state = endstate.capture(None, box, tmp_path / "es.tar", reader="layer", limits=limits)  # type: ignore[arg-type]
+    assert state.truncated == "over 10 changed entries" and len(state.changes) == 10
+    assert endstate.capture(None, box, tmp_path / "es2.tar", reader="layer").truncated == ""  # type: ignore[arg-type]
+
+
+def test_the_carry_streams_a_hard_linked_file_once_and_never_one_over_its_limit(tmp_path: Path) -> None:
+    """Over the capture cap, an artifact is read from the agent's container: once for all its hard links,
+    and not at all when it is over what is left of the carry's bytes (dropped, its size named)."""
+    changes = [
+        _c("/app/big.bin", size=3000, alloc=4096),
+        _c("/app/hard", size=3000, same_as="/app/big.bin"),
+        _c("/app/junk.bin", size=200 << 30, alloc=0),
+    ]
+    fetched: list[tuple[str, int]] = []
+
+    def fetch(path: str, limit: int) -> tuple[io.BytesIO, int]:
+        fetched.append((path, limit))
+        return io.BytesIO(b"y" * 3000), 3000
+
+    carry = cleanroom.plan(changes, ["/app"], "/app")
+    data = cleanroom.build(carry, None, fetch, carry_bytes=10_000)
+    assert fetched == [("/app/big.bin", 10_000)]
+    with tarfile.open(fileobj=data) as tar:
+        assert tar.getmember("app/big.bin").isreg() and tar.getmember("app/hard").islnk()
+        assert tar.getmember("app/hard").linkname == "app/big.bin"
+    (junk,) = carry.dropped
+    assert junk.path == "/app/junk.bin"
+    assert junk.why.startswith("200.0 GiB, 0 B allocated: over what the clean room carries")
+    assert [c.path for c in carry.put] == ["/app/big.bin", "/app/hard"]
 
 
 def test_memory_limit_reached_reads_the_cgroups_peak(tmp_path: Path) -> None:
@@ -221,9 +311,13 @@ then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("shared", [False, True], ids=["clean-room", "in-place"])
+@pytest.mark.parametrize(
+    "verifier",
+    ["", 'environment_mode = "shared"', TASK_IN_PLACE],
+    ids=["clean-room", "service", "in-place"],
+)
 def test_a_test_sh_that_apt_get_installs_a_package_works(
-    workspace: Workspace, tmp_path: Path, shared: bool
+    workspace: Workspace, tmp_path: Path, verifier: str
 ) -> None:
     """35 of 39 Terminal-Bench run-tests.sh call apt-get; with every capability dropped it failed
     (``setgroups ... Operation not permitted``). The verifier's container has Docker's default set; the
@@ -233,7 +327,7 @@ def test_a_test_sh_that_apt_get_installs_a_package_works(
         "apt-test",
         dockerfile=APT_DOCKERFILE,
         test=APT_TEST,
-        verifier='environment_mode = "shared"' if shared else "",
+        verifier=verifier,
         memory_mb=512,
     )
     vid = _import(workspace, d)
@@ -289,9 +383,10 @@ SERVICE_TEST = (FIXTURES / "service_test.sh").read_text()
 
 
 @pytest.mark.docker
-def test_a_service_task_is_accepted_by_the_audit_and_verified_in_place(tmp_path: Path) -> None:
+def test_a_service_task_is_accepted_by_the_audit_and_verified_as_a_service(tmp_path: Path) -> None:
     """The oracle starts a server and the test asks it: the clean room has no server, so the audit finds
-    the listening process, settles the version in place, and its probes run that way."""
+    the listening process, confirms the oracle passes verified as a service (a fresh container in the
+    agent container's network namespace), settles the version that way, and its probes run that way."""
     ws = Workspace.open(tmp_path / "ws")
     d = make_task(
         tmp_path / "src",
@@ -318,18 +413,82 @@ def test_a_service_task_is_accepted_by_the_audit_and_verified_in_place(tmp_path:
     )
     report = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
     fp = report["checks"]["footprint"]
-    assert fp["mode"] == IN_PLACE, fp
+    assert fp["mode"] == SERVICE, fp
     assert fp["clean_room"]["outcome"] == "failed" and fp["in_place"]["outcome"] == "passed"
+    assert fp["service"]["outcome"] == "passed", fp
     assert [s["port"] for s in fp["services"]] == [8000] and "python3" in fp["services"][0]["cmd"]
     assert report["verdict"] == "accepted", report["checks"].get("findings")
     with session(ws.engine) as s:
-        assert s.get(TaskVersion, vid).verify_mode == IN_PLACE  # type: ignore[union-attr]
+        assert s.get(TaskVersion, vid).verify_mode == SERVICE  # type: ignore[union-attr]
         eps = queries.episodes(s, version_id=vid)
-    # every probe after the footprint ran in place (the one clean-room oracle is the footprint's own)
-    assert sum(e.verify_mode == CLEAN_ROOM for e in eps) == 1
-    assert {e.agent for e in eps if e.verify_mode == IN_PLACE} >= {"oracle", "nop", "cheat:background_loop"}
+    # every probe after the footprint ran as a service (one clean-room and one in-place oracle are the
+    # footprint's own)
+    assert (
+        sum(e.verify_mode == CLEAN_ROOM for e in eps) == 1
+        and sum(e.verify_mode == IN_PLACE for e in eps) == 1
+    )
+    assert {e.agent for e in eps if e.verify_mode == SERVICE} >= {"oracle", "nop", "cheat:background_loop"}
     # a later episode follows the version: the policy's own server is what the verifier asks
-    assert run_episode(ws, vid, NopAgent()).verify_mode == IN_PLACE
+    assert run_episode(ws, vid, NopAgent()).verify_mode == SERVICE
+
+
+#: A wrong answer served (the oracle's service, serving 41): the test asks it and gets 41.
+WRONG_SERVICE = SERVICE_SOLVE.replace("echo 42", "echo 41").splitlines()[1:]
+#: A process that listens on a port (so it is kept beside the service) and writes reward 1 into
+#: /logs/verifier, both files, every 5 ms.
+LISTENING_WRITER = [
+    'printf \'import os, socket, time\\ns = socket.socket()\\ns.bind(("127.0.0.1", 8001))\\n'
+    's.listen()\\nwhile True:\\n    os.makedirs("/logs/verifier", exist_ok=True)\\n'
+    '    open("/logs/verifier/reward.txt", "w").write("1")\\n'
+    '    open("/logs/verifier/reward.json", "w").write("{\\\\"reward\\\\": 1}")\\n'
+    "    time.sleep(0.005)\\n' > /tmp/forge.py",
+    "nohup setsid python3 /tmp/forge.py > /dev/null 2>&1 &",
+]
+#: A background loop writing reward 1 (not listening: killed at the end of the agent phase).
+LOOP_WRITER = (
+    "nohup setsid sh -c 'while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; "
+    "sleep 0.01; done' > /dev/null 2>&1 &"
+)
+
+
+@pytest.mark.docker
+def test_a_service_is_verified_beside_the_policys_processes_never_among_them(tmp_path: Path) -> None:
+    """Verified as a service, the verifier shares only the agent container's network: the honest service
+    passes, and a service started together with a reward writer (a background loop, or a process that
+    listens on a port so it is kept alive beside the service, and writes the reward) forges nothing."""
+    ws = Workspace.open(tmp_path / "ws")
+    d = make_task(
+        tmp_path / "src",
+        "serve-shared",
+        solve=SERVICE_SOLVE,
+        test=SERVICE_TEST,
+        verifier='environment_mode = "shared"',  # Harbor's shared environment: verified as a service
+    )
+    vid = _import(ws, d)
+    honest = run_episode(ws, vid, OracleAgent())
+    assert (honest.outcome, honest.verify_mode) == ("passed", SERVICE), honest.verifier_output[-1000:]
+    assert [k["port"] for k in honest.carry["kept"]] == [8000]
+    for name, keys in {
+        "loop": Keys(*WRONG_SERVICE, LOOP_WRITER),
+        "listening writer": Keys(*WRONG_SERVICE, *LISTENING_WRITER),
+    }.items():
+        r = run_episode(ws, vid, keys, max_infra_retries=0)
+        assert (r.outcome, r.reward) == ("failed", 0.0), (name, r.outcome, r.detail, r.verifier_output[-800:])
+        assert r.verify_mode == SERVICE
+        if name == "listening writer":  # it was kept alive beside the service, and still reached nothing
+            assert sorted(k["port"] for k in r.carry["kept"]) == [8000, 8001], r.carry
+
+
+@pytest.mark.docker
+def test_the_kv_example_passes_verified_as_a_service(workspace: Workspace) -> None:
+    """configure-kv-service's test starts its own server on :8091: in the service verifier's container,
+    beside an agent container where nothing listens, it passes as in the clean room."""
+    report = import_paths(workspace, [paths.EXAMPLES / "configure-kv-service"])
+    assert report.ok
+    with session(workspace.engine) as s:
+        vid = next(r.version_id for r in queries.task_rows(s) if r.name == "configure-kv-service")
+    res = run_episode(workspace, vid, OracleAgent(), verify_mode=SERVICE)
+    assert (res.outcome, res.verify_mode) == ("passed", SERVICE), res.verifier_output[-1000:]
 
 
 UNDECLARED_SOLVE = (

@@ -1,10 +1,10 @@
 """Rewards a policy cannot forge: end-state capture and the tamper guard, with real Docker episodes.
 
 The guard is the gate only where the verifier runs in the agent's own container (a task verified *in
-place*), so these tasks say so (``[verifier] environment_mode = "shared"``); the clean room, where the
-same tampering never reaches the verifier, is tests/engine/run/test_cleanroom.py and
-tests/engine/run/test_redteam.py. Each tampering agent here types real keystrokes into the episode's terminal,
-as a policy would; the verifier is the task's own ``tests/test.sh``.
+place*), so these tasks say so (``[metadata.bandpass] verify_mode = "in_place"``: ``in_place_task``); the
+clean room, where the same tampering never reaches the verifier, is tests/engine/run/test_cleanroom.py and
+tests/engine/run/test_redteam.py. Each tampering agent here types real keystrokes into the episode's
+terminal, as a policy would; the verifier is the task's own ``tests/test.sh``.
 """
 
 from __future__ import annotations

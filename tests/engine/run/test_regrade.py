@@ -17,7 +17,7 @@ from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import Episode
 from tests.support.scripted import Keys
-from tests.support.taskfactory import make_task
+from tests.support.taskfactory import IN_PLACE, make_task
 
 pytestmark = pytest.mark.docker
 
@@ -135,11 +135,10 @@ def test_regrade_rejudges_stored_end_states_once(tmp_path: Path) -> None:
 
 
 def test_regrade_in_place_puts_the_whole_end_state_back_and_the_guard_gates_again(tmp_path: Path) -> None:
-    """A service task (verified in place) regrades the same way its episodes ran: the stored end state in a
-    fresh container, captured and guarded again."""
+    """A task verified in place (its own opt-in) regrades the same way its episodes ran: the stored end
+    state in a fresh container, captured and guarded again."""
     ws = Workspace.open(tmp_path / "ws")
-    shared = 'environment_mode = "shared"'
-    src = make_task(tmp_path / "src", "fixme", dockerfile=DOCKERFILE, test=BUGGY, verifier=shared)
+    src = make_task(tmp_path / "src", "fixme", dockerfile=DOCKERFILE, test=BUGGY, verifier=IN_PLACE)
     v1 = _latest(ws, "fixme")
     forged = run_episode(ws, v1, Keys("printf '#!/bin/sh\\necho 43\\n' > /usr/bin/cat", "rm /app/seed.txt"))
     assert (forged.outcome, forged.reward, forged.verify_mode) == (
