@@ -34,6 +34,7 @@ from bandpass.store.db import session
 from bandpass.store.models import TaskVersion
 from bandpass.store.queries import endstate as endstate_store
 from tests.support import paths
+from tests.support.probes import LISTENING_WRITER, LOOP_WRITER
 from tests.support.scripted import Keys
 from tests.support.taskfactory import IN_PLACE as TASK_IN_PLACE
 from tests.support.taskfactory import make_task
@@ -434,21 +435,6 @@ def test_a_service_task_is_accepted_by_the_audit_and_verified_as_a_service(tmp_p
 
 #: A wrong answer served (the oracle's service, serving 41): the test asks it and gets 41.
 WRONG_SERVICE = SERVICE_SOLVE.replace("echo 42", "echo 41").splitlines()[1:]
-#: A process that listens on a port (so it is kept beside the service) and writes reward 1 into
-#: /logs/verifier, both files, every 5 ms.
-LISTENING_WRITER = [
-    'printf \'import os, socket, time\\ns = socket.socket()\\ns.bind(("127.0.0.1", 8001))\\n'
-    's.listen()\\nwhile True:\\n    os.makedirs("/logs/verifier", exist_ok=True)\\n'
-    '    open("/logs/verifier/reward.txt", "w").write("1")\\n'
-    '    open("/logs/verifier/reward.json", "w").write("{\\\\"reward\\\\": 1}")\\n'
-    "    time.sleep(0.005)\\n' > /tmp/forge.py",
-    "nohup setsid python3 /tmp/forge.py > /dev/null 2>&1 &",
-]
-#: A background loop writing reward 1 (not listening: killed at the end of the agent phase).
-LOOP_WRITER = (
-    "nohup setsid sh -c 'while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; "
-    "sleep 0.01; done' > /dev/null 2>&1 &"
-)
 
 
 @pytest.mark.docker
