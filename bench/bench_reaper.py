@@ -4,7 +4,8 @@ Each run starts ``bandpass audit`` (or ``bandpass run --agent nop``) on a task w
 waits until one of its containers is *paused* (an agent's container frozen while its clean room
 verifies: the case a lifeline inside the container cannot handle), SIGKILLs the process, and measures the
 seconds until no container of that workspace is running or paused. A run past 60 s fails. The logic is
-the suite's own (``tests/test_reaper.py::sigkill_while_paused``), which runs it once per command.
+the suite's own (``tests/engine/sandbox/test_reaper.py::sigkill_while_paused``), which runs it once per
+command.
 
 Run: .venv/bin/python bench/bench_reaper.py [N]   (default 20)
 """
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("BANDPASS_REAP_ON_START", "0")
 
 from bandpass.engine.sandbox.docker_engine import get_client
-from tests.test_reaper import OUTLIVE_S, sigkill_while_paused
+from tests.engine.sandbox.test_reaper import OUTLIVE_S, sigkill_while_paused
 
 
 def main() -> None:
