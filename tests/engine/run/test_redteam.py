@@ -362,3 +362,6 @@ def test_the_matrix_cost(matrix: dict) -> None:
     wall = matrix[("_", "_")]["_wall"]
     n = len(VERIFIERS) * len(MODES) * (len(PROBES) + len(HONEST))
     print(f"\nred-team matrix: {n} episodes in {wall:.0f} s ({wall / n:.2f} s each, 3 at a time)")
+    for probe in sorted(NOT_HELD_IN_PLACE):  # what in place makes of it (README's table says it)
+        seen = {f: matrix[(f, "in_place")][probe].outcome for f in VERIFIERS}
+        print(f"in place, {probe}: {seen}")
