@@ -15,9 +15,10 @@ along. It waits for the owner to exit (``pidfd_open``: woken by the kernel, no p
 its pid *and* start time, as in engine/sandbox/owner.py), then, through the engine's socket, lists the
 containers labelled with the owner and kills every one that is paused at once; a running one is left
 to its lifeline for :data:`GRACE_S` (the watchdog ends it in ~0.1 s) and killed after that (a watchdog
-the policy stopped with SIGSTOP). Stopped containers stay for reaping (engine/sandbox/leftovers.py), as
-before. After a normal exit the owner has removed its containers already, and the guardian finds
-nothing.
+the policy stopped with SIGSTOP, or one whose container was starting at the owner's death: it cannot
+open a pipe nobody holds, and would only end after its own 15 s grace). Stopped containers stay for
+reaping (engine/sandbox/leftovers.py), as before. After a normal exit the owner has removed its
+containers already, and the guardian finds nothing.
 
 A remote engine gets no guardian (nor a lifeline): there the hard lifetime and reaping apply. A guardian
 that cannot reach the engine retries for :data:`RETRY_S`, then gives up (reaping on start remains).
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 ENV = "BANDPASS_GUARDIAN"
 #: How long a running container of a dead owner is left to its own lifeline before the guardian kills it.
-GRACE_S = 10.0
+GRACE_S = 3.0
 #: How long the guardian keeps trying an engine that does not answer.
 RETRY_S = 120.0
 #: The marker in the guardian's command line (``ps`` shows it).

@@ -12,8 +12,8 @@ replaced or made to block. So the steps after the agent read the container from 
 * :func:`processes` / :func:`listeners`: the container's processes (``docker top``) and which of them hold
   a listening TCP socket (``/proc/<pid>/net/tcp*`` and ``/proc/<pid>/fd``): the service an in-place task
   leaves running;
-* :func:`kill_except`: SIGKILL from the host to every process but init, the main command and the ones
-  kept, while the container is frozen, so nothing forks in between.
+* :func:`kill_except`: SIGKILL from the host to every process but init, the main command (with its
+  timers) and the ones kept, while the container is frozen, so nothing forks in between.
 
 All of it needs the engine on this host and root here (``/proc/<pid>/root`` and ``/proc/<pid>/fd`` of
 another user's processes); :func:`local` says whether that holds, and callers fall back to the engine's
@@ -232,6 +232,22 @@ def listeners(client: docker.DockerClient, container_id: str) -> list[Listener]:
     return found
 
 
+def _tree(procs: list[Process], roots: list[int]) -> set[int]:
+    """``roots`` and every descendant of theirs: the main command (the lifeline watchdog) with the timers
+    it started at boot. No policy process can be one: they start from ``docker exec`` or are orphans that
+    init adopts, and the watchdog forks nothing after boot. Killing a timer's ``sleep`` before its shell
+    would let that shell end the watchdog, and with it the container."""
+    tree = set(roots)
+    grew = True
+    while grew:
+        grew = False
+        for p in procs:
+            if p.ppid in tree and p.pid not in tree:
+                tree.add(p.pid)
+                grew = True
+    return tree
+
+
 def kill_except(client: docker.DockerClient, container_id: str, keep: set[int]) -> list[Process]:
     """SIGKILLs every process of the container except init, its main command and ``keep`` (host pids),
     with the container frozen in between (nothing forks); returns what was killed. The container is left
@@ -243,7 +259,7 @@ def kill_except(client: docker.DockerClient, container_id: str, keep: set[int]) 
     try:
         procs = processes(client, container_id) or []
         children = sorted((p for p in procs if p.ppid == init), key=lambda p: p.pid)
-        spared = {init, *(p.pid for p in children[:1]), *keep}
+        spared = {init, *_tree(procs, [p.pid for p in children[:1]]), *keep}
         for p in procs:
             if p.pid in spared:
                 continue

@@ -37,8 +37,8 @@ import pytest
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.agents.builtin import ForkBombCheat
 from bandpass.engine.run.episode import CAPTURE_TIMEOUT_S, run_episode
+from bandpass.engine.sandbox import guardian, hostview, leftovers, lifeline
 from bandpass.engine.sandbox import labels as L
-from bandpass.engine.sandbox import leftovers, lifeline
 from bandpass.engine.sandbox import owner as owner_mod
 from bandpass.engine.sandbox import pool as sandbox_pool
 from bandpass.engine.sandbox.container import Sandbox, SandboxSpec, gc
@@ -138,7 +138,7 @@ def test_a_sigkilled_owners_container_stops_and_the_next_start_reaps_it(
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER_SCRIPT, BASE_TAG, RUN_LABEL["bandpass.test"], str(ws)],
         cwd=REPO,
-        env=_env(),
+        env=_env(**{guardian.ENV: "0"}),  # the lifeline alone: its own grace ends the restarted container
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -248,6 +248,24 @@ def test_the_policy_cannot_hold_or_forge_the_lifeline(client: docker.DockerClien
         assert sb.lifeline is not None
         sb.lifeline.close()  # the owner lets go: the container ends on its own
         wait_until(lambda: not sb.is_running(), OUTLIVE_S, "the container ended when its owner let go")
+
+
+@pytest.mark.docker
+def test_the_hosts_kill_keeps_the_watchdog_and_its_timers(client: docker.DockerClient) -> None:
+    """Killed from the host (a service's capture), the policy's processes go and the lifeline's timers
+    stay: killing a timer's ``sleep`` before its shell once let that shell end the watchdog, and the
+    container with it (an in-place episode ended ``infra_error:container_died``)."""
+    if not hostview.local(client):
+        pytest.skip("the host's view of a container's processes needs a local engine and root")
+    with Sandbox(client, SandboxSpec(image=BASE_TAG, labels=dict(RUN_LABEL))) as sb:
+        sb.exec("nohup sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 &")
+        killed = hostview.kill_except(client, sb.id, set())
+        assert any("while" in p.cmd for p in killed), killed
+        assert not any("bandpass-watchdog" in p.cmd for p in killed), killed
+        wait_until(lambda: sb.list_processes() == [], 10, "the policy's processes are gone")
+        _, ps = sb.exec("ps -eo args --no-headers")
+        assert [x for x in ps.splitlines() if x.startswith("sleep ")], ps  # the hard lifetime's timer
+        assert sb.is_running()
 
 
 # --- reaping and retried removals ---------------------------------------------------------------------------
