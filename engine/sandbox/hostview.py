@@ -26,6 +26,7 @@ import contextlib
 import os
 import signal
 import stat
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -87,9 +88,19 @@ def freeze(client: docker.DockerClient, container_id: str) -> bool:
         return False
 
 
-def thaw(client: docker.DockerClient, container_id: str) -> None:
-    with contextlib.suppress(docker.errors.APIError):
-        client.api.unpause(container_id)
+def thaw(client: docker.DockerClient, container_id: str, attempts: int = 3) -> None:
+    """Unpauses the container; a refusal on a loaded engine is tried again (a container left frozen
+    would fail every later exec as if it had died). One that is not paused (any more) is left alone."""
+    for i in range(attempts):
+        try:
+            client.api.unpause(container_id)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if "not paused" in str(exc).lower() or i == attempts - 1:
+                return
+        time.sleep(0.2 * (i + 1))
 
 
 def file_kind(mode: int) -> str:
