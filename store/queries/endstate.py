@@ -132,8 +132,8 @@ def set_version_verify_mode(s: Session, version_id: int, mode: str) -> None:
 
 def verified_how(s: Session, version_ids: list[int]) -> dict[int, str]:
     """How each version's finished episodes were verified: ``clean_room``, ``service``, ``in_place`` or
-    ``mixed``
-    (reports and the export manifest say so; an episode from before the clean room counts as in place)."""
+    ``mixed`` (reports and the export manifest say so; an episode from before the clean room counts as in
+    place)."""
     if not version_ids:
         return {}
     rows = s.exec(
