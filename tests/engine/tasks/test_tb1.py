@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.builtin import builtin_agent
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.tasks.importer import import_paths
 from bandpass.engine.tasks.taskdir import TaskInvalid, load_task, validate_task
 from bandpass.engine.tasks.tb1 import convert_tb1
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.support.paths import FIXTURES
 
 FIXTURE = FIXTURES / "tb1" / "hello-world"
@@ -420,3 +426,67 @@ def test_converted_task_runs_in_docker(tmp_path: Path) -> None:
         for cid in containers:
             _sh("docker", "rm", "-f", cid, check=False)
         _sh("docker", "rmi", "-f", tag, check=False)
+
+
+_NEEDS_NETWORK_TEST = '''
+
+def test_the_network_terminal_bench_gave():
+    """Terminal-Bench ran every task on a network: this task's tests rely on it."""
+    import os
+
+    assert [n for n in os.listdir("/sys/class/net") if n != "lo"], "no network interface"
+'''
+
+
+@pytest.mark.docker
+def test_tb1_conversions_grade_as_terminal_bench_did(workspace: Workspace, tmp_path: Path) -> None:
+    """Imported and run for real (oracle and nop episodes, the clean room, real Docker):
+
+    - ``sourced``: pytest comes from a setup script run-tests.sh sources (deveval's layout) and the tests
+      rely on the network TB1 gave. Read alone, run-tests.sh downloads nothing: the task used to run
+      offline and score 0 on every episode, the oracle's too. Now oracle 1, nop 0.
+    - ``no-ra``: run-tests.sh runs pytest without -rA. Warned at import; every run scores 0, the oracle's
+      too, exactly as Terminal-Bench scored it (its parser finds no summary in a passing run).
+    """
+    sourced = tmp_path / "src" / "sourced"
+    shutil.copytree(FIXTURE, sourced)
+    (sourced / "run-tests.sh").write_text(
+        "#!/bin/bash\nsource $TEST_DIR/setup-pytest.sh\nbash $TEST_DIR/run-pytest.sh\n"
+    )
+    (sourced / "tests" / "setup-pytest.sh").write_text(
+        "#!/bin/bash\n# the image has pytest already; else fetch uv, as deveval's setup does\n"
+        "if ! python3 -m pytest --version >/dev/null 2>&1; then\n"
+        "  curl -LsSf https://astral.sh/uv/install.sh | sh\nfi\n"
+    )
+    (sourced / "tests" / "run-pytest.sh").write_text(
+        "#!/bin/bash\npython3 -m pytest $TEST_DIR/test_outputs.py -rA\n"
+    )
+    with (sourced / "tests" / "test_outputs.py").open("a") as fh:
+        fh.write(_NEEDS_NETWORK_TEST)
+    no_ra = tmp_path / "src" / "no-ra"
+    shutil.copytree(FIXTURE, no_ra)
+    (no_ra / "run-tests.sh").write_text("#!/bin/bash\npython3 -m pytest -v $TEST_DIR/test_outputs.py\n")
+
+    report = import_paths(workspace, [sourced, no_ra])
+    assert report.ok, [i.problems for i in report.items]
+    items = {i.name: i for i in report.items}
+    assert not any("-rA" in w for w in items["sourced"].warnings)
+    assert [w for w in items["no-ra"].warnings if "pytest runs without -rA" in w] == [
+        "run-tests.sh: pytest runs without -rA ('python3 -m pytest -v $TEST_DIR/test_outputs.py'): "
+        "Terminal-Bench's parser reads passed tests from pytest's short test summary, which then lists none, "
+        "so Terminal-Bench scored every run 0, even one where all tests pass; Bandpass grades it as "
+        "Terminal-Bench did (Harbor's migrator grades run-tests.sh's exit status instead)"
+    ]
+    with session(workspace.engine) as s:
+        versions = {r.name: r.version_id for r in queries.task_rows(s)}
+    rewards = {
+        (name, agent): run_episode(workspace, versions[name], builtin_agent(agent)).reward
+        for name in ("sourced", "no-ra")
+        for agent in ("oracle", "nop")
+    }
+    assert rewards == {
+        ("sourced", "oracle"): 1.0,
+        ("sourced", "nop"): 0.0,
+        ("no-ra", "oracle"): 0.0,
+        ("no-ra", "nop"): 0.0,
+    }
