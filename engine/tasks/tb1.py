@@ -50,10 +50,8 @@ import yaml
 from bandpass.engine.tasks import dockerfile as dockerfile_reader
 from bandpass.engine.tasks import script_refs
 from bandpass.engine.tasks.taskdir import (
-    DEFAULT_AGENT_TIMEOUT_SEC,
     DEFAULT_BUILD_TIMEOUT_SEC,
     DEFAULT_MEMORY_MB,
-    DEFAULT_VERIFIER_TIMEOUT_SEC,
     DIFFICULTIES,
     IGNORED_NAMES,
     TaskInvalid,
@@ -66,6 +64,9 @@ __all__ = ["PARSERS", "TB1_TEST_DIR", "convert_tb1", "read_tb1_instruction"]
 
 #: Where TB1 put tests inside the container, exported to run-tests.sh as $TEST_DIR.
 TB1_TEST_DIR = "/tests"
+#: TB1's own defaults (terminal_bench.handlers.trial_handler.Task), which Harbor's migrator writes too.
+TB1_AGENT_TIMEOUT_SEC = 360.0
+TB1_TEST_TIMEOUT_SEC = 60.0
 
 _COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml")
 #: Files of a TB1 directory that are not part of the image's build context.
@@ -496,14 +497,10 @@ def convert_tb1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Tas
     instruction = read_tb1_instruction(data, problems, warnings)
     agent_timeout = _number(data, "max_agent_timeout_sec", problems)
     test_timeout = _number(data, "max_test_timeout_sec", problems)
-    if agent_timeout is None and "max_agent_timeout_sec" not in data:
-        warnings.append(f"task.yaml: no max_agent_timeout_sec; used {DEFAULT_AGENT_TIMEOUT_SEC:g} s")
-    if test_timeout is None and "max_test_timeout_sec" not in data:
-        warnings.append(f"task.yaml: no max_test_timeout_sec; used {DEFAULT_VERIFIER_TIMEOUT_SEC:g} s")
 
     metadata: dict[str, Any] = {}
     difficulty = data.get("difficulty")
-    if difficulty in DIFFICULTIES:
+    if difficulty in DIFFICULTIES or difficulty == "unknown":  # Harbor's Difficulty values: kept, silently
         metadata["difficulty"] = difficulty
     elif difficulty is not None:
         warnings.append(f"task.yaml: difficulty {difficulty!r} is not easy/medium/hard and was dropped")
@@ -647,8 +644,8 @@ def convert_tb1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Tas
         doc = {
             "schema_version": "1.1",
             "metadata": metadata,
-            "verifier": {"timeout_sec": test_timeout or DEFAULT_VERIFIER_TIMEOUT_SEC},
-            "agent": {"timeout_sec": agent_timeout or DEFAULT_AGENT_TIMEOUT_SEC},
+            "verifier": {"timeout_sec": test_timeout or TB1_TEST_TIMEOUT_SEC},
+            "agent": {"timeout_sec": agent_timeout or TB1_AGENT_TIMEOUT_SEC},
             "environment": environment,
         }
         (staging / "task.toml").write_text(tomli_w.dumps(doc), encoding="utf-8")
