@@ -14,9 +14,9 @@ interchangeable with what Harbor itself reads:
 well-typed), ``[agent]``, ``[verifier]``, ``[environment]``, ``[solution]``, ``[[steps]]``. Harbor's loader
 ignores keys it does not define, so Bandpass never refuses a task for a key. A warning says only where
 Bandpass behaves differently from Harbor (a Harbor key Bandpass does not act on, when its value asks for
-something: what that changes), or what Harbor itself reports (a key nobody defines, as ``harbor lint``
-does, with "did you mean" for a likely typo); a value Harbor accepts and Bandpass handles as Harbor does is
-silent. Problems are what neither can run: a wrong type on a key both read, a missing instruction or
+something: what that changes), or a key that looks like a Harbor key gone wrong (a likely typo, with
+"did you mean", or a key of another table), whose setting Harbor loses too; a value Harbor accepts and
+Bandpass handles as Harbor does — a task's own extension keys included — is silent. Problems are what neither can run: a wrong type on a key both read, a missing instruction or
 verifier. ``solve.sh``/``test.sh`` need no exec bit: Harbor and Bandpass run them through
 bash. What Bandpass cannot run faithfully (a multi-step task, a separate verifier image, compose services)
 is listed in ``unsupported``: the task imports, and the audit says it could not audit it.
@@ -389,9 +389,23 @@ def _table(doc: dict[str, Any], name: str, chk: _Checker) -> dict[str, Any]:
     return value
 
 
+def _unknown_key(chk: _Checker, what: str, key: str, known: list[str]) -> None:
+    """A key Harbor does not define: Harbor ignores it, and so does Bandpass — nothing differs, so a task's
+    own extension data (``[task] format``, ``workstream``) is silent. Only a key that looks like a Harbor
+    key gone wrong is a warning, because the author's setting is then lost in Harbor too: a likely typo
+    (``timeout_secs``) or a Harbor key in the wrong table (a top-level ``network_mode``)."""
+    hint = harbor_schema.suggest(key, known)
+    if not hint:
+        homes = [f"[{sec}]" for sec, notes in harbor_schema.SECTIONS.items() if key in notes]
+        hint = f" (a key of {', '.join(homes)})" if homes else ""
+    if hint:
+        chk.warn(CONFIG, what, "not a Harbor key; kept, and ignored (Harbor ignores it too)" + hint)
+
+
 def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
-    """Unknown keys and sections are warnings (Harbor drops them too); Harbor keys Bandpass does not act on
-    are warnings saying what that changes, when their value asks for something."""
+    """Harbor keys Bandpass does not act on are warnings saying what that changes, when their value asks
+    for something; unknown keys are silent unless they look like a Harbor key gone wrong (_unknown_key)."""
+    environment = doc.get("environment")
     for key, value in doc.items():
         if key in harbor_schema.SECTIONS:
             if not isinstance(value, dict) or key == "metadata":
@@ -399,7 +413,6 @@ def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
             notes = harbor_schema.SECTIONS[key]
             for sub, subval in value.items():
                 if sub in notes:
-                    environment = doc.get("environment")
                     w = harbor_schema.ignored_key_warning(
                         f"[{key}]",
                         sub,
@@ -410,12 +423,7 @@ def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
                     if w:
                         chk.warnings.append(w)
                 else:
-                    chk.warn(
-                        CONFIG,
-                        f"[{key}].{sub}",
-                        "not a Harbor key; kept, and ignored (Harbor ignores it too)"
-                        + harbor_schema.suggest(sub, list(notes)),
-                    )
+                    _unknown_key(chk, f"[{key}].{sub}", sub, list(notes))
         elif key in harbor_schema.TOP_LEVEL:
             note = harbor_schema.TOP_LEVEL[key]
             w = harbor_schema.ignored_key_warning("", key, value, note) if note else None
@@ -423,13 +431,7 @@ def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
                 chk.warnings.append(w.replace("task.toml: .", "task.toml: "))
         else:
             what = f"[{key}]" if isinstance(value, dict) else key
-            known = [*harbor_schema.SECTIONS, *harbor_schema.TOP_LEVEL]
-            chk.warn(
-                CONFIG,
-                what,
-                "not a Harbor key; kept, and ignored (Harbor ignores it too)"
-                + harbor_schema.suggest(key, known),
-            )
+            _unknown_key(chk, what, key, [*harbor_schema.SECTIONS, *harbor_schema.TOP_LEVEL])
 
 
 def _resolve_network(

@@ -205,7 +205,8 @@ def test_harbor_keys_we_ignore_are_warnings_not_problems(tmp_path: Path) -> None
     # storage string is read as Harbor reads it, and the agent's network_mode equals the environment's:
     # no warning
     assert spec.warnings == [
-        "task.toml: network_mode: not a Harbor key; kept, and ignored (Harbor ignores it too)",
+        "task.toml: network_mode: not a Harbor key; kept, and ignored (Harbor ignores it too) "
+        "(a key of [agent], [verifier], [environment])",
         "task.toml: [verifier].user: the verifier runs as the image's default user",
         "task.toml: [agent].allowed_hosts: no allowlist is enforced: the network is all or nothing",
     ]
@@ -507,5 +508,22 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     d = make_task(tmp_path, toml='timeout_sec = 5\n[environment]\nnetwork_mode = "no-network"\n')
     assert problems_of(d) == []
     assert load_task(d).warnings == [
-        "task.toml: timeout_sec: not a Harbor key; kept, and ignored (Harbor ignores it too)"
+        "task.toml: timeout_sec: not a Harbor key; kept, and ignored (Harbor ignores it too) "
+        "(a key of [agent], [verifier])"
+    ]
+
+
+def test_a_tasks_own_extension_keys_are_silent(tmp_path: Path) -> None:
+    """107 of 122 public Harbor tasks carry [task] format/workstream: Harbor ignores them and so does
+    Bandpass, so nothing differs and nothing is said. A key that looks like a Harbor key gone wrong is still
+    said: the author's setting is lost in Harbor too."""
+    toml = (
+        '[task]\nname = "acme/x"\nformat = "harbor"\nworkstream = "ops"\n[environment]\n'
+        'network_mode = "public"\nflavour = "x"\n[extra]\nnote = 1\n'
+    )
+    assert load_task(make_task(tmp_path / "a", toml=toml)).warnings == []
+    typo = load_task(make_task(tmp_path / "b", toml='[environment]\nnetwork_mode = "public"\ncpu = 2\n'))
+    assert typo.warnings == [
+        "task.toml: [environment].cpu: not a Harbor key; kept, and ignored (Harbor ignores it too) "
+        "(did you mean cpus?)"
     ]
