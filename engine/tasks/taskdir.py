@@ -16,10 +16,11 @@ ignores keys it does not define, so Bandpass never refuses a task for a key. A w
 Bandpass behaves differently from Harbor (a Harbor key Bandpass does not act on, when its value asks for
 something: what that changes), or a key that looks like a Harbor key gone wrong (a likely typo, with
 "did you mean", or a key of another table), whose setting Harbor loses too; a value Harbor accepts and
-Bandpass handles as Harbor does — a task's own extension keys included — is silent. Problems are what neither can run: a wrong type on a key both read, a missing instruction or
-verifier. ``solve.sh``/``test.sh`` need no exec bit: Harbor and Bandpass run them through
-bash. What Bandpass cannot run faithfully (a multi-step task, a separate verifier image, compose services)
-is listed in ``unsupported``: the task imports, and the audit says it could not audit it.
+Bandpass handles as Harbor does — a task's own extension keys included — is silent. Problems are what
+neither can run: a wrong type on a key both read, a missing instruction or verifier. ``solve.sh``/``test.sh``
+need no exec bit: Harbor and Bandpass run them through bash. What Bandpass cannot run faithfully (a multi-
+step task, a separate verifier image, compose services) is listed in ``unsupported``: the task imports, and
+the audit says it could not audit it.
 
 Network: a task that sets ``network_mode`` (Harbor's ``no-network``/``public``/``allowlist``; the older
 ``none``/``bridge`` are read with a warning) or ``allow_internet`` gets exactly that. A task that says
