@@ -81,7 +81,7 @@ SECTIONS: dict[str, Notes] = {
         "pids_limit": None,  # Bandpass's own (Harbor ignores it)
         "network_mode": None,
         "allow_internet": None,  # deprecated in Harbor, read
-        "allowed_hosts": "no allowlist is enforced: allowlist means the whole network",
+        "allowed_hosts": None,  # with network_mode = "allowlist", whose warning says it is not enforced
         "workdir": None,
         "os": None,
         "gpus": "no GPU is attached",
@@ -114,10 +114,20 @@ def _value_is_set(value: Any) -> bool:
     return True
 
 
-def ignored_key_warning(where: str, key: str, value: Any, note: str | None) -> str | None:
-    """The warning for a Harbor key Bandpass does not act on, or None when its value asks for nothing."""
+def ignored_key_warning(
+    where: str, key: str, value: Any, note: str | None, *, environment: dict[str, Any] | None = None
+) -> str | None:
+    """The warning for a Harbor key Bandpass does not act on, or None when its value asks for nothing —
+    or for what Bandpass does anyway: an ``[agent] network_mode`` equal to the environment's (Harbor's
+    default ``public`` when unset) changes nothing."""
     if note is None or not _value_is_set(value):
         return None
+    if where == "[agent]" and key == "network_mode" and environment is not None:
+        env_mode = environment.get("network_mode")
+        if env_mode is None and environment.get("allow_internet") is not None:
+            env_mode = "public" if environment["allow_internet"] else "no-network"
+        if value == LEGACY_NETWORK_MODES.get(env_mode or "public", env_mode or "public"):
+            return None
     return f"task.toml: {where}.{key}: {note}"
 
 

@@ -12,18 +12,22 @@ interchangeable with what Harbor itself reads:
 ``task.toml`` follows Harbor 0.25's schema (``engine/tasks/harbor_schema.py``): a top-level
 ``schema_version``, ``[task]``, ``[metadata]`` (free-form; difficulty/category/tags are read when
 well-typed), ``[agent]``, ``[verifier]``, ``[environment]``, ``[solution]``, ``[[steps]]``. Harbor's loader
-ignores keys it does not define, so Bandpass never refuses a task for a key: a key nobody defines is a
-warning (with "did you mean" for a likely typo), and a Harbor key Bandpass does not act on is a warning
-saying what that changes. Problems are what neither can run: a wrong type on a key both read, a missing
-instruction or verifier. ``solve.sh``/``test.sh`` need no exec bit: Harbor and Bandpass run them through
-bash. What Bandpass cannot run faithfully (a multi-step task, a separate verifier image, compose services)
-is listed in ``unsupported``: the task imports, and the audit says it could not audit it.
+ignores keys it does not define, so Bandpass never refuses a task for a key. A warning says only where
+Bandpass behaves differently from Harbor (a Harbor key Bandpass does not act on, when its value asks for
+something: what that changes), or a key that looks like a Harbor key gone wrong (a likely typo, with
+"did you mean", or a key of another table), whose setting Harbor loses too; a value Harbor accepts and
+Bandpass handles as Harbor does — a task's own extension keys included — is silent. Problems are what
+neither can run: a wrong type on a key both read, a missing instruction or verifier. ``solve.sh``/``test.sh``
+need no exec bit: Harbor and Bandpass run them through bash. What Bandpass cannot run faithfully (a multi-
+step task, a separate verifier image, compose services) is listed in ``unsupported``: the task imports, and
+the audit says it could not audit it.
 
 Network: a task that sets ``network_mode`` (Harbor's ``no-network``/``public``/``allowlist``; the older
 ``none``/``bridge`` are read with a warning) or ``allow_internet`` gets exactly that. A task that says
-nothing gets Harbor's default, ``public``, only when its own scripts download something (the author relied
-on that default); otherwise it runs offline (DESIGN: "no network unless the task asks") with a warning
-that Harbor would have given it one.
+nothing gets Harbor's default, ``public``, silently when its own scripts — followed into the scripts they
+source or call (``script_refs``) — download something (the author relied on that default); otherwise it
+runs offline (DESIGN: "no network unless the task asks") with a warning that Harbor would have given it
+one.
 
 Validation reports *all* problems at once: a curator fixing a generated task should not have to
 iterate one error at a time.
@@ -44,8 +48,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.tasks import allowances, harbor_schema
+from bandpass.engine.tasks import allowances, harbor_schema, script_refs
 from bandpass.engine.tasks import artifacts as artifact_spec
+from bandpass.engine.tasks.script_refs import DOWNLOADS_RE
 
 __all__ = [
     "DIFFICULTIES",
@@ -93,14 +98,11 @@ TEST = "tests/test.sh"
 #: the Docker API on TCP, ...).
 _REFUSED_NETWORK = "host"
 
-#: Commands that fetch from the internet: a task whose oracle or verifier runs one relies on a network.
-DOWNLOADS_RE = re.compile(
-    r"\b(curl|wget|pip3?\s+install|uv\s+(?:pip\s+install|add|sync|run\s+--with)|apt(?:-get)?\s+(?:update|install)"
-    r"|npm\s+(?:install|ci)|git\s+clone|cargo\s+install|go\s+(?:get|install))\b"
-)
 #: A ``[task].name`` written by hand must be safe as a folder name inside the workspace.
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]*(/[A-Za-z0-9][A-Za-z0-9._ -]*)?$")
 _STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: Where Harbor puts a task's folders in the container, for following one script into another.
+TASK_MOUNTS = {"/tests": "tests", "/solution": "solution", "/oracle": "solution", "$TEST_DIR": "/tests"}
 
 
 @dataclass(frozen=True)
@@ -303,8 +305,9 @@ _MEMORY_SUFFIXES = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}
 
 
 def _parse_memory(text: str) -> int | None:
-    """Harbor's deprecated ``memory = "2G"`` form; None when it does not parse."""
-    t = text.strip().upper().removesuffix("B")
+    """Harbor's deprecated ``memory = "2G"`` form, parsed exactly as its ``_parse_size_to_mb`` does (so
+    ``"2GB"``, which Harbor refuses, is refused here too); None when it does not parse."""
+    t = text.strip().upper()
     if not t or t[-1] not in _MEMORY_SUFFIXES:
         return None
     try:
@@ -312,6 +315,23 @@ def _parse_memory(text: str) -> int | None:
     except ValueError:
         return None
     return mb if mb > 0 else None
+
+
+def _legacy_size(env: dict[str, Any], key: str, current: int | None, chk: _Checker) -> int | None:
+    """Harbor's deprecated ``memory``/``storage`` string, read as Harbor reads it: it fills ``<key>_mb``
+    when that is unset, contradicting it is refused, and a value that is not a string is dropped
+    (Harbor pops it and ignores it). No warning: Bandpass then does what Harbor does."""
+    if key not in env or not isinstance(env[key], str):
+        return current
+    parsed = _parse_memory(env[key])
+    fld = f"[environment].{key}"
+    if parsed is None:
+        chk.problem(CONFIG, fld, f'expected a size like "2G" or "512M", got {_show(env[key])}')
+        return current
+    if current is not None and current != parsed:
+        chk.problem(CONFIG, fld, f"{_show(env[key])} ({parsed} MB) contradicts {key}_mb = {current}")
+        return current
+    return parsed
 
 
 def dockerfile_workdir(text: str) -> str | None:
@@ -360,8 +380,6 @@ def _check_script(root: Path, rel: str, chk: _Checker, why: str, *, required: bo
     if not p.is_file():
         chk.problem(rel, None, "expected a file, found a directory" if p.is_dir() else "not a regular file")
         return False
-    if p.stat().st_size == 0:
-        chk.warn(rel, None, "is empty")
     return True
 
 
@@ -373,9 +391,23 @@ def _table(doc: dict[str, Any], name: str, chk: _Checker) -> dict[str, Any]:
     return value
 
 
+def _unknown_key(chk: _Checker, what: str, key: str, known: list[str]) -> None:
+    """A key Harbor does not define: Harbor ignores it, and so does Bandpass — nothing differs, so a task's
+    own extension data (``[task] format``, ``workstream``) is silent. Only a key that looks like a Harbor
+    key gone wrong is a warning, because the author's setting is then lost in Harbor too: a likely typo
+    (``timeout_secs``) or a Harbor key in the wrong table (a top-level ``network_mode``)."""
+    hint = harbor_schema.suggest(key, known)
+    if not hint:
+        homes = [f"[{sec}]" for sec, notes in harbor_schema.SECTIONS.items() if key in notes]
+        hint = f" (a key of {', '.join(homes)})" if homes else ""
+    if hint:
+        chk.warn(CONFIG, what, "not a Harbor key; kept, and ignored (Harbor ignores it too)" + hint)
+
+
 def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
-    """Unknown keys and sections are warnings (Harbor drops them too); Harbor keys Bandpass does not act on
-    are warnings saying what that changes, when their value asks for something."""
+    """Harbor keys Bandpass does not act on are warnings saying what that changes, when their value asks
+    for something; unknown keys are silent unless they look like a Harbor key gone wrong (_unknown_key)."""
+    environment = doc.get("environment")
     for key, value in doc.items():
         if key in harbor_schema.SECTIONS:
             if not isinstance(value, dict) or key == "metadata":
@@ -383,16 +415,17 @@ def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
             notes = harbor_schema.SECTIONS[key]
             for sub, subval in value.items():
                 if sub in notes:
-                    w = harbor_schema.ignored_key_warning(f"[{key}]", sub, subval, notes[sub])
+                    w = harbor_schema.ignored_key_warning(
+                        f"[{key}]",
+                        sub,
+                        subval,
+                        notes[sub],
+                        environment=environment if isinstance(environment, dict) else {},
+                    )
                     if w:
                         chk.warnings.append(w)
                 else:
-                    chk.warn(
-                        CONFIG,
-                        f"[{key}].{sub}",
-                        "not a Harbor key; kept, and ignored (Harbor ignores it too)"
-                        + harbor_schema.suggest(sub, list(notes)),
-                    )
+                    _unknown_key(chk, f"[{key}].{sub}", sub, list(notes))
         elif key in harbor_schema.TOP_LEVEL:
             note = harbor_schema.TOP_LEVEL[key]
             w = harbor_schema.ignored_key_warning("", key, value, note) if note else None
@@ -400,13 +433,7 @@ def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
                 chk.warnings.append(w.replace("task.toml: .", "task.toml: "))
         else:
             what = f"[{key}]" if isinstance(value, dict) else key
-            known = [*harbor_schema.SECTIONS, *harbor_schema.TOP_LEVEL]
-            chk.warn(
-                CONFIG,
-                what,
-                "not a Harbor key; kept, and ignored (Harbor ignores it too)"
-                + harbor_schema.suggest(key, known),
-            )
+            _unknown_key(chk, what, key, [*harbor_schema.SECTIONS, *harbor_schema.TOP_LEVEL])
 
 
 def _resolve_network(
@@ -423,13 +450,7 @@ def _resolve_network(
         if allow is not None:
             return allow, ("public" if allow else "no-network")
         if relies_on_default:
-            chk.warn(
-                CONFIG,
-                "[environment].network_mode",
-                f"not set; Harbor's default is public and the task's scripts run {relies_on_default!r}, "
-                "so it gets a network (set no-network to run it offline)",
-            )
-            return True, "public"
+            return True, "public"  # Harbor's default, which its scripts rely on: as Harbor runs it
         chk.warn(
             CONFIG,
             "[environment].network_mode",
@@ -461,6 +482,13 @@ def _resolve_network(
             f"{json.dumps(mode)} is Docker's spelling, which Harbor refuses: write {json.dumps(harbor_mode)}",
         )
     wants = harbor_mode != "no-network"
+    if harbor_mode == "allowlist":
+        chk.warn(
+            CONFIG,
+            "[environment].network_mode",
+            '"allowlist": no allowlist is enforced, the task gets the whole network (Harbor lets through '
+            "only [environment].allowed_hosts)",
+        )
     if allow is not None and allow != wants:
         chk.problem(
             CONFIG,
@@ -509,27 +537,17 @@ def _read_task_table(task: dict[str, Any], root: Path, chk: _Checker) -> tuple[s
 
 
 def _read_metadata(meta: dict[str, Any], chk: _Checker) -> tuple[str | None, str | None, list[str]]:
-    """difficulty, category and tags when well-typed. Harbor's metadata is free-form, so a value Bandpass
-    cannot use (``difficulty = "unknown"``, harbor init's own) is a warning, never a problem."""
+    """difficulty, category and tags when well-typed. Harbor's ``[metadata]`` is free-form and drives nothing
+    it does, so no value there is a warning: one Bandpass cannot show (``difficulty = "unknown"``, Harbor's
+    own ``Difficulty.UNKNOWN``, or a list where a string belongs) is shown as unset and kept in the file."""
     difficulty = meta.get("difficulty")
-    if difficulty is not None and difficulty not in DIFFICULTIES:
-        chk.warn(
-            CONFIG,
-            "[metadata].difficulty",
-            f"{_show(difficulty)} is not one of {', '.join(DIFFICULTIES)}; shown as unset",
-        )
+    if difficulty not in DIFFICULTIES:
         difficulty = None
     category = meta.get("category")
-    if category is not None and (not isinstance(category, str) or not category.strip()):
-        chk.warn(
-            CONFIG,
-            "[metadata].category",
-            f"expected a non-empty string, got {_show(category)}; shown as unset",
-        )
+    if not isinstance(category, str) or not category.strip():
         category = None
     tags = meta.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        chk.warn(CONFIG, "[metadata].tags", f"expected an array of strings, got {_show(tags)}; shown as none")
         tags = []
     for fld, problem in allowances.parse(meta)[1]:  # Bandpass's own table: malformed is a problem
         chk.problem(CONFIG, fld, problem)
@@ -668,40 +686,14 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
 
     build_timeout = chk.positive_number(env, "environment", "build_timeout_sec", DEFAULT_BUILD_TIMEOUT_SEC)
     cpus = chk.positive_number(env, "environment", "cpus", DEFAULT_CPUS)
-    memory_mb = chk.positive_int(env, "environment", "memory_mb", None)
-    if "memory" in env:
-        legacy = env["memory"]
-        parsed = _parse_memory(legacy) if isinstance(legacy, str) else None
-        if parsed is None:
-            chk.problem(
-                CONFIG, "[environment].memory", f'expected a size like "2G" or "512M", got {_show(legacy)}'
-            )
-        elif memory_mb is not None and memory_mb != parsed:
-            chk.problem(
-                CONFIG,
-                "[environment].memory",
-                f"{_show(legacy)} ({parsed} MB) contradicts memory_mb = {memory_mb}",
-            )
-        else:
-            memory_mb = parsed
-            chk.warn(CONFIG, "[environment].memory", "is deprecated in Harbor; use memory_mb")
-    storage_mb = chk.positive_int(env, "environment", "storage_mb", None)
-    if "storage" in env:
-        legacy = env["storage"]
-        parsed = _parse_memory(legacy) if isinstance(legacy, str) else None
-        if parsed is None:
-            chk.problem(
-                CONFIG, "[environment].storage", f'expected a size like "10G" or "512M", got {_show(legacy)}'
-            )
-        elif storage_mb is None:
-            storage_mb = parsed
-        chk.warn(CONFIG, "[environment].storage", "is deprecated in Harbor; use storage_mb")
+    memory_mb = _legacy_size(env, "memory", chk.positive_int(env, "environment", "memory_mb", None), chk)
+    storage_mb = _legacy_size(env, "storage", chk.positive_int(env, "environment", "storage_mb", None), chk)
     pids_limit = chk.positive_int(env, "environment", "pids_limit", None)
     os_name = env.get("os", "linux")
     if not isinstance(os_name, str) or os_name.lower() not in ("linux", "windows"):
         chk.problem(CONFIG, "[environment].os", f'expected "linux" or "windows", got {_show(os_name)}')
     elif os_name.lower() == "windows":
-        chk.problem(CONFIG, "[environment].os", '"windows": Bandpass runs Linux containers only')
+        chk.unsupported.append(f'{CONFIG}: [environment].os = "windows": Bandpass runs Linux containers only')
     for key in ("gpus",):
         if isinstance(env.get(key), int) and not isinstance(env.get(key), bool) and env[key] > 0:
             chk.unsupported.append(
@@ -712,14 +704,8 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
 
     # --- files
     has_solution = _check_script(root, SOLVE, chk, "", required=False)
-    scripts_text = ""
-    for rel in (SOLVE, TEST):
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            scripts_text += (root / rel).read_text(encoding="utf-8") + "\n"
-    download = DOWNLOADS_RE.search(scripts_text)
-    network, network_mode = _resolve_network(
-        env, chk, relies_on_default=download.group(0) if download else None
-    )
+    download = script_refs.follow(root, [SOLVE, TEST], TASK_MOUNTS).first_download()
+    network, network_mode = _resolve_network(env, chk, relies_on_default=download[1] if download else None)
     docker_image = chk.string(env, "environment", "docker_image", nonempty=True)
     declared_workdir = chk.string(env, "environment", "workdir", nonempty=True)
     if declared_workdir is not None and not PurePosixPath(declared_workdir).is_absolute():
@@ -740,7 +726,12 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
     if workdir is None and df.is_file():
         with contextlib.suppress(OSError):
             workdir = dockerfile_workdir(df.read_text(encoding="utf-8", errors="replace"))
-    if not steps:
+    windows = isinstance(os_name, str) and os_name.lower() == "windows"
+    if windows and not has_solution:
+        has_solution = (root / "solution" / "solve.bat").is_file()
+    if not steps and windows and (root / "tests" / "test.bat").is_file():
+        pass  # Harbor's verifier of a Windows task (imported as unsupported: nothing here runs it)
+    elif not steps:
         _check_script(root, TEST, chk, "the verifier that writes /logs/verifier/reward.txt", required=True)
         if not has_solution and not chk.problems:
             chk.warn(

@@ -37,6 +37,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -47,13 +48,11 @@ import tomli_w
 import yaml
 
 from bandpass.engine.tasks import dockerfile as dockerfile_reader
+from bandpass.engine.tasks import script_refs
 from bandpass.engine.tasks.taskdir import (
-    DEFAULT_AGENT_TIMEOUT_SEC,
     DEFAULT_BUILD_TIMEOUT_SEC,
     DEFAULT_MEMORY_MB,
-    DEFAULT_VERIFIER_TIMEOUT_SEC,
     DIFFICULTIES,
-    DOWNLOADS_RE,
     IGNORED_NAMES,
     TaskInvalid,
     TaskProblem,
@@ -65,6 +64,9 @@ __all__ = ["PARSERS", "TB1_TEST_DIR", "convert_tb1", "read_tb1_instruction"]
 
 #: Where TB1 put tests inside the container, exported to run-tests.sh as $TEST_DIR.
 TB1_TEST_DIR = "/tests"
+#: TB1's own defaults (terminal_bench.handlers.trial_handler.Task), which Harbor's migrator writes too.
+TB1_AGENT_TIMEOUT_SEC = 360.0
+TB1_TEST_TIMEOUT_SEC = 60.0
 
 _COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml")
 #: Files of a TB1 directory that are not part of the image's build context.
@@ -122,32 +124,68 @@ mkdir -p /logs/verifier
 log=$(mktemp)
 bash "$TEST_DIR/{run_tests}" 2>&1 | tee "$log"
 status=${{PIPESTATUS[0]}}
-reward=0
 {decide}
+reward=${{verdict%% *}}
+why=${{verdict#* }}
+if [ "$reward" != 1 ]; then reward=0; fi
+if [ -z "$verdict" ]; then why="the output could not be read (is awk in the image?)"; fi
 echo "$reward" > /logs/verifier/reward.txt
 echo "run-tests.sh exit status $status, reward $reward ($why)"
 """
 
-# Terminal-Bench's pytest parser: the "short test summary info" section's lines, each test PASSED for the
-# task to count as solved; no summary is a parse failure, which Terminal-Bench scored as unsolved.
+# Terminal-Bench's own parsers (terminal_bench/parsers/*.py, 0.2.18), transcribed into awk so the reward is
+# read in the container as Terminal-Bench read it from its tmux pane: ANSI escapes gone (capture-pane -p
+# drops them), then
+# - pytest: the text after the first "=+ short test summary info =+" (case-insensitive); each line whose
+#   first word (":" stripped) is PASSED FAILED SKIPPED XFAIL XPASS ERROR is a result, keyed by the test name
+#   after the first "::" (a FAILED line loses its last " - " part first; a later line of the same name
+#   wins); PASSED, SKIPPED and XFAIL count as passed; solved when every result passed (no result at all
+#   under a summary is solved too: Python's all([])); no summary is a parse error: unsolved.
+# - swebench: the text between the first start marker and the last end marker, stripped, is exactly PASSED.
 _DECIDE = {
-    "pytest": """\
-why="no pytest short test summary (run pytest with -rA): Terminal-Bench scored this unsolved"
-if grep -q 'short test summary info' "$log"; then
-  summary=$(sed -n '/short test summary info/,$p' "$log")
-  passed=$(grep -cE '^PASSED ' <<<"$summary")
-  bad=$(grep -cE '^(FAILED|ERROR|SKIPPED|XFAIL|XPASS) ' <<<"$summary")
-  why="pytest summary: $passed passed, $bad not passed"
-  if [ "$passed" -gt 0 ] && [ "$bad" -eq 0 ]; then reward=1; fi
-fi""",
+    "pytest": r"""verdict=$(awk '
+BEGIN { esc = sprintf("%c", 27); found = 0; n = 0 }
+{ gsub(esc "\\[[0-9;?]*[A-Za-z]", ""); gsub(/\r/, "") }
+!found {
+  if (!match(tolower($0), /=+[ \t]*short test summary info[ \t]*=+/)) next
+  found = 1; $0 = substr($0, RSTART + RLENGTH)
+}
+{
+  line = $0
+  if (substr(line, 1, 6) == "FAILED") {
+    k = split(line, part, " - ")
+    if (k > 1) { line = part[1]; for (i = 2; i < k; i++) line = line " - " part[i] }
+  }
+  sub(/^[ \t]+/, "", line)
+  if (!match(line, /[ \t]+/)) next
+  status = substr(line, 1, RSTART - 1); rest = substr(line, RSTART + RLENGTH)
+  gsub(/^:+|:+$/, "", status)
+  if (status !~ /^(PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)$/) next
+  sub(/[ \t]+$/, "", rest)
+  c = index(rest, "::"); name = c ? substr(rest, c + 2) : rest
+  if (name == "") next
+  if (!(name in result)) order[++n] = name
+  result[name] = (status ~ /^(PASSED|SKIPPED|XFAIL)$/)
+}
+END {
+  if (!found) {
+    print "0 no pytest short test summary (run pytest with -rA): Terminal-Bench scored this unsolved"; exit
+  }
+  bad = 0; for (i = 1; i <= n; i++) if (!result[order[i]]) bad++
+  printf "%d pytest summary: %d passed, %d not passed\n", (bad == 0), n - bad, bad
+}' "$log")""",
     # The swebench adapter's parser.py prints its verdict between two marker lines (and exits 0 either way).
-    "swebench": """\
-why="no SWEBench result block: Terminal-Bench scored this unsolved"
-block=$(sed -n '/SWEBench results starts here/,/SWEBench results ends here/p' "$log")
-if [ -n "$block" ]; then
-  why="SWEBench result block without PASSED"
-  if grep -qx 'PASSED' <<<"$block"; then reward=1; why="SWEBench result: PASSED"; fi
-fi""",
+    "swebench": r"""verdict=$(awk '
+{ gsub(sprintf("%c", 27) "\\[[0-9;?]*[A-Za-z]", ""); gsub(/\r/, ""); all = all $0 "\n" }
+END {
+  S = "SWEBench results starts here"; E = "SWEBench results ends here"; s = index(all, S)
+  if (!s || !index(all, E)) { print "0 no SWEBench result block: Terminal-Bench scored this unsolved"; exit }
+  b = substr(all, s + length(S)); e = 0
+  for (p = 1; (q = index(substr(b, p), E)) > 0; p += q) e = p + q - 1
+  if (e) b = substr(b, 1, e - 1)
+  gsub(/^[ \t\n]+|[ \t\n]+$/, "", b)
+  if (b == "PASSED") print "1 SWEBench result: PASSED"; else print "0 SWEBench result block without PASSED"
+}' "$log")""",
 }
 
 _DEFAULT_RUN_TESTS = """\
@@ -363,6 +401,78 @@ def _append_env(dockerfile: Path, compose: _Compose) -> None:
     )
 
 
+#: Where TB1 put a task's files in the container, for following run-tests.sh into what it sources.
+_TB1_MOUNTS = {"/tests": "tests", "$TEST_DIR": TB1_TEST_DIR}
+
+#: A pytest run: ``pytest``/``py.test``, maybe through ``uv run``, ``python -m``, ``uvx``, ``timeout N``, with
+#: ``VAR=value`` prefixes. Group 1 is its arguments.
+_PYTEST_RUN = re.compile(
+    r"(?:^|[;&|(]|\bthen\b|\bdo\b)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*"
+    r"(?:(?:uv|poetry|pdm|pipenv)\s+run\s+(?:-\S+\s+)*|python3?(?:\.\d+)?\s+-m\s+|uvx\s+|timeout\s+\S+\s+)*"
+    r"(?:pytest|py\.test)\b([^\n;&|)]*)",
+    re.MULTILINE,
+)
+#: ``-r CHARS`` (alone or in a bundle such as ``-vrA``) whose characters include passed tests: A, p or P.
+_REPORTS_PASSED = re.compile(r"(?:^|\s)-[A-Za-z]*r\s*[A-Za-z]*[ApP]")
+#: Files through which pytest may get its options from elsewhere: then the scan cannot tell.
+_PYTEST_CONFIGS = ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "conftest.py")
+
+
+def _tb1_scripts(source: Path, run_tests_text: str, solve: str | None) -> script_refs.ScriptScan:
+    """run-tests.sh and the solution, with every script they source or call that the task ships."""
+    entries = [n for n in ("run-tests.sh", "solution.sh") if (source / n).is_file()]
+    scan = script_refs.follow(source, entries, _TB1_MOUNTS)
+    if not (source / "run-tests.sh").is_file():
+        scan.texts["run-tests.sh"] = run_tests_text  # the one the converter generates
+    if solve is not None and not (source / "solution.sh").is_file():
+        scan.texts["solution.yaml"] = solve
+    return scan
+
+
+def _tb1_network(scan: script_refs.ScriptScan, warnings: list[str]) -> bool:
+    """Terminal-Bench gave every task a network (and Harbor's migrator writes ``public``): so does the
+    conversion, unless the task shows it needs none — its scripts, read through everything they source or
+    call, download nothing and run no script the task does not ship. Unsure is Terminal-Bench's default."""
+    if scan.first_download() is not None or scan.unresolved:
+        return True
+    warnings.append(
+        "network: Terminal-Bench gave every task a network; run-tests.sh and the solution (and every script "
+        'they run) download nothing, so Bandpass runs it offline (network_mode = "public" gives it one)'
+    )
+    return False
+
+
+def _unreadable_pytest_output(source: Path, scan: script_refs.ScriptScan) -> list[str]:
+    """A warning when run-tests.sh runs pytest so that Terminal-Bench's parser cannot read a passing run.
+
+    The parser reads the passed tests from pytest's "short test summary info", which lists them only under
+    ``-rA`` (or ``-rp``/``-rP``); without it a run where every test passes prints no summary, a parse error
+    Terminal-Bench scored unsolved. The conversion grades as Terminal-Bench did; Harbor's migrator grades the
+    exit status instead, so there the same task passes. Options pytest may take from a config file or
+    ``PYTEST_ADDOPTS`` leave the question open: no warning then."""
+    if "PYTEST_ADDOPTS" in scan.text or any(
+        "addopts" in p.read_text(encoding="utf-8", errors="replace")
+        for p in source.rglob("*")
+        if p.name in _PYTEST_CONFIGS and p.is_file()
+    ):
+        return []
+    for rel, text in scan.texts.items():
+        if rel.startswith("solution"):
+            continue
+        for m in _PYTEST_RUN.finditer(script_refs.code_of(text)):
+            args = re.sub(r"\$\{?TEST_DIR\}?", TB1_TEST_DIR, re.sub(r"\s#.*", "", m.group(1)))
+            if "$" in args or _REPORTS_PASSED.search(args):
+                continue
+            run = m.group(0).strip().lstrip(";&|(").strip()
+            return [
+                f"{rel}: pytest runs without -rA ({run!r}): Terminal-Bench's parser reads passed tests from "
+                "pytest's short test summary, which then lists none, so Terminal-Bench scored every run 0, "
+                "even one where all tests pass; Bandpass grades it as Terminal-Bench did (Harbor's migrator "
+                "grades run-tests.sh's exit status instead)"
+            ]
+    return []
+
+
 def convert_tb1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> TaskSpec:
     """Write a Harbor task at ``dst`` from the TB1 task at ``src`` and return it loaded and validated.
 
@@ -387,14 +497,10 @@ def convert_tb1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Tas
     instruction = read_tb1_instruction(data, problems, warnings)
     agent_timeout = _number(data, "max_agent_timeout_sec", problems)
     test_timeout = _number(data, "max_test_timeout_sec", problems)
-    if agent_timeout is None and "max_agent_timeout_sec" not in data:
-        warnings.append(f"task.yaml: no max_agent_timeout_sec; used {DEFAULT_AGENT_TIMEOUT_SEC:g} s")
-    if test_timeout is None and "max_test_timeout_sec" not in data:
-        warnings.append(f"task.yaml: no max_test_timeout_sec; used {DEFAULT_VERIFIER_TIMEOUT_SEC:g} s")
 
     metadata: dict[str, Any] = {}
     difficulty = data.get("difficulty")
-    if difficulty in DIFFICULTIES:
+    if difficulty in DIFFICULTIES or difficulty == "unknown":  # Harbor's Difficulty values: kept, silently
         metadata["difficulty"] = difficulty
     elif difficulty is not None:
         warnings.append(f"task.yaml: difficulty {difficulty!r} is not easy/medium/hard and was dropped")
@@ -471,12 +577,10 @@ def convert_tb1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Tas
     if problems:
         raise TaskInvalid(source, problems)
 
-    network = False
-    for label, text in (("run-tests.sh", run_tests_text), ("solution", solve or "")):
-        m = DOWNLOADS_RE.search(text)
-        if m and not network:
-            network = True
-            warnings.append(f"{label}: runs {m.group(0)!r}, which needs the internet; network enabled")
+    scan = _tb1_scripts(source, run_tests_text, solve)
+    network = _tb1_network(scan, warnings)
+    if parser == "pytest":
+        warnings.extend(_unreadable_pytest_output(source, scan))
 
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise FileExistsError(f"{target} exists and is not empty")
@@ -540,8 +644,8 @@ def convert_tb1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Tas
         doc = {
             "schema_version": "1.1",
             "metadata": metadata,
-            "verifier": {"timeout_sec": test_timeout or DEFAULT_VERIFIER_TIMEOUT_SEC},
-            "agent": {"timeout_sec": agent_timeout or DEFAULT_AGENT_TIMEOUT_SEC},
+            "verifier": {"timeout_sec": test_timeout or TB1_TEST_TIMEOUT_SEC},
+            "agent": {"timeout_sec": agent_timeout or TB1_AGENT_TIMEOUT_SEC},
             "environment": environment,
         }
         (staging / "task.toml").write_text(tomli_w.dumps(doc), encoding="utf-8")

@@ -8,6 +8,7 @@ never imported by Bandpass's own interpreter.
                                   -> [dir, ...] (the packaged templates, and init's variants)
     harbor_ref.py traces JOB OUT  Harbor's own traces exporter over a job directory -> OUT (JSON rows)
     harbor_ref.py policy          Harbor's exception policy -> {name: {cause, reward_valid}}
+    harbor_ref.py schema          Harbor's task model: keys per section, enum values, its default task.toml
 
 Everything Harbor prints goes to stderr; stdout carries only the JSON answer.
 """
@@ -100,6 +101,34 @@ def shipped(dest: Path) -> list[str]:
     return out
 
 
+def schema() -> dict[str, object]:
+    """Harbor's task model as data: the keys each section defines, every enum value a task.toml can name,
+    and the task.toml Harbor itself writes for a default ``TaskConfig``."""
+    from harbor.models.difficulty import Difficulty
+    from harbor.models.task import config as c
+
+    sections = {
+        "": c.TaskConfig,
+        "task": c.PackageInfo,
+        "agent": c.AgentConfig,
+        "verifier": c.VerifierConfig,
+        "environment": c.EnvironmentConfig,
+        "solution": c.SolutionConfig,
+    }
+    fields = {name: sorted(model.model_fields) for name, model in sections.items()}
+    fields["environment"] += ["memory", "storage"]  # read by its legacy migration (harbor lint knows them)
+    fields[""] += ["version"]  # renamed to schema_version on load
+    enums = {
+        "network_mode": [m.value for m in c.NetworkMode],
+        "os": [m.value for m in c.TaskOS],
+        "environment_mode": [m.value for m in c.VerifierEnvironmentMode],
+        "multi_step_reward_strategy": [m.value for m in c.MultiStepRewardStrategy],
+        "difficulty": [m.value for m in Difficulty],
+    }
+    default = c.TaskConfig(task=c.PackageInfo(name="bandpass/defaults"))
+    return {"fields": fields, "enums": enums, "defaults_toml": default.model_dump_toml()}
+
+
 def traces(job: Path, out: Path) -> None:
     from harbor.utils.traces_utils import export_traces
 
@@ -116,6 +145,8 @@ def main(argv: list[str]) -> int:
     elif argv[:1] == ["reference"] and len(argv) == 2:
         dirs = [line.strip() for line in sys.stdin if line.strip()]
         print(json.dumps(reference(dirs, Path(argv[1]))))
+    elif argv[:1] == ["schema"]:
+        print(json.dumps(schema()))
     elif argv[:1] == ["policy"]:
         from harbor.models.trial.error_policy import ERROR_POLICIES
 

@@ -260,6 +260,79 @@ def test_variants_agree_with_harbor(workspace: Workspace, tmp_path: Path) -> Non
     assert verdicts[dirs["plain"]] == "ok" and verdicts[dirs["network-none"]] != "ok"
 
 
+# --- Harbor-valid values from Harbor's own schema import without a warning -----------------------------
+
+#: The warnings a Harbor-valid value *should* get: only where Bandpass behaves differently from Harbor.
+_DIFFERENCES = {
+    "environment.network_mode=allowlist": [
+        'task.toml: [environment].network_mode: "allowlist": no allowlist is enforced, the task gets the '
+        "whole network (Harbor lets through only [environment].allowed_hosts)"
+    ],
+    "agent.network_mode=no-network": [
+        "task.toml: [agent].network_mode: the agent gets the [environment] network setting"
+    ],
+    "agent.network_mode=allowlist": [
+        "task.toml: [agent].network_mode: the agent gets the [environment] network setting"
+    ],
+}
+
+
+def test_harbor_valid_values_import_without_warnings(workspace: Workspace, tmp_path: Path) -> None:
+    """Harbor's own model (harbor.models.task.config, run in .venv-harbor) is the reference: every key it
+    defines is one Bandpass knows (never "not a Harbor key"), the task.toml Harbor writes for a default
+    TaskConfig imports without a warning, and so does every enum value in its place — except the few
+    where Bandpass behaves differently (_DIFFERENCES, each saying what differs)."""
+    schema = json.loads(_harbor("schema"))
+    from bandpass.engine.tasks import harbor_schema
+
+    known = {"": set(harbor_schema.TOP_LEVEL) | set(harbor_schema.SECTIONS)}
+    known.update({sec: set(notes) for sec, notes in harbor_schema.SECTIONS.items()})
+    unknown = {sec: sorted(set(keys) - known[sec]) for sec, keys in schema["fields"].items()}
+    assert {sec: keys for sec, keys in unknown.items() if keys} == {}
+
+    enums = schema["enums"]
+    variants: dict[str, str] = {"harbor-defaults": schema["defaults_toml"]}
+    for value in enums["network_mode"]:
+        variants[f"environment.network_mode={value}"] = f'[environment]\nnetwork_mode = "{value}"\n'
+        variants[f"agent.network_mode={value}"] = (
+            f'[agent]\nnetwork_mode = "{value}"\n[environment]\nnetwork_mode = "public"\n'
+        )
+        variants[f"verifier.network_mode={value}"] = (
+            f'[verifier]\nnetwork_mode = "{value}"\n[environment]\nnetwork_mode = "public"\n'
+        )
+    for value in enums["os"]:
+        variants[f"environment.os={value}"] = f'[environment]\nos = "{value}"\nnetwork_mode = "public"\n'
+    for value in enums["environment_mode"]:
+        variants[f"verifier.environment_mode={value}"] = (
+            f'[verifier]\nenvironment_mode = "{value}"\n[environment]\nnetwork_mode = "public"\n'
+        )
+    for value in enums["multi_step_reward_strategy"]:
+        variants[f"multi_step_reward_strategy={value}"] = (
+            f'multi_step_reward_strategy = "{value}"\n[environment]\nnetwork_mode = "public"\n'
+        )
+    for value in enums["difficulty"]:
+        variants[f"metadata.difficulty={value}"] = (
+            f'[metadata]\ndifficulty = "{value}"\n[environment]\nnetwork_mode = "public"\n'
+        )
+    dirs = {name: write_task(tmp_path / f"v{i}", toml) for i, (name, toml) in enumerate(variants.items())}
+    windows = dirs["environment.os=windows"]  # Harbor wants a Windows task's own scripts
+    (windows / "tests" / "test.sh").rename(windows / "tests" / "test.bat")
+    (windows / "solution" / "solve.sh").rename(windows / "solution" / "solve.bat")
+    assert {
+        n: v for n, v in zip(dirs, harbor_load(list(dirs.values())).values(), strict=True) if v != "ok"
+    } == {}
+    got = {}
+    for name, d in dirs.items():
+        item = import_paths(workspace, [d]).items[0]
+        assert item.status == "new", (name, item.problems)
+        got[name] = item.warnings
+    assert got == {name: _DIFFERENCES.get(name, []) for name in dirs}
+    # what Bandpass cannot run is said as unsupported, never as a refusal
+    assert load_task(dirs["environment.os=windows"]).unsupported == [
+        'task.toml: [environment].os = "windows": Bandpass runs Linux containers only'
+    ]
+
+
 # --- Harbor jobs in: the exception policy is Harbor's own ----------------------------------------------
 
 

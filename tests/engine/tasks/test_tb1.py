@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from bandpass.engine.core.workspace import Workspace
+from bandpass.engine.run.agents.builtin import builtin_agent
+from bandpass.engine.run.episode import run_episode
+from bandpass.engine.tasks.importer import import_paths
 from bandpass.engine.tasks.taskdir import TaskInvalid, load_task, validate_task
 from bandpass.engine.tasks.tb1 import convert_tb1
+from bandpass.store import queries
+from bandpass.store.db import session
 from tests.support.paths import FIXTURES
 
 FIXTURE = FIXTURES / "tb1" / "hello-world"
@@ -51,8 +57,13 @@ def test_fixture_converts_to_a_valid_harbor_task(tmp_path: Path) -> None:
     assert spec.metadata["author_email"] == "tests@bandpass.invalid"
     assert spec.metadata["source"] == "terminal-bench-1"
     assert spec.workdir == "/app" and not spec.workdir_declared  # the image's WORKDIR, as TB1 ran it
+    # TB1 gave every task a network; this one's scripts download nothing and run nothing it does not ship
     assert spec.network is False and spec.network_mode == "no-network"
-    assert spec.warnings == [] and spec.harbor_refusals == []
+    assert spec.warnings == [
+        "network: Terminal-Bench gave every task a network; run-tests.sh and the solution (and every script "
+        'they run) download nothing, so Bandpass runs it offline (network_mode = "public" gives it one)'
+    ]
+    assert spec.harbor_refusals == []
     assert (dst / "solution" / "solve.sh").read_text() == (FIXTURE / "solution.sh").read_text()
     assert (dst / "tests" / "run-tests.sh").read_text() == (FIXTURE / "run-tests.sh").read_text()
     assert not list(dst.parent.glob(".hello-world.*")), "staging directory left behind"
@@ -90,12 +101,27 @@ def _run_test_sh(dst: Path, run_tests: str, tmp_path: Path) -> str:
         # a failure in the summary wins over a zero exit status (a script that ends in `echo done`)
         ("echo '=== short test summary info ==='; echo 'PASSED t.py::a'; echo 'FAILED t.py::b'; exit 0", "0"),
         ("echo '=== short test summary info ==='; echo 'ERROR t.py - ImportError'; exit 0", "0"),
-        # a skipped test is not a passed one (Terminal-Bench's parser: every test PASSED)
+        # Terminal-Bench's PytestTestStatus: SKIPPED and XFAIL count as passed, XPASS does not
         (
             "echo '=== short test summary info ==='; echo 'PASSED t.py::a'; "
-            "echo 'SKIPPED [1] t.py:3'; exit 0",
-            "0",
+            "echo 'SKIPPED [1] t.py:3: no GPU'; echo 'XFAIL t.py::c'; exit 0",
+            "1",
         ),
+        ("echo '=== short test summary info ==='; echo 'PASSED t.py::a'; echo 'XPASS t.py::b'; exit 0", "0"),
+        # what its tmux pane showed carried no colour codes: a coloured summary reads the same
+        (
+            r"printf '\033[1m=== short test summary info ===\033[0m\n\033[32mPASSED\033[0m t.py::a\n'; "
+            "exit 1",
+            "1",
+        ),
+        # results are keyed by test name: a later line of the same name wins
+        (
+            "echo '=== short test summary info ==='; echo 'FAILED a.py::t - x'; echo 'PASSED b.py::t'; "
+            "exit 1",
+            "1",
+        ),
+        # without -rA an all-passing run prints no summary at all: Terminal-Bench scored it 0
+        ("echo '==== 3 passed in 0.02s ===='; exit 0", "0"),
         # no summary is Terminal-Bench's parse failure: unsolved, whatever the exit status says
         ("echo ok; exit 0", "0"),
         ("echo broken; exit 3", "0"),
@@ -126,12 +152,13 @@ def test_older_descriptions_and_solution_yaml(tb1: Path, tmp_path: Path) -> None
         "echo 'Hello, world!' > /app/hello.txt",
         "vim /app/hello.txt",
     ]
-    assert spec.difficulty is None
+    assert spec.difficulty is None and spec.metadata["difficulty"] == "unknown"  # Harbor's own value: kept
     text = "\n".join(spec.warnings)
     assert "only the 'base' description was used; ignored hard" in text
-    assert "difficulty 'unknown'" in text
+    assert "difficulty" not in text
     assert "step 2 sends keystrokes" in text
-    assert "no max_agent_timeout_sec; used 900 s" in text
+    assert "max_agent_timeout_sec" not in text  # TB1's default, 360 s, as TB1 and Harbor's migrator use
+    assert (spec.agent_timeout_sec, spec.verifier_timeout_sec) == (360.0, 60.0)
     # warnings persist in task.toml so a reload still shows them
     assert load_task(spec.path).metadata["conversion_warnings"] == spec.warnings
 
@@ -172,8 +199,81 @@ def test_downloads_in_run_tests_ask_for_network(tb1: Path, tmp_path: Path) -> No
         "uv venv .tbench-testing\nuv pip install pytest==8.4.1\nuv run pytest $TEST_DIR/test_outputs.py -rA\n"
     )
     spec = convert_tb1(tb1, tmp_path / "out")
-    assert spec.network is True
-    assert any("run-tests.sh: runs 'curl'" in w for w in spec.warnings)
+    # the network TB1 gave, as Harbor's migrator gives it: nothing differs, nothing to warn about
+    assert (spec.network, spec.network_mode) == (True, "public")
+    assert spec.warnings == []
+
+
+DEVEVAL_RUN_TESTS = """#!/bin/bash
+set -e
+cd /app
+source $TEST_DIR/setup-uv-pytest.sh
+bash $TEST_DIR/run-uv-pytest.sh
+"""
+DEVEVAL_SETUP = """#!/bin/bash
+apt-get update
+apt-get install -y curl
+curl -LsSf https://astral.sh/uv/install.sh | sh
+source $HOME/.local/bin/env
+uv init
+uv add pytest
+"""
+
+
+def test_a_download_in_a_sourced_setup_script_gets_the_network(tb1: Path, tmp_path: Path) -> None:
+    """1,000+ public TB1 tasks (deveval, ...) install pytest in tests/setup-uv-pytest.sh, which run-tests.sh
+    sources: read alone, run-tests.sh downloads nothing, and the converted task used to run offline and
+    score 0 on every episode."""
+    (tb1 / "run-tests.sh").write_text(DEVEVAL_RUN_TESTS)
+    (tb1 / "tests" / "setup-uv-pytest.sh").write_text(DEVEVAL_SETUP)
+    (tb1 / "tests" / "run-uv-pytest.sh").write_text(
+        "#!/bin/bash\nuv run pytest $TEST_DIR/test_outputs.py -rA\n"
+    )
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert (spec.network, spec.network_mode, spec.warnings) == (True, "public", [])
+
+
+def test_a_script_the_task_does_not_ship_keeps_tb1s_network(tb1: Path, tmp_path: Path) -> None:
+    """Unsure is Terminal-Bench's default: a script from the image may download anything."""
+    (tb1 / "run-tests.sh").write_text(
+        "#!/bin/bash\nsource /opt/setup-tests.sh\npython3 -m pytest $TEST_DIR -rA\n"
+    )
+    spec = convert_tb1(tb1, tmp_path / "out")
+    assert (spec.network, spec.warnings) == (True, [])
+
+
+@pytest.mark.parametrize(
+    ("run_uv_pytest", "warned"),
+    [
+        ("uv run pytest $TEST_DIR/test_outputs.py\n", True),
+        ("python3 -m pytest -v -x tests/test_outputs.py\n", True),
+        ("uv run pytest $TEST_DIR/test_outputs.py -rA\n", False),
+        ("pytest -vrA $TEST_DIR\n", False),
+        ("pytest -rp $TEST_DIR\n", False),
+        ("pytest -ra $TEST_DIR  # -ra leaves passed tests out\n", True),
+        ("pytest $PYTEST_FLAGS $TEST_DIR\n", False),  # unknown: its options come from a variable
+    ],
+)
+def test_pytest_output_tb1s_parser_cannot_read_is_a_warning(
+    tb1: Path, tmp_path: Path, run_uv_pytest: str, warned: bool
+) -> None:
+    """Without -rA a passing pytest run prints no short test summary: TB1 scored it 0 and so does the
+    conversion (Harbor's migrator grades by exit status) — said at import, naming the script and command."""
+    (tb1 / "run-tests.sh").write_text(DEVEVAL_RUN_TESTS)
+    (tb1 / "tests" / "setup-uv-pytest.sh").write_text(DEVEVAL_SETUP)
+    (tb1 / "tests" / "run-uv-pytest.sh").write_text("#!/bin/bash\n" + run_uv_pytest)
+    spec = convert_tb1(tb1, tmp_path / "out")
+    found = [w for w in spec.warnings if "pytest runs without -rA" in w]
+    assert bool(found) is warned
+    if warned:
+        assert found[0].startswith("tests/run-uv-pytest.sh: pytest runs without -rA (")
+        assert "Terminal-Bench scored every run 0" in found[0] and "exit status" in found[0]
+
+
+def test_pytest_options_from_a_config_file_are_not_guessed(tb1: Path, tmp_path: Path) -> None:
+    (tb1 / "run-tests.sh").write_text("#!/bin/bash\npython3 -m pytest $TEST_DIR/test_outputs.py\n")
+    (tb1 / "tests" / "pytest.ini").write_text("[pytest]\naddopts = -rA\n")
+    assert not any("-rA" in w for w in convert_tb1(tb1, tmp_path / "out").warnings)
 
 
 def test_missing_run_tests_generates_one(tb1: Path, tmp_path: Path) -> None:
@@ -250,6 +350,8 @@ def test_swebench_parser_reads_the_result_block(tmp_path: Path) -> None:
     block = "echo 'SWEBench results starts here'; echo {}; echo 'SWEBench results ends here'; exit 0"
     assert _run_test_sh(dst, block.format("PASSED"), tmp_path / "a") == "1"
     assert _run_test_sh(dst, block.format("FAILED"), tmp_path / "b") == "0"
+    # the block, stripped, must be exactly PASSED (its parser.py: block == "PASSED")
+    assert _run_test_sh(dst, block.format("PASSED; echo 1 of 2 failed"), tmp_path / "d") == "0"
     # the adapter's parser.py exits 0 either way: without the block there is no solved run
     assert _run_test_sh(dst, "echo parser crashed; exit 0", tmp_path / "c") == "0"
 
@@ -325,3 +427,67 @@ def test_converted_task_runs_in_docker(tmp_path: Path) -> None:
         for cid in containers:
             _sh("docker", "rm", "-f", cid, check=False)
         _sh("docker", "rmi", "-f", tag, check=False)
+
+
+_NEEDS_NETWORK_TEST = '''
+
+def test_the_network_terminal_bench_gave():
+    """Terminal-Bench ran every task on a network: this task's tests rely on it."""
+    import os
+
+    assert [n for n in os.listdir("/sys/class/net") if n != "lo"], "no network interface"
+'''
+
+
+@pytest.mark.docker
+def test_tb1_conversions_grade_as_terminal_bench_did(workspace: Workspace, tmp_path: Path) -> None:
+    """Imported and run for real (oracle and nop episodes, the clean room, real Docker):
+
+    - ``sourced``: pytest comes from a setup script run-tests.sh sources (deveval's layout) and the tests
+      rely on the network TB1 gave. Read alone, run-tests.sh downloads nothing: the task used to run
+      offline and score 0 on every episode, the oracle's too. Now oracle 1, nop 0.
+    - ``no-ra``: run-tests.sh runs pytest without -rA. Warned at import; every run scores 0, the oracle's
+      too, exactly as Terminal-Bench scored it (its parser finds no summary in a passing run).
+    """
+    sourced = tmp_path / "src" / "sourced"
+    shutil.copytree(FIXTURE, sourced)
+    (sourced / "run-tests.sh").write_text(
+        "#!/bin/bash\nsource $TEST_DIR/setup-pytest.sh\nbash $TEST_DIR/run-pytest.sh\n"
+    )
+    (sourced / "tests" / "setup-pytest.sh").write_text(
+        "#!/bin/bash\n# the image has pytest already; else fetch uv, as deveval's setup does\n"
+        "if ! python3 -m pytest --version >/dev/null 2>&1; then\n"
+        "  curl -LsSf https://astral.sh/uv/install.sh | sh\nfi\n"
+    )
+    (sourced / "tests" / "run-pytest.sh").write_text(
+        "#!/bin/bash\npython3 -m pytest $TEST_DIR/test_outputs.py -rA\n"
+    )
+    with (sourced / "tests" / "test_outputs.py").open("a") as fh:
+        fh.write(_NEEDS_NETWORK_TEST)
+    no_ra = tmp_path / "src" / "no-ra"
+    shutil.copytree(FIXTURE, no_ra)
+    (no_ra / "run-tests.sh").write_text("#!/bin/bash\npython3 -m pytest -v $TEST_DIR/test_outputs.py\n")
+
+    report = import_paths(workspace, [sourced, no_ra])
+    assert report.ok, [i.problems for i in report.items]
+    items = {i.name: i for i in report.items}
+    assert not any("-rA" in w for w in items["sourced"].warnings)
+    assert [w for w in items["no-ra"].warnings if "pytest runs without -rA" in w] == [
+        "run-tests.sh: pytest runs without -rA ('python3 -m pytest -v $TEST_DIR/test_outputs.py'): "
+        "Terminal-Bench's parser reads passed tests from pytest's short test summary, which then lists none, "
+        "so Terminal-Bench scored every run 0, even one where all tests pass; Bandpass grades it as "
+        "Terminal-Bench did (Harbor's migrator grades run-tests.sh's exit status instead)"
+    ]
+    with session(workspace.engine) as s:
+        versions = {r.name: r.version_id for r in queries.task_rows(s)}
+    rewards = {
+        (name, agent): run_episode(workspace, versions[name], builtin_agent(agent)).reward
+        for name in ("sourced", "no-ra")
+        for agent in ("oracle", "nop")
+    }
+    assert rewards == {
+        ("sourced", "oracle"): 1.0,
+        ("sourced", "nop"): 0.0,
+        ("no-ra", "oracle"): 0.0,
+        ("no-ra", "nop"): 0.0,
+    }
