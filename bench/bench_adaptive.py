@@ -29,8 +29,8 @@ the real loop plans as soon as the queue drains, leaving out tasks with episodes
    edge, with the product's decision rule and with a fixed-n Jeffreys 90% interval looked at the
    same way. Promised: at most 10%.
 4. **What a decision costs.** For tasks of known true pass@2, the episodes (one at a time, looked at
-   after each) until the band is decided: median and 90th percentile, up to ``--cost-max`` (README, "How
-   to choose a budget").
+   after each) until the band is decided: median and 90th percentile, up to ``--cost-max``
+   (docs/guide/calibration-and-export.md, "How to choose a budget").
 
 Prints tables; asserts nothing. Pure Python, about a minute per 100 seeds on one core.
 """

@@ -16,38 +16,23 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bandpass.engine.app import episode_hooks
-from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.agents.builtin import OracleAgent
 from bandpass.engine.run.episode import run_episode
-from bandpass.engine.sandbox import pool
-from bandpass.engine.tasks.importer import import_paths
-from bandpass.store import queries
-from bandpass.store.db import session
+from bench.sound_examples import SOUND, phase_s, sound_workspace
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "tasks"
-SOUND = ("access-log-report", "configure-kv-service", "fix-catalog-makefile", "fix-wordfreq")
 MODES = ("in_place", "clean_room", "service")
-
-
-def _phase(res: object, name: str) -> float:
-    return next((p["duration_s"] for p in res.phases if p["name"] == name), 0.0)  # type: ignore[attr-defined]
 
 
 def main(rounds: int = 5) -> None:
     episode_hooks.install()  # its episodes end as `bandpass run`'s do: diagnosed, indexed
     load0 = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        ws = Workspace.open(Path(tmp) / "ws")
-        assert import_paths(ws, [EXAMPLES / name for name in SOUND]).ok
-        with session(ws.engine) as s:
-            vids = {r.name: r.version_id for r in queries.task_rows(s)}
+    with sound_workspace() as (ws, vids):
         for name in SOUND:  # images built, pools warmed (not timed)
             for mode in MODES:
                 res = run_episode(ws, vids[name], OracleAgent(), verify_mode=mode)
@@ -65,8 +50,7 @@ def main(rounds: int = 5) -> None:
                     wall[(name, mode)].append(time.perf_counter() - t)
                     assert res.outcome == "passed", (name, mode, res.outcome, res.detail)
                     for p in ("setup", "agent", "capture", "verify"):
-                        phases[(p, mode)].append(_phase(res, p))
-        pool.drain()
+                        phases[(p, mode)].append(phase_s(res, p))
     load1 = os.getloadavg()[0]
     print(
         f"load {load0:.1f} -> {load1:.1f}; {rounds} rounds x {len(SOUND)} tasks x {len(MODES)} modes "

@@ -37,6 +37,7 @@ from bandpass.engine.audit.task_audit import audit_version  # noqa: E402 - impor
 from bandpass.engine.calibration.calibrate import GateParams, estimates  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.core.config import PolicyModelConfig  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.core.events import EventBus, StepStarted  # noqa: E402 - imported after the sys.path set-up above
+from bandpass.engine.core.plural import counted  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.core.workspace import Workspace  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.generator import generate_batch  # noqa: E402 - imported after the sys.path set-up above
 from bandpass.engine.generator.generation_samples import FOLDER as GENERATION_FOLDER  # noqa: E402 - imported after the sys.path set-up above
@@ -454,7 +455,7 @@ def _killer(bus: EventBus, episode_id: int, after_s: float) -> None:
     def kill() -> None:
         client = get_client()
         for c in client.containers.list(filters={"label": ["bandpass=1"]}):
-            if sandbox_pool.episode_of(c.name, c.labels) == str(episode_id):  # label, or pooled name
+            if sandbox_pool.episode_of(c.id, c.name, c.labels) == str(episode_id):  # label, or pool's record
                 c.kill()
 
     def on_step(ev: Any) -> None:
@@ -799,7 +800,7 @@ def main() -> int:
         if args.audits:
             bad += record_audits(ws, versions, args.out)
     total = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
-    print(f"{len(chosen)} sample(s) in {args.out} ({total / 1024:.0f} KiB in all); {bad} unexpected")
+    print(f"{counted(len(chosen), 'sample')} in {args.out} ({total / 1024:.0f} KiB in all); {bad} unexpected")
     return 1 if bad else 0
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # imported where used: SQLAlchemy and SQLModel cost ~0.3-1 s 
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
-from bandpass.store.errors import BandpassError
+from .errors import BandpassError
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 BUSY_TIMEOUT_MS = 30_000
@@ -54,7 +54,8 @@ def _set_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
 def schema_version(path: Path) -> int:
     con = sqlite3.connect(path)
     try:
-        return con.execute("PRAGMA user_version").fetchone()[0]
+        version: int = con.execute("PRAGMA user_version").fetchone()[0]
+        return version
     finally:
         con.close()
 
@@ -69,7 +70,7 @@ def migrate(path: Path, *, target: int | None = None) -> int:
     con = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         con.execute("PRAGMA journal_mode = WAL")
-        current = con.execute("PRAGMA user_version").fetchone()[0]
+        current: int = con.execute("PRAGMA user_version").fetchone()[0]
         if current > SCHEMA_VERSION:
             raise StoreError(
                 f"{path}: schema version {current} is newer than this Bandpass knows ({SCHEMA_VERSION}); "
@@ -161,7 +162,7 @@ class CommitWatch:
         self._seen: int | None = None
 
     def changed(self) -> bool:
-        version = self._con.execute("PRAGMA data_version").fetchone()[0]
+        version: int = self._con.execute("PRAGMA data_version").fetchone()[0]
         changed, self._seen = version != self._seen, version
         return changed
 

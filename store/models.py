@@ -59,6 +59,12 @@ class TaskVersion(SQLModel, table=True):
     #: Where this version's verifier runs, as the audit settled it: "" (the task's [verifier]
     #: environment_mode, else the clean room) or in_place (its oracle leaves a listening service).
     verify_mode: str = ""
+    #: Paths the version's oracle needs outside its declared artifacts, adopted for it (schema 19):
+    #: carried into the clean room like declared ones, and declared in the task.toml an export writes.
+    adopted_artifacts_json: str = "[]"
+    #: The footprint that settled how the version is verified (engine/audit/footprint.py), learnt by the
+    #: audit or before the version's first rollout; "" when not learnt yet.
+    footprint_json: str = ""
 
 
 class ImageBuild(SQLModel, table=True):
@@ -117,6 +123,37 @@ class ProbeCache(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class AuditRun(SQLModel, table=True):
+    """A queue of task versions to audit (``bandpass audit``): claimed, resumed and run on any executor
+    like a rollout batch's episodes (engine/audit/corpus.py)."""
+
+    __tablename__ = "audit_run"
+
+    id: str = Field(primary_key=True)
+    executor: str = ""  # where its latest runner ran audits: local | ray
+    params_json: str = "{}"  # what --resume must reuse (reruns)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditJob(SQLModel, table=True):
+    """One task version's audit in a run: queued | running (``phase`` says what it does now) | done."""
+
+    __tablename__ = "audit_job"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="audit_run.id")
+    task_version_id: int = Field(foreign_key="task_version.id")
+    status: str = "queued"
+    phase: str = ""  # static | build | footprint | probes | verdict (engine/audit/phases.py)
+    node: str = ""  # the host that runs (ran) it
+    batch_id: str = ""  # its episodes' batch id (this try's): clean-up after a kill finds them by it
+    tries: int = 0
+    audit_id: int | None = Field(default=None, foreign_key="audit.id")
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
 class PolicyModel(SQLModel, table=True):
     __tablename__ = "policy_model"
 
@@ -159,6 +196,10 @@ class Episode(SQLModel, table=True):
     # schema 14: what an imported Harbor trial recorded: {"usage": agent_result, "harbor": traces metadata}
     imported_json: str = ""
     verify_mode: str = ""  # clean_room | in_place ('' ran before the clean room existed: in place)
+    # schema 18: every key of the verifier's reward.json ({"reward": x} for reward.txt; '' none), and how
+    # the reward was read and what the verifier's observer saw (engine/run/verifier.py ``judge``)
+    rewards_json: str = ""
+    verifier_json: str = ""
 
 
 class Batch(SQLModel, table=True):
@@ -326,6 +367,33 @@ class EpisodeEndState(SQLModel, table=True):
     carry_json: str = "{}"
 
 
+class EpisodeTaskStep(SQLModel, table=True):
+    """One task step of a multi-step episode (Harbor's ``[[steps]]``): what its verifier said and where it
+    is in the recordings. ``outcome`` is the step's own (passed, failed, an agent or infra error, or
+    ``skipped``: an earlier step fell below its ``min_reward``, or ``not_run``: its setup failed on what
+    the policy left); ``counted`` says whether the step enters the task's reward (Harbor's mean counts the
+    steps with a verifier result)."""
+
+    __tablename__ = "episode_task_step"
+
+    id: int | None = Field(default=None, primary_key=True)
+    episode_id: int = Field(foreign_key="episode.id", index=True)
+    position: int = 0  # 0-based, in the task's order
+    name: str = ""
+    outcome: str = ""
+    reward: float | None = None
+    rewards_json: str = "{}"  # every key of the step's reward file
+    detail: str = ""
+    marker_time: float = 0.0  # seconds into the agent cast where the step began
+    verifier_cast: str = ""  # path relative to the workspace
+    verifier_output: str = ""
+    verify_mode: str = ""  # clean_room | service | in_place
+    counted: bool = False
+    duration_s: float = 0.0
+    carry_json: str = "{}"  # what crossed into the step's clean room (or stayed alive, in place)
+    verifier_evidence_json: str = "{}"  # how the step's reward was read, what the observer saw
+
+
 class SearchDoc(SQLModel, table=True):
     """One terminal of one episode as the search index holds it (store/queries/search.py; issue 33): its
     lines in the order they first appeared (``body``, as FTS5 reads it) and per line the step, cast time,
@@ -362,7 +430,11 @@ SEARCH_FTS_DDL = (
     "CREATE VIRTUAL TABLE search_fts USING fts5(body, facets, content='search_doc', content_rowid='id',"
     " tokenize='unicode61 remove_diacritics 2')"
 )
-event.listen(SQLModel.metadata.tables["search_doc"], "after_create", DDL(SEARCH_FTS_DDL))
+event.listen(
+    SQLModel.metadata.tables["search_doc"],
+    "after_create",
+    DDL(SEARCH_FTS_DDL),  # type: ignore[no-untyped-call]  # SQLAlchemy 2's DDL() is unannotated
+)
 
 
 class BandLedgerEntry(SQLModel, table=True):

@@ -21,29 +21,32 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.widget import AwaitMount
 
-from bandpass.engine.app import episode_hooks
-from bandpass.engine.core.events import EventBus
-from bandpass.engine.core.events import bus as default_bus
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.sandbox import leftovers
-from bandpass.tui.errors import SafeApp
-from bandpass.tui.key_names import full_name
-from bandpass.tui.screens.calibration import CalibrationScreen
-from bandpass.tui.screens.generate import GenerateScreen
-from bandpass.tui.screens.help import HelpScreen, screen_keys
-from bandpass.tui.screens.overview import OverviewScreen
-from bandpass.tui.screens.replay import ReplayScreen
-from bandpass.tui.screens.runs import RunsScreen
-from bandpass.tui.screens.settings import SettingsScreen
-from bandpass.tui.screens.tag_queue import TagQueueScreen
-from bandpass.tui.screens.tasks import TasksScreen
-from bandpass.tui.widgets.cursor_rest import CursorRest
-from bandpass.tui.widgets.live_episodes import LiveEpisodes
+from ..engine.app import episode_hooks, leftovers
+from ..engine.core.events import EventBus
+from ..engine.core.events import bus as default_bus
+from ..engine.core.workspace import Workspace
+from .errors import SafeApp
+from .key_names import full_name
+from .screens.calibration import CalibrationScreen
+from .screens.generate import GenerateScreen
+from .screens.help import HelpScreen, screen_keys
+from .screens.overview import OverviewScreen
+from .screens.replay import ReplayScreen
+from .screens.runs import RunsScreen
+from .screens.settings import SettingsScreen
+from .screens.tag_queue import TagQueueScreen
+from .screens.tasks import TasksScreen
+from .typed_app import BandpassAppServices
+from .widgets.cursor_rest import CursorRest
+from .widgets.live_episodes import LiveEpisodes
+from .widgets.option_list import guard_page_keys
 
 
 def freeze_startup_objects() -> None:
@@ -64,9 +67,16 @@ def freeze_startup_objects() -> None:
 _FROZEN = False
 
 
+guard_page_keys()  # Textual 8.2's OptionList page keys before layout (tui/widgets/option_list.py)
+
+
 class BandpassApp(SafeApp, CursorRest, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "Bandpass"
+    #: Under 120 columns a screen is ``-narrow``: the list screens (Episodes, the Tag queue) put their
+    #: detail pane under the table instead of beside it, so the table keeps every column that says what a
+    #: row is (a side pane left it 60 cells at 100 columns, and the task column dropped out).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     #: The footer shows only Search (all), Help and Quit of these; the rest are in the help page (?)
     #: and the palette.
     BINDINGS = [
@@ -100,13 +110,16 @@ class BandpassApp(SafeApp, CursorRest, App[None]):
         #: Episodes running now, fed from the bus from the start (before Runs is ever opened).
         self.live = LiveEpisodes(self.bus)
         self.live.start()
-        #: Version ids the Tasks screen's filter shows: the default scope of a new rollout batch.
-        self.task_scope: list[int] = []
+        #: Version ids the Tasks screen's filter shows: the default scope of a new rollout batch (None:
+        #: Tasks was not opened yet; an empty list: the filter shows nothing, so a batch runs nothing).
+        self.task_scope: list[int] | None = None
         #: Bumped whenever tasks were added (generation, import): Tasks reloads when shown next.
         self.tasks_changed = 0
         self.sub_title = str(workspace.root) if show_path else "workspace"
         #: The mode shown first: Tasks, or Overview for the demo (``bandpass demo``).
         self.start_mode = start
+        #: The areas (modes) switched away from, latest last: Escape goes back along it (navigation.py).
+        self.mode_trail: list[str] = []
         self.error_root = workspace.root  # where tui/errors.py logs what the session survived
         self.add_mode("overview", partial(OverviewScreen, workspace))
         self.add_mode("tasks", partial(TasksScreen, workspace))
@@ -120,6 +133,15 @@ class BandpassApp(SafeApp, CursorRest, App[None]):
         freeze_startup_objects()
         leftovers.set_reporter(self._report_reaped)
         self.switch_mode(self.start_mode)
+
+    def switch_mode(self, mode: str) -> AwaitMount:
+        """Records the area left, so that Escape returns there (a screen opened on the Overview goes
+        back to the Overview, not to Tasks)."""
+        current = self._current_mode
+        if mode != current and current in self._modes:
+            self.mode_trail.append(current)
+            del self.mode_trail[:-32]
+        return super().switch_mode(mode)
 
     def on_unmount(self) -> None:
         leftovers.set_reporter(None)
@@ -139,7 +161,10 @@ class BandpassApp(SafeApp, CursorRest, App[None]):
         and its own digit keys seek, so Escape is the way back."""
         opener = getattr(self.screen, "action_open_replay", None)
         if opener is None:
-            self.notify("Open Runs or Tasks and pick an episode to replay.", severity="warning")
+            self.notify(
+                "Open Tasks, Episodes (8), the Tag queue (7) or Runs and pick an episode to replay.",
+                severity="warning",
+            )
             return
         opener()
 
@@ -157,14 +182,14 @@ class BandpassApp(SafeApp, CursorRest, App[None]):
 
     def action_show_episodes(self) -> None:
         """The Episodes view, of the task highlighted in Tasks (else of every task); pushed like Replay."""
-        from bandpass.tui.screens.episodes import EpisodesScreen, task_under_cursor
+        from .screens.episodes import EpisodesScreen, task_under_cursor
 
         self.push_screen(EpisodesScreen(self.workspace, task=task_under_cursor(self.workspace, self.screen)))
 
     def action_search(self) -> None:
         """Search what every terminal showed, across all episodes (pushed like Episodes; from the search
         screen itself, the query line takes the focus)."""
-        from bandpass.tui.screens.search import SearchScreen
+        from .screens.search import SearchScreen
 
         if isinstance(self.screen, SearchScreen):
             self.screen.action_focus_query()
@@ -175,7 +200,7 @@ class BandpassApp(SafeApp, CursorRest, App[None]):
         """Opens an episode in the Replay screen (a missing recording is shown there, as its error)."""
         self.push_screen(ReplayScreen(self.workspace, episode_id=episode_id))
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """Every binding of the screen, its focused widget and the app as a palette command (the
         footer's and the help page's twin) — the only provider, so nothing is listed twice. App keys a
         screen reuses (Replay's and the tag queue's digits) are still offered here, by name."""
@@ -190,6 +215,21 @@ class BandpassApp(SafeApp, CursorRest, App[None]):
                 continue
             seen.update((binding.action, name))
             reachable = any(b is binding for _n, b, _e in active)  # else a screen took its key
-            key = binding.key_display or self.get_key_display(binding)
-            help_text = f"{name} ({key})" if reachable else name
-            yield SystemCommand(name, help_text, partial(self.run_action, binding.action, node))
+            yield SystemCommand(
+                name,
+                self._command_help(binding, name, reachable),
+                partial(self.run_action, binding.action, node),
+            )
+
+    def _command_help(self, binding: Binding, name: str, reachable: bool) -> str:
+        """A palette entry's second line: its key (and the tooltip where it says more than the name),
+        never the name again — "Episodes" over "Episodes (8)" read as every command listed twice."""
+        key = binding.key_display or self.get_key_display(binding)
+        where = f"key {key}" if reachable else "no key on this screen (its key does something else here)"
+        extra = binding.tooltip if binding.tooltip and binding.tooltip.lower() != name.lower() else ""
+        return f"{extra} · {where}" if extra else where
+
+
+if TYPE_CHECKING:
+    # The screens reach the app through this protocol (tui/typed_app.py): the app must give all of it.
+    _gives_the_screens_what_they_use: type[BandpassAppServices] = BandpassApp

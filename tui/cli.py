@@ -1,7 +1,7 @@
 """The ``bandpass`` command: a thin face over ``engine`` and ``store``.
 
 Subcommands live in ``tui/commands/<area>.py``, each registering on the one Typer ``app`` here, so that
-areas (tasks, engine, rollouts, replay, export...) can grow without editing one shared file. With no
+areas (tasks, rollouts, replay, tagging, export...) can grow without editing one shared file. With no
 subcommand the TUI opens. An error the user caused (a ``BandpassError``, an OS refusal such as a missing
 file) reaches them as one line and a non-zero exit (``BANDPASS_DEBUG=1`` for the traceback); anything
 else is a bug and fails loudly, with its traceback.
@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Protocol, runtime_checkable
 
 import typer
 
-from bandpass.engine.core.errors import BandpassError
+from ..engine.core.errors import BandpassError
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.workspace import Workspace
-    from bandpass.tui.errors import SafeApp
+    from pathlib import Path
+
+    from ..engine.core.workspace import Workspace
 
 app = typer.Typer(
     name="bandpass",
@@ -46,22 +47,44 @@ def _root(
             "--workspace", "-w", help="Workspace folder (default: $BANDPASS_HOME, else the current dir)."
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print Bandpass's version and exit.", is_eager=True),
+    ] = False,
 ) -> None:
+    if version:
+        from importlib.metadata import version as installed
+
+        typer.echo(f"bandpass {installed('bandpass')}")
+        raise typer.Exit(0)
     state.workspace = workspace
-    from bandpass.engine.app import episode_hooks
+    from ..engine.app import episode_hooks
 
     episode_hooks.install()  # every episode this command runs is diagnosed and indexed as it ends
     if ctx.invoked_subcommand is not None:  # what the first contact with the engine reaps, on stderr
-        from bandpass.engine.sandbox import leftovers
+        from ..engine.app import leftovers
 
         leftovers.set_reporter(lambda msg: typer.echo(f"bandpass: {msg}", err=True))
     if ctx.invoked_subcommand is None:
-        from bandpass.tui.app import BandpassApp
+        from .app import BandpassApp
 
         run_tui(BandpassApp(open_workspace()))
 
 
-def run_tui(tui: SafeApp) -> None:  # imported lazily, for start-up speed
+class RunnableTui(Protocol):
+    """What ``run_tui`` reads of an app (a ``SafeApp``, tui/errors.py): typed by that alone, so the test of
+    the exit status passes a stand-in that has just stopped on an error."""
+
+    @property
+    def return_code(self) -> int | None: ...
+
+    @property
+    def error_log(self) -> Path | None: ...
+
+    def run(self) -> object: ...
+
+
+def run_tui(tui: RunnableTui) -> None:  # imported lazily, for start-up speed
     """Runs the TUI; an app that stopped on an error it could not survive exits non-zero, naming the log
     (tui/errors.py). Textual has printed the traceback by then."""
     tui.run()
@@ -77,7 +100,7 @@ def open_workspace(*, create: bool = False) -> Workspace:  # imported lazily
     workspace in a folder that does not exist or holds other things; every other command opens an
     existing workspace — a folder with ``bandpass.db`` or ``bandpass.toml`` — or an empty folder, so a
     mistyped ``-w`` is an error instead of a new, empty workspace that answers "no tasks"."""
-    from bandpass.engine.core.workspace import CONFIG_NAME, DB_NAME, Workspace, resolve_root
+    from ..engine.core.workspace import CONFIG_NAME, DB_NAME, Workspace, resolve_root
 
     root = resolve_root(state.workspace)
     where = (
@@ -113,14 +136,42 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+#: The command modules in the order ``bandpass --help`` has always listed their commands (the modules were
+#: once imported by name, and some were renamed for what they hold since); a module not named here
+#: registers after these, by name.
+COMMAND_ORDER = (
+    "export",
+    "report",
+    "demo",
+    "diagnosis",
+    "episodes",
+    "machine",
+    "audit",
+    "generate",
+    "generations",
+    "jobs",
+    "policy",
+    "replay",
+    "tagging",
+    "review",
+    "rewards",
+    "rollouts",
+    "search",
+    "tasks",
+)
+
+
 def _register() -> None:
     import importlib
     import pkgutil
 
-    import bandpass.tui.commands
+    from . import commands
 
-    for mod in sorted(pkgutil.iter_modules(bandpass.tui.commands.__path__), key=lambda m: m.name):
-        importlib.import_module(f"bandpass.tui.commands.{mod.name}")
+    names = sorted(m.name for m in pkgutil.iter_modules(commands.__path__))
+    for name in sorted(
+        names, key=lambda n: (COMMAND_ORDER.index(n) if n in COMMAND_ORDER else len(COMMAND_ORDER), n)
+    ):
+        importlib.import_module(f"bandpass.tui.commands.{name}")
 
 
 @runtime_checkable
@@ -158,6 +209,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # ``python -m bandpass.tui.cli``: commands register on the importable module
-    from bandpass.tui.cli import main as _main
+    from .cli import main as _main
 
     _main()

@@ -10,6 +10,11 @@ message loops) still ends the app, but logged, and the process exits non-zero.
 Three places catch: :class:`Guarded` (a mixin for the app, its screens and widgets: any message or event
 handler), and :class:`SafeApp` (the app's mixin): ``run_action`` (every key binding and palette command)
 and ``_handle_exception`` (workers and timers; the rest is fatal).
+
+A refusal is not unexpected: a ``BandpassError`` (a tag the taxonomy lacks, a dead endpoint, no Docker
+engine) is something the curator caused and can fix, and becomes a notification in one place,
+:func:`refusals` / :func:`show_refusal` (worded by :func:`refusal`), from the UI thread or a worker
+alike.
 """
 
 from __future__ import annotations
@@ -17,8 +22,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..engine.core.errors import BandpassError
 
 LOG_NAME = Path("logs") / "tui-errors.log"
 #: The log is kept short: a session that hits one bug thousands of times must not fill the disk.
@@ -34,7 +42,7 @@ def write_log(root: Path | None, exc: BaseException, where: str) -> Path | None:
     workspace is unknown or not writable: the error is still shown)."""
     if root is None:
         return None
-    from bandpass.engine.core.redact import Redactor
+    from ..engine.core.redact import Redactor
 
     path = log_path(root)
     try:
@@ -55,6 +63,56 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
+def refusal(exc: BaseException, *, named: bool = False) -> str:
+    """The line a refusal is shown as: its message (a ``BandpassError``'s message is written for the
+    curator); ``named`` puts its class first, where what failed is a whole run (a batch, a round, an
+    audit) and the kind of refusal says where to look."""
+    return f"{type(exc).__name__}: {exc}" if named else str(exc)
+
+
+@contextlib.contextmanager
+def refusals(
+    node: Any,
+    *,
+    title: str = "",
+    severity: SeverityLevel = "error",
+    timeout: float | None = None,
+    named: bool = False,
+    escape: bool = False,
+) -> Iterator[None]:
+    """A ``BandpassError`` raised inside becomes ``node``'s notification (:func:`show_refusal`) and the
+    code after the block goes on; anything else is unexpected and reaches :class:`SafeApp`. On the UI
+    thread or in a worker alike."""
+    try:
+        yield
+    except BandpassError as exc:
+        show_refusal(node, exc, title=title, severity=severity, timeout=timeout, named=named, escape=escape)
+
+
+def show_refusal(
+    node: Any,
+    exc: BaseException,
+    *,
+    title: str = "",
+    severity: SeverityLevel = "error",
+    timeout: float | None = None,
+    named: bool = False,
+    escape: bool = False,
+) -> None:
+    """Notifies a refusal as :func:`refusal` words it (``escape``: shown verbatim, never read as markup),
+    for a block that must also do more on a refusal (:func:`refusals` is the usual way)."""
+    from rich.markup import escape as markup_escape
+
+    text = refusal(exc, named=named)
+    if escape:
+        text = markup_escape(text)
+    app = node.app
+    try:  # from a worker: the notification is made on the UI thread before the worker goes on
+        app.call_from_thread(app.notify, text, title=title, severity=severity, timeout=timeout)
+    except RuntimeError:  # on the app's own thread
+        app.notify(text, title=title, severity=severity, timeout=timeout)
+
+
 def left_behind(node: Any) -> bool:
     """Whether ``node`` belongs to a screen the curator already left (dismissed: in no mode's screen
     stack). A key or a message can still reach such a screen while Textual removes it — a fast Enter then
@@ -72,6 +130,7 @@ def left_behind(node: Any) -> bool:
 if TYPE_CHECKING:  # what the mixins are mixed into, so their super() calls are checked against it
     from textual.app import App
     from textual.message_pump import MessagePump
+    from textual.notifications import SeverityLevel
 
     _GuardedBase = MessagePump
     _SafeAppBase = App[Any]

@@ -14,18 +14,48 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from bandpass.engine.app.errors import NothingToRun
-from bandpass.engine.run.rollouts import BatchError
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import pk
+from ...store import queries
+from ...store.db import session
+from ...store.models import pk
+from ..run.agents.builtin import BUILTIN
+from ..run.rollouts import BatchError, BatchSummary, batch_summary
+from ..run.scope import BatchScope, batch_scope
+from ..sandbox.docker_engine import DockerUnavailable
+from .errors import NothingToRun
 
 if TYPE_CHECKING:
-    from bandpass.engine.calibration.adaptive import AdaptiveSampler, AdaptiveSettings
-    from bandpass.engine.core.events import EventBus
-    from bandpass.engine.core.workspace import Workspace
-    from bandpass.engine.run.rollouts import BatchSummary
-    from bandpass.store.models import Batch
+    from ...store.models import Batch
+    from ..calibration.adaptive import AdaptiveSampler, AdaptiveSettings
+    from ..core.events import EventBus
+    from ..core.workspace import Workspace
+    from ..run.executors import Executor
+
+__all__ = [
+    "BUILTIN",
+    "AdaptiveOptions",
+    "BatchError",
+    "BatchScope",
+    "BatchSummary",
+    "DockerUnavailable",
+    "PlannedBatch",
+    "ResumedBatch",
+    "RunOptions",
+    "StartBatch",
+    "all_task_versions",
+    "batch_scope",
+    "batch_summary",
+    "check_endpoint",
+    "check_model_config",
+    "config_or_none",
+    "latest_batch",
+    "plan_adaptive",
+    "require_docker",
+    "resume_batch",
+    "run_batch",
+    "start_batch",
+    "start_round",
+    "task_versions",
+]
 
 #: A warning the endpoint check found (e.g. bandpass.toml's window larger than the served max_model_len).
 OnWarning = Callable[[str], None]
@@ -116,7 +146,7 @@ def check_endpoint(
 ) -> None:
     """The model's endpoint answers and serves it (``bandpass policy check``); raises ``BatchError`` with
     the line to show, so a dead endpoint is refused before any container starts."""
-    from bandpass.engine.run.rollouts import check_policy_endpoint
+    from ..run.rollouts import check_policy_endpoint
 
     for warning in check_policy_endpoint(ws, name, base_url, min(timeout, 30.0)):
         on_warning(warning)
@@ -125,7 +155,7 @@ def check_endpoint(
 def check_model_config(ws: Workspace, name: str, base_url: str | None) -> None:
     """The model resolves from bandpass.toml (or ``base_url``): a config error is one line, before any
     request."""
-    from bandpass.engine.run.policy.client import resolve_model
+    from ..run.policy.client import resolve_model
 
     try:
         resolve_model(ws.config, name, base_url)
@@ -137,7 +167,7 @@ def require_docker(local: bool) -> None:
     """This machine's Docker engine answers (raises ``DockerUnavailable``); a Ray cluster's nodes have
     their own engines, so nothing is checked for them."""
     if local:
-        from bandpass.engine.sandbox.docker_engine import get_client
+        from ..sandbox.docker_engine import get_client
 
         get_client()
 
@@ -161,7 +191,7 @@ def start_batch(
     if adaptive is not None:
         sampler = plan_adaptive(ws, req, versions, adaptive)
         return PlannedBatch(sampler.batch_id, versions, sampler.settings.k, sampler)
-    from bandpass.engine.run.rollouts import plan_batch
+    from ..run.rollouts import plan_batch
 
     extra: dict[str, Any] = {}  # only what differs from plan_batch's defaults
     if req.base_url:
@@ -175,7 +205,7 @@ def start_batch(
 def config_or_none(ws: Workspace) -> Any:
     """bandpass.toml, or None when it is broken: the ledger then records no checkpoint step, nothing else
     changes (the batch's own checks say what is wrong with the file)."""
-    from bandpass.engine.core.config import ConfigError
+    from ..core.config import ConfigError
 
     try:
         return ws.config
@@ -188,13 +218,13 @@ def plan_adaptive(
 ) -> AdaptiveSampler:
     """Creates an adaptive batch: the band and its k from ``opts.band`` or bandpass.toml (the model's own
     band first), rounds sized to the executor (twice its slots in tasks, at least 4)."""
-    from bandpass.engine.calibration.adaptive import (
+    from ..calibration.adaptive import (
         DEFAULT_FIRST,
         DEFAULT_MAX_K,
         AdaptiveSettings,
         plan_adaptive_batch,
     )
-    from bandpass.engine.calibration.calibrate import parse_band
+    from ..calibration.calibrate import parse_band
 
     cfg = ws.config
     own = cfg.models[req.name].band_edges() if req.name in cfg.models else None
@@ -225,21 +255,54 @@ def plan_adaptive(
     )
 
 
+def batch_versions(ws: Workspace, batch_id: str) -> list[int]:
+    """The task versions a batch has rows for, in first-queued order."""
+    with session(ws.engine) as s:
+        return list(dict.fromkeys(e.task_version_id for e in queries.episodes(s, batch_id=batch_id)))
+
+
+def learn_footprints(
+    ws: Workspace,
+    version_ids: Sequence[int],
+    *,
+    bus: EventBus | None = None,
+    stop: threading.Event | None = None,
+    on_note: OnWarning | None = None,
+    workers: int = 2,
+) -> list[Any]:
+    """Before a version's first rollout, where it is verified and what its verifier needs outside the
+    declared artifacts, learnt from its oracle as the audit learns it (``engine/audit/adoption.py``:
+    one oracle episode per version, cached on the version). Never raises: a version whose footprint
+    cannot be learnt now is verified as before and learnt by the next batch."""
+    from ..audit.adoption import learn_before_rollout
+
+    try:
+        return learn_before_rollout(ws, version_ids, bus=bus, stop=stop, on_note=on_note, workers=workers)
+    except Exception as exc:  # noqa: BLE001 - the batch runs whatever learning does
+        if on_note is not None:
+            on_note(f"footprints not learnt: {type(exc).__name__}: {exc}")
+        return []
+
+
 def start_round(
     ws: Workspace, model: str, version_ids: Sequence[int], settings: AdaptiveSettings
 ) -> AdaptiveSampler:
     """A band round from the Calibration screen: an adaptive batch of ``model`` (a policy model or a
     built-in agent) over ``version_ids`` with ``settings``; a model's endpoint and this machine's Docker
     engine are checked first, so either missing is one refusal, not a round of infra errors or of waiting.
-    Run it with ``run_adaptive``."""
-    from bandpass.engine.calibration.adaptive import plan_adaptive_batch
-    from bandpass.engine.core.probes import is_builtin_agent
+    The footprints of versions no audit or rollout learnt are learnt here (:func:`learn_footprints`), so
+    the round's first episodes are verified with what their oracle needs. Run it with ``run_adaptive``."""
+    from ..calibration.adaptive import plan_adaptive_batch
+    from ..core.probes import is_builtin_agent
 
     kind = "builtin" if is_builtin_agent(model) else "model"
     if kind == "model":
         check_endpoint(ws, model, None)
     require_docker(True)  # the round runs here: no engine is one refusal, not a round waiting for one
-    return plan_adaptive_batch(ws, model, list(version_ids), settings, kind=kind, config=config_or_none(ws))
+    config = config_or_none(ws)
+    sampler = plan_adaptive_batch(ws, model, list(version_ids), settings, kind=kind, config=config)
+    learn_footprints(ws, version_ids)
+    return sampler
 
 
 def latest_batch(ws: Workspace) -> str | None:
@@ -260,7 +323,7 @@ def resume_batch(
     """Finds the batch to finish (``batch_id``, else the latest unfinished one; with ``retry`` the latest
     one), checks a model batch's endpoint, and with ``retry`` (``oom``, ``infra_error``...) requeues those
     infra errors for a new try. An adaptive batch comes back with its sampler, so its rounds go on."""
-    from bandpass.engine.run.rollouts import (
+    from ..run.rollouts import (
         get_batch,
         latest_unfinished_batch,
         parse_retry_codes,
@@ -284,41 +347,65 @@ def resume_batch(
         requeued = requeue_for_retry(ws, found, codes)
     sampler = None
     if b.adaptive_json:
-        from bandpass.engine.calibration.adaptive import AdaptiveSampler
+        from ..calibration.adaptive import AdaptiveSampler
 
         sampler = AdaptiveSampler.from_batch(ws, found, config=config_or_none(ws))
     return ResumedBatch(found, b, requeued, sampler)
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How a planned batch runs: ``concurrency`` episodes at once (None: the executor's default), on
+    ``executor`` (None: this machine's Docker engine), ``max_infra_retries`` fresh tries after a retryable
+    infra error, and a stop after ``max_consecutive_unavailable`` episodes in a row end
+    ``policy_unavailable`` (None: the runner's default; 0: never)."""
+
+    concurrency: int | None = None
+    executor: Executor | None = None
+    max_infra_retries: int = 2
+    max_consecutive_unavailable: int | None = None
+
+
 def run_batch(
     ws: Workspace,
     batch_id: str,
+    opts: RunOptions | None = None,
     *,
-    concurrency: int | None = None,
-    executor: Any = None,
     stop: threading.Event | None = None,
     on_progress: Callable[[BatchSummary], None] | None = None,
     bus: EventBus | None = None,
-    max_infra_retries: int = 2,
-    max_consecutive_unavailable: int | None = None,
     sampler: AdaptiveSampler | None = None,
+    on_note: OnWarning | None = None,
 ) -> BatchSummary:
     """Runs a planned batch to its end (or ``stop``); an adaptive batch grows round by round through its
-    sampler. Progress reaches the caller through ``on_progress`` and, per episode, ``bus``."""
-    from bandpass.engine.run.rollouts import run_planned
+    sampler. Progress reaches the caller through ``on_progress`` and, per episode, ``bus``.
+
+    First, on this machine's engine, the footprint of every version of the batch that no audit or earlier
+    rollout learnt (:func:`learn_footprints`); ``on_note`` hears what that did, one line per version."""
+    from ..run.rollouts import run_planned
+
+    opts = opts or RunOptions()
+    learn_footprints(
+        ws,
+        batch_versions(ws, batch_id) + (list(sampler.version_ids) if sampler is not None else []),
+        bus=bus,
+        stop=stop,
+        on_note=on_note,
+        workers=opts.concurrency or 2,
+    )
 
     extra: dict[str, Any] = {}
-    if max_consecutive_unavailable is not None:
-        extra["max_consecutive_unavailable"] = max_consecutive_unavailable
+    if opts.max_consecutive_unavailable is not None:
+        extra["max_consecutive_unavailable"] = opts.max_consecutive_unavailable
     return run_planned(
         ws,
         batch_id,
-        concurrency=concurrency,
+        concurrency=opts.concurrency,
         bus=bus,
         on_progress=on_progress,
         stop=stop,
-        max_infra_retries=max_infra_retries,
-        executor=executor,
+        max_infra_retries=opts.max_infra_retries,
+        executor=opts.executor,
         next_round=sampler,
         **extra,
     )

@@ -22,11 +22,11 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from bandpass.engine.run import hooks
+from ..run import hooks
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.events import EventBus
-    from bandpass.engine.core.workspace import Workspace
+    from ..core.events import EventBus
+    from ..core.workspace import Workspace
 
 DIAGNOSIS = "diagnosis"
 SEARCH_INDEX = "search-index"
@@ -34,7 +34,7 @@ SEARCH_INDEX = "search-index"
 
 def diagnose(ws: Workspace, episode_id: int) -> None:
     """Stores why the episode ended (never raises: ``diagnoser.after_episode`` logs a failure)."""
-    from bandpass.engine.review.diagnoser import after_episode
+    from ..review.diagnoser import after_episode
 
     after_episode(ws, episode_id)
 
@@ -43,7 +43,7 @@ def diagnose(ws: Workspace, episode_id: int) -> None:
 def index_batch(ws: Workspace, bus: EventBus) -> Iterator[None]:
     """Indexes the batch's episodes for search as they finish; what it has not indexed when the batch
     ends (bounded wait), the next search does."""
-    from bandpass.engine.review.search_index import BackgroundIndexer
+    from ..review.search_index import BackgroundIndexer
 
     indexer = BackgroundIndexer(ws, bus)
     try:

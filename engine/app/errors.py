@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from bandpass.engine.core.errors import BandpassError
+from ..core.errors import BandpassError
 
 
 class NothingToRun(BandpassError, LookupError):
     """No task, version or batch matches what was asked for (the message says what to do instead)."""
+
+
+class EndpointNotReady(BandpassError, RuntimeError):
+    """A policy endpoint does not answer or does not serve the model (``bandpass policy check``); the
+    message is the check's one line: what failed and what to fix."""

@@ -10,14 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bandpass.engine.app.errors import NothingToRun
-from bandpass.engine.calibration.export import ExportParams, export
-from bandpass.store import queries
-from bandpass.store.db import session
+from ...store import queries
+from ...store.db import session
+from ..calibration.export import ExportError, ExportParams, export
+from .errors import NothingToRun
 
 if TYPE_CHECKING:
-    from bandpass.engine.calibration.export import ExportResult
-    from bandpass.engine.core.workspace import Workspace
+    from ..calibration.export import ExportResult
+    from ..core.workspace import Workspace
+
+__all__ = [
+    "ExportError",
+    "ExportParams",
+    "default_out",
+    "export_dataset",
+    "models_with_episodes",
+    "require_model",
+]
 
 
 def models_with_episodes(ws: Workspace) -> list[str]:

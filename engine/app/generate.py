@@ -13,17 +13,60 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bandpass.engine.generator import DEFAULT_PROMPT, Budget, RetryPolicy, generate_batch, resolve_api
-from bandpass.engine.generator.check import CheckReport, check_generator
-from bandpass.engine.llm.pricing import PriceTable
-from bandpass.store import queries
-from bandpass.store.db import session
+from ...store import queries
+from ...store.db import session
+from ..generator import (
+    DEFAULT_PROMPT,
+    BatchResult,
+    Budget,
+    GeneratorError,
+    GeneratorUnreachable,
+    RetryPolicy,
+    available_versions,
+    generate_batch,
+    generation_report,
+    load_prompt,
+    resolve_api,
+)
+from ..generator.check import CheckReport, check_generator
+from ..generator.report import render_generation_report
+from ..generator.transcript import GenerationView, read_transcript, render_lines
+from ..llm.client import is_api_code
+from ..llm.pricing import PriceTable
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.events import EventBus
-    from bandpass.engine.core.workspace import Workspace
-    from bandpass.engine.generator import BatchResult
-    from bandpass.store.models import Generation
+    from collections.abc import Callable
+
+    from ...store.models import Generation
+    from ..audit.corpus import AuditRunSummary
+    from ..core.events import EventBus
+    from ..core.workspace import Workspace
+    from ..generator.attempt import GenerationResult
+
+__all__ = [
+    "generate_and_audit",
+    "DEFAULT_PROMPT",
+    "BatchResult",
+    "Budget",
+    "CheckReport",
+    "GenerateRequest",
+    "GenerationHistory",
+    "GenerationView",
+    "GeneratorError",
+    "GeneratorUnreachable",
+    "RetryPolicy",
+    "available_versions",
+    "check",
+    "generate",
+    "generation_report",
+    "generator_model",
+    "history",
+    "is_api_code",
+    "load_prompt",
+    "read_transcript",
+    "render_generation_report",
+    "render_lines",
+]
 
 
 @dataclass(frozen=True)
@@ -50,7 +93,12 @@ class GenerateRequest:
 
 
 def generate(
-    ws: Workspace, req: GenerateRequest, *, bus: EventBus | None = None, stop: threading.Event | None = None
+    ws: Workspace,
+    req: GenerateRequest,
+    *,
+    bus: EventBus | None = None,
+    stop: threading.Event | None = None,
+    on_finished: Callable[[GenerationResult], None] | None = None,
 ) -> BatchResult:
     """Runs the batch to its end (blocking: front ends call it from a worker thread). Raises
     ``GeneratorUnreachable`` (nothing listening: nothing started) or ``GeneratorError`` (no key, bad
@@ -73,8 +121,43 @@ def generate(
         retry=req.retry,
         max_tokens_per_turn=req.max_tokens_per_turn,
         api_timeout_s=req.api_timeout_s,
+        on_finished=on_finished,
         **req.extra,
     )
+
+
+def generate_and_audit(
+    ws: Workspace,
+    req: GenerateRequest,
+    *,
+    reruns: int = 3,
+    concurrency: int | None = None,
+    bus: EventBus | None = None,
+    stop: threading.Event | None = None,
+    on_audit_progress: Callable[[AuditRunSummary], None] | None = None,
+) -> tuple[BatchResult, AuditRunSummary | None, str]:
+    """The batch with its accepted tasks audited as they come (engine/audit/pipeline.py): generation and
+    the full audit overlap. Returns the batch, the audit run's summary and its id (``--resume`` it)."""
+    from ..audit.executors import LocalAuditExecutor
+    from ..audit.pipeline import audit_alongside
+
+    with audit_alongside(
+        ws,
+        reruns=reruns,
+        executor=LocalAuditExecutor(concurrency),
+        bus=bus,
+        on_progress=on_audit_progress,
+        stop=stop,
+    ) as feed:
+
+        def accepted(res: GenerationResult) -> None:
+            if res.outcome == "accepted" and res.task_version_id is not None:
+                feed.put(res.task_version_id)
+
+        result = generate(ws, req, bus=bus, stop=stop, on_finished=accepted)
+    if feed.error is not None:
+        raise feed.error
+    return result, feed.summary, feed.run_id
 
 
 def generator_model(ws: Workspace, model: str | None = None) -> str:

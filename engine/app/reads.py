@@ -24,21 +24,30 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.workspace import Workspace
-    from bandpass.store.db import CommitWatch
-    from bandpass.store.models import (
+    from ...store.db import CommitWatch as CommitWatch
+    from ...store.models import (
         Audit,
         BandLedgerEntry,
         Batch,
         Episode,
         Generation,
-        ReviewSuggestion,
-        Task,
         TaskVersion,
     )
-    from bandpass.store.queries import BatchProgress, FollowedEpisode, TagRow, TaskRow
-    from bandpass.store.queries.diagnoses import EpisodeListRow
-    from bandpass.store.queries.search import IndexStatus
+    from ...store.models import FailureTag as FailureTag
+    from ...store.models import ReviewSuggestion as ReviewSuggestion
+    from ...store.models import Task as Task
+    from ...store.models import pk as pk
+    from ...store.models import utcnow as utcnow
+    from ...store.queries import BatchProgress as BatchProgress
+    from ...store.queries import FollowedEpisode as FollowedEpisode
+    from ...store.queries import TagRow, TaskRow
+    from ...store.queries.diagnoses import EpisodeListRow as EpisodeListRow
+    from ...store.queries.search import TERMINALS as TERMINALS
+    from ...store.queries.search import IndexStatus
+    from ..core.workspace import Workspace
+
+    #: (sqlite3.Error, SQLAlchemyError), made on first use by ``__getattr__``
+    UNREADABLE: tuple[type[Exception], ...]
 
 #: name -> (module, attribute): the row types and helpers re-exported for the front ends' annotations
 _WHERE: dict[str, tuple[str, str]] = {
@@ -63,7 +72,7 @@ def _unreadable() -> tuple[type[Exception], ...]:
     return (sqlite3.Error, SQLAlchemyError)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "UNREADABLE":
         errors = globals()[name] = _unreadable()
         return errors
@@ -81,20 +90,42 @@ def __getattr__(name: str) -> Any:
 
 def task_rows(ws: Workspace) -> list[TaskRow]:
     """The latest version of every task with its audit verdict and counts (Tasks screen, ``tasks``)."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
-        return queries.task_rows(s)
+        return _with_unproven(ws, queries.task_rows(s))
 
 
 def task_rows_and_agents(ws: Workspace) -> tuple[list[TaskRow], list[str]]:
     """:func:`task_rows` and :func:`episode_agents`, read together (one snapshot for the Tasks table)."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
-        return queries.task_rows(s), queries.episode_agents(s)
+        return _with_unproven(ws, queries.task_rows(s)), queries.episode_agents(s)
+
+
+def _with_unproven(ws: Workspace, rows: list[TaskRow]) -> list[TaskRow]:
+    """A task without ``solution/solve.sh`` says its verification is unproven before any rollout learnt
+    that (no oracle can show where its verifier runs: engine/audit/adoption.py)."""
+    from ..audit.adoption import UNPROVEN, WHY_UNPROVEN
+
+    for r in rows:
+        if not r.footprint and not (ws.abs(r.path) / "solution" / "solve.sh").is_file():
+            r.footprint = {"mode": UNPROVEN, "why": WHY_UNPROVEN}
+    return rows
+
+
+def verified_label(row: TaskRow) -> str:
+    """Where a task version is verified, in a few words: ``clean room``, ``clean room +2 adopted``,
+    ``service``, ``in place``, ``unproven`` (no solution), ``-`` (not learnt yet: the next rollout or
+    audit learns it)."""
+    mode = str(row.footprint.get("mode") or "")
+    if not mode:
+        return "-"
+    label = (row.verify_mode or mode).replace("_", " ")
+    return f"{label} +{len(row.adopted_artifacts)} adopted" if row.adopted_artifacts else label
 
 
 @dataclass(frozen=True)
@@ -109,9 +140,9 @@ class TaskDetail:
 
 def task_detail(ws: Workspace, version_id: int) -> TaskDetail | None:
     """The detail of one version, None when it no longer exists."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
-    from bandpass.store.models import Task
+    from ...store import queries
+    from ...store.db import session
+    from ...store.models import Task
 
     with session(ws.engine) as s:
         v = queries.get_version(s, version_id)
@@ -127,9 +158,9 @@ def task_detail(ws: Workspace, version_id: int) -> TaskDetail | None:
 
 def task_name_of_version(ws: Workspace, version_id: int) -> str | None:
     """The name of the task a version belongs to, None when either is gone."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
-    from bandpass.store.models import Task
+    from ...store import queries
+    from ...store.db import session
+    from ...store.models import Task
 
     with session(ws.engine) as s:
         version = queries.get_version(s, version_id)
@@ -139,9 +170,9 @@ def task_name_of_version(ws: Workspace, version_id: int) -> str | None:
 
 def resolve_versions(ws: Workspace, refs: Sequence[str]) -> list[tuple[str, int | None]]:
     """Each reference (a task name or a version) with the id of the version it names, None for no match."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
-    from bandpass.store.models import pk
+    from ...store import queries
+    from ...store.db import session
+    from ...store.models import pk
 
     with session(ws.engine) as s:
         return [(ref, None if (v := queries.resolve_version(s, ref)) is None else pk(v)) for ref in refs]
@@ -152,8 +183,8 @@ def resolve_versions(ws: Workspace, refs: Sequence[str]) -> list[tuple[str, int 
 
 def episode(ws: Workspace, episode_id: int) -> Episode | None:
     """One episode's row, None when it does not exist."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.get_episode(s, episode_id)
@@ -164,9 +195,9 @@ def episode_evidence(ws: Workspace, episode_id: int) -> dict[str, Any]:
     ``{"outcome", "summary", "facts", "evidence"}``; ``evidence`` is {} when nothing ended the sandbox.
     The lines are the sandbox's own rendering (``engine.sandbox.attribution``); the read is here, since
     the sandbox never touches the store. Raises ``KeyError`` for an episode that does not exist."""
-    from bandpass.engine.sandbox.attribution import facts, summary
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
+    from ..sandbox.attribution import facts, summary
 
     with session(ws.engine) as s:
         ep = queries.get_episode(s, episode_id)
@@ -179,15 +210,15 @@ def episode_evidence(ws: Workspace, episode_id: int) -> dict[str, Any]:
 
 def finished_episode_ids(ws: Workspace, version_id: int | None = None) -> list[int]:
     """Ids of finished episodes, oldest first (of one task version when given)."""
-    from bandpass.store.db import session
+    from ...store.db import session
 
     with session(ws.engine) as s:
         if version_id is None:
-            from bandpass.store.queries import diagnoses
+            from ...store.queries import diagnoses
 
             return diagnoses.finished_episode_ids(s)
-        from bandpass.store import queries
-        from bandpass.store.models import pk
+        from ...store import queries
+        from ...store.models import pk
 
         return [pk(e) for e in queries.episodes(s, version_id=version_id, status="done")]
 
@@ -202,7 +233,7 @@ def episode_list(
 ) -> list[EpisodeListRow]:
     """Episodes with their diagnosis code and active tags (Episodes screen, ``bandpass episodes``). Plain
     sqlite3, never the ORM: the CLI listing starts in ~0.2 s (tests/e2e/test_startup.py)."""
-    from bandpass.store.queries import diagnoses
+    from ...store.queries import diagnoses
 
     with ws.connect() as con:
         return diagnoses.episode_list(con, task=task, agent=agent, outcome=outcome, batch_id=batch_id)
@@ -210,8 +241,8 @@ def episode_list(
 
 def step_observations(ws: Workspace, episode_id: int) -> dict[int, str]:
     """What the policy observed after each step of an episode, by step index (Compare screen)."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return {st.index: st.observation for st in queries.steps(s, episode_id)}
@@ -219,8 +250,8 @@ def step_observations(ws: Workspace, episode_id: int) -> dict[int, str]:
 
 def steps_after(ws: Workspace, after: dict[int, int]) -> list[tuple[int, int, int, dict[str, Any]]]:
     """Steps newer than a step id, per episode: (episode id, step id, index, action)."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.steps_after(s, after)
@@ -228,8 +259,8 @@ def steps_after(ws: Workspace, after: dict[int, int]) -> list[tuple[int, int, in
 
 def episode_agents(ws: Workspace) -> list[str]:
     """Agents (models and built-in agents) with finished episodes, sorted."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.episode_agents(s)
@@ -237,8 +268,8 @@ def episode_agents(ws: Workspace) -> list[str]:
 
 def agents_by_recency(ws: Workspace) -> list[str]:
     """Agents with episodes, the most recently run first."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.agents_by_recency(s)
@@ -249,8 +280,8 @@ def agents_by_recency(ws: Workspace) -> list[str]:
 
 def batches(ws: Workspace) -> list[Batch]:
     """Every rollout batch, newest first."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.batches(s)
@@ -258,7 +289,7 @@ def batches(ws: Workspace) -> list[Batch]:
 
 def adaptive_settings(batch: Batch) -> dict[str, Any]:
     """An adaptive batch's sampler settings and state ({} for a plain batch)."""
-    from bandpass.store import queries
+    from ...store import queries
 
     return queries.adaptive_settings(batch)
 
@@ -267,8 +298,8 @@ def batch_progress(
     ws: Workspace, *, since: datetime | None = None, also: Sequence[str] = (), recent: int = 0
 ) -> list[BatchProgress]:
     """Batches as the Runs screen follows them: live ones, those in ``also`` and the ``recent`` newest."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.batch_progress(s, since=since, also=also, recent=recent)
@@ -277,7 +308,7 @@ def batch_progress(
 def commit_watch(ws: Workspace) -> CommitWatch:
     """A watch on the workspace's store: ``changed()`` says whether any process committed since it last
     asked, so a poller (Runs' batch table, the episode follower) reads the store only when it changed."""
-    from bandpass.store.db import CommitWatch
+    from ...store.db import CommitWatch
 
     return CommitWatch(ws.db_path)
 
@@ -286,8 +317,8 @@ def followed_episodes(
     ws: Workspace, batch_ids: Sequence[str], *, also: Sequence[int] = (), ended_since: datetime | None = None
 ) -> list[FollowedEpisode]:
     """The episodes of other processes' batches that the Runs screen follows."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.followed_episodes(s, batch_ids, also=also, ended_since=ended_since)
@@ -298,8 +329,8 @@ def followed_episodes(
 
 def tag_rows(ws: Workspace, *, include_cleared: bool = False) -> list[TagRow]:
     """Failure tags with their episode's outcome and task (``bandpass tags``)."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.tag_rows(s, include_cleared=include_cleared)
@@ -316,8 +347,8 @@ class ReviewView:
 
 
 def review_view(ws: Workspace, episode_id: int) -> ReviewView:
-    from bandpass.store.db import session
-    from bandpass.store.queries import reviews as rq
+    from ...store.db import session
+    from ...store.queries import reviews as rq
 
     accepted: int | None = None
     with session(ws.engine) as s:
@@ -331,8 +362,8 @@ def review_view(ws: Workspace, episode_id: int) -> ReviewView:
 
 def generation(ws: Workspace, generation_id: int) -> Generation | None:
     """One generation attempt, None when it does not exist."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.get_generation(s, generation_id)
@@ -342,8 +373,8 @@ def generations(
     ws: Workspace, *, prompt_version: str | None = None, model: str | None = None, outcome: str | None = None
 ) -> list[Generation]:
     """Generation attempts, optionally of one prompt version, model and/or outcome."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     with session(ws.engine) as s:
         return queries.list_generations(s, prompt_version=prompt_version, model=model, outcome=outcome)
@@ -360,8 +391,8 @@ class LedgerRow:
 
 def ledger_rows(ws: Workspace, *, model: str | None = None, task: str | None = None) -> list[LedgerRow]:
     """The band ledger, oldest first, optionally of one model and/or one task (any version)."""
-    from bandpass.store.db import session
-    from bandpass.store.queries import ledger
+    from ...store.db import session
+    from ...store.queries import ledger
 
     with session(ws.engine) as s:
         rows = ledger.entries(s, model=model, task=task)
@@ -370,8 +401,8 @@ def ledger_rows(ws: Workspace, *, model: str | None = None, task: str | None = N
 
 def search_index_status(ws: Workspace, version: int) -> IndexStatus:
     """How much of the store the transcript search index covers (at transcript format ``version``)."""
-    from bandpass.store.db import session
-    from bandpass.store.queries import search
+    from ...store.db import session
+    from ...store.queries import search
 
     with session(ws.engine) as s:
         return search.index_status(s, version)
@@ -387,9 +418,9 @@ def filter_problem(
     None when each one names something (a CLI says so rather than "nothing matches")."""
     from sqlmodel import select
 
-    from bandpass.store import queries
-    from bandpass.store.db import session
-    from bandpass.store.models import Task
+    from ...store import queries
+    from ...store.db import session
+    from ...store.models import Task
 
     with session(ws.engine) as s:
         if task is not None and queries.get_task(s, task) is None:
@@ -403,36 +434,45 @@ def filter_problem(
     return None
 
 
-__all__ = sorted(
-    [
-        *_WHERE,
-        "UNREADABLE",
-        "LedgerRow",
-        "ReviewView",
-        "TaskDetail",
-        "adaptive_settings",
-        "agents_by_recency",
-        "batch_progress",
-        "batches",
-        "episode",
-        "episode_agents",
-        "episode_evidence",
-        "episode_list",
-        "filter_problem",
-        "finished_episode_ids",
-        "followed_episodes",
-        "generation",
-        "generations",
-        "ledger_rows",
-        "resolve_versions",
-        "review_view",
-        "search_index_status",
-        "step_observations",
-        "steps_after",
-        "tag_rows",
-        "task_detail",
-        "task_name_of_version",
-        "task_rows",
-        "task_rows_and_agents",
-    ]
-)
+#: A literal list (the type checker reads it): the functions and views below, ``UNREADABLE`` and ``_WHERE``'s
+#: row types and helpers.
+__all__ = [
+    "BatchProgress",
+    "CommitWatch",
+    "EpisodeListRow",
+    "FailureTag",
+    "FollowedEpisode",
+    "LedgerRow",
+    "ReviewSuggestion",
+    "ReviewView",
+    "TERMINALS",
+    "Task",
+    "TaskDetail",
+    "UNREADABLE",
+    "adaptive_settings",
+    "agents_by_recency",
+    "batch_progress",
+    "batches",
+    "episode",
+    "episode_agents",
+    "episode_evidence",
+    "episode_list",
+    "filter_problem",
+    "finished_episode_ids",
+    "followed_episodes",
+    "generation",
+    "generations",
+    "ledger_rows",
+    "pk",
+    "resolve_versions",
+    "review_view",
+    "search_index_status",
+    "step_observations",
+    "steps_after",
+    "tag_rows",
+    "task_detail",
+    "task_name_of_version",
+    "task_rows",
+    "task_rows_and_agents",
+    "utcnow",
+]

@@ -16,18 +16,64 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bandpass.engine.app.errors import NothingToRun
-from bandpass.engine.review.review_scope import select_episodes
-from bandpass.engine.review.reviewer_prompts import DEFAULT_VERSION
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import pk
-from bandpass.store.queries import reviews as rq
+from ...store import queries
+from ...store.db import session
+from ...store.models import pk
+from ...store.queries import reviews as rq
+from ..llm.templates import PromptError
+from ..review.review_scope import ScopeError, cluster_summary, failure_clusters, select_episodes
+from ..review.review_validation import review_code
+from ..review.reviewer_prompts import DEFAULT_VERSION, available_versions, load_reviewer_prompt
+from .errors import NothingToRun
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.workspace import Workspace
-    from bandpass.engine.review.reviewer import ReviewOutcome, ReviewRunResult
-    from bandpass.store.models import FailureTag, ReviewSuggestion
+    from rich.console import Group
+
+    from ...store.models import FailureTag, ReviewSuggestion
+    from ..core.workspace import Workspace
+    from ..review.review_report import ReviewReport
+    from ..review.reviewer import ReviewError as ReviewError
+    from ..review.reviewer import ReviewOutcome as ReviewOutcome
+    from ..review.reviewer import ReviewRunResult as ReviewRunResult
+    from ..review.reviewer import ReviewUnreachable as ReviewUnreachable
+
+__all__ = [
+    "DEFAULT_VERSION",
+    "LatestReview",
+    "PromptError",
+    "ReviewError",
+    "ReviewOutcome",
+    "ReviewRequest",
+    "ReviewRunResult",
+    "ReviewSelection",
+    "ReviewUnreachable",
+    "ScopeError",
+    "StoredReviews",
+    "available_versions",
+    "cluster_summary",
+    "failure_clusters",
+    "latest_valid_review",
+    "load_reviewer_prompt",
+    "price_known",
+    "render_review_report",
+    "review",
+    "review_code",
+    "review_report",
+    "select",
+    "stored_reviews",
+]
+
+#: The reviewer's own names, loaded on first use: the reviewer brings the Claude client (anthropic), which
+#: ``bandpass reviews`` and the other commands that only read stored reviews never need.
+_FROM_REVIEWER = ("ReviewError", "ReviewOutcome", "ReviewRunResult", "ReviewUnreachable")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_REVIEWER:
+        from ..review import reviewer
+
+        return getattr(reviewer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -65,7 +111,7 @@ def select(ws: Workspace, req: ReviewRequest) -> ReviewSelection:
         raise NothingToRun("no episodes selected: name episode ids, --task, --pending or --cluster")
     cluster = req.cluster or ""
     if cluster and not re.fullmatch(r"[0-9a-f]{10}", cluster):  # a full signature: kept by its id
-        from bandpass.engine.review.signatures import cluster_id
+        from ..review.signatures import cluster_id
 
         cluster = cluster_id(cluster)
     return ReviewSelection(ids, cluster)
@@ -82,7 +128,7 @@ def review(
 ) -> ReviewRunResult:
     """Reviews the episodes (blocking; a front end runs it off its UI thread) and stores every review.
     Raises ``ReviewUnreachable`` (nothing listening: nothing started), ``ReviewError``/``PromptError``."""
-    from bandpass.engine.review.reviewer import review_episodes  # the Claude client: only when a review runs
+    from ..review.reviewer import review_episodes  # the Claude client: only when a review runs
 
     return review_episodes(
         ws,
@@ -142,3 +188,26 @@ def stored_reviews(ws: Workspace, episodes: Sequence[int] = ()) -> StoredReviews
         accepted = {pk(r): pk(t) for r in rows if (t := rq.accepted_tag(s, r)) is not None}
         s.expunge_all()
     return StoredReviews(rows, accepted)
+
+
+def review_report(ws: Workspace, *, model: str | None = None, independent: bool = False) -> ReviewReport:
+    """How Claude's reviews and the deterministic diagnosis agree with curator tags (``bandpass report
+    review``): class and subclass agreement, Cohen's kappa, per-class precision and recall, cost."""
+    from ..review import review_report as agreement
+
+    return agreement.review_report(ws, model=model, independent=independent)
+
+
+def render_review_report(rep: ReviewReport) -> Group:
+    """The report as Rich renderables for a console."""
+    from ..review import review_report as agreement
+
+    return agreement.render_review_report(rep)
+
+
+def price_known(ws: Workspace, model: str | None = None) -> bool:
+    """Whether the reviewer model (None: bandpass.toml's generator model) has a price, so a spend can be
+    said in dollars (an unpriced model's cost is "unknown", never "$0")."""
+    from . import prices
+
+    return prices.price_known(ws, model or ws.config.generator.model)

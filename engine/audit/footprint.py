@@ -19,8 +19,19 @@ audit runs the oracle both ways before anything else:
 * it fails in the clean room, passes in place, and no service: the verifier needs files outside the
   artifacts. The oracle's changes outside them are grouped (a new directory counts once), all of them are
   carried into a clean room to confirm, then dropped one by one while the verifier still passes, and what
-  is left is proposed as the task's ``artifacts`` line: ``invalidity.artifacts_undeclared`` (blocking), so
-  a curator fixes the task once.
+  is left is **adopted** for the version (``task_version.adopted_artifacts_json``: carried into every
+  later clean room like a declared artifact, written into the ``task.toml`` an export writes) and named
+  as the ``artifacts`` line the task's author can add: ``invalidity.artifacts_undeclared``, a finding
+  that leaves the verdict as it is. Where a task is verified is Bandpass's choice, so it must never cost
+  honest work its reward (Harbor verifies such a task where the agent worked, and passes it).
+
+A service task whose verifier also reads the oracle's other changes gets them adopted the same way
+(confirmed by one more oracle run as a service). What no carried file can give — a verifier that passes
+only in the agent's own container — stays blocking: ``invalidity.needs_agent_container``.
+
+The same :func:`settle` runs before the first rollout of a version no audit settled
+(engine/audit/adoption.py): its result is stored on the version (``task_version.footprint_json``) either
+way, so it is learnt once per version.
 """
 
 from __future__ import annotations
@@ -31,23 +42,26 @@ from typing import Any
 
 import docker
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.core.events import EventBus
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.run import cleanroom
-from bandpass.engine.run.agents.builtin import OracleAgent
-from bandpass.engine.run.endstate import ADDED, DELETED, Change, EndState
-from bandpass.engine.run.episode import EpisodeResult, run_episode
-from bandpass.engine.run.verifier import run_verifier
-from bandpass.engine.sandbox import pool as sandbox_pool
-from bandpass.engine.sandbox.container import SandboxSpec
-from bandpass.engine.sandbox.labels import episode_labels
-from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, SERVICE, under
-from bandpass.engine.tasks.taskdir import TaskSpec
-from bandpass.store.db import session
-from bandpass.store.queries import endstate as endstate_store
+from ...store.db import session
+from ...store.models import utcnow
+from ...store.queries import endstate as endstate_store
+from ..core import outcomes
+from ..core.events import EventBus
+from ..core.workspace import Workspace
+from ..run import cleanroom
+from ..run.agents.builtin import OracleAgent
+from ..run.endstate import ADDED, DELETED, Change, EndState
+from ..run.episode import EpisodeResult, run_episode
+from ..run.verifier import run_verifier
+from ..sandbox import pool as sandbox_pool
+from ..sandbox.container import SandboxSpec
+from ..sandbox.labels import episode_labels
+from ..tasks.artifacts import CLEAN_ROOM, IN_PLACE, SERVICE, under
+from ..tasks.taskdir import TaskSpec
 
 UNDECLARED = "invalidity.artifacts_undeclared"
+#: The verifier passes only in the agent's own container: nothing carried into a fresh one helps.
+NEEDS_AGENT = "invalidity.needs_agent_container"
 #: What a solution leaves behind that no verifier needs: caches, logs, package lists, temporary files.
 NOISE = (
     "/tmp",
@@ -80,6 +94,10 @@ class Footprint:
     service: dict[str, Any] = dataclasses.field(default_factory=dict)  # the oracle verified as a service
     services: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     needed: list[str] = dataclasses.field(default_factory=list)  # proposed artifact paths
+    #: What was adopted for the version (``needed``, once an oracle verified with it passed).
+    adopted: list[str] = dataclasses.field(default_factory=list)
+    #: The service oracle run again with the adopted artifacts carried (a service task only).
+    service_adopted: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -118,13 +136,18 @@ def settle(
     bus: EventBus | None,
     batch: str,
     workers: int = 2,
+    source: str = "audit",
 ) -> Footprint:
     """Runs the oracle in the clean room and in place (and, for a service, as a service), decides where
-    this version is verified, stores it on the version, and returns the evidence. A task that declares
-    ``[verifier] environment_mode`` (or ``[metadata.bandpass] verify_mode``) is verified the way it says
-    (nothing run here)."""
+    this version is verified, adopts what its verifier needs outside the artifacts, stores both on the
+    version (``source`` says who learnt it: ``audit`` or ``rollout``), and returns the evidence. A task
+    that declares ``[verifier] environment_mode`` (or ``[metadata.bandpass] verify_mode``) is verified the
+    way it says (nothing run here)."""
     if spec.verify_mode:
-        return Footprint(spec.verify_mode, f"declared in task.toml ({_declared(spec.verify_mode)})")
+        fp = Footprint(spec.verify_mode, f"declared in task.toml ({_declared(spec.verify_mode)})")
+        return _record(ws, version_id, fp, source)
+    # an earlier adoption is forgotten first: the clean room is tried with the task's own artifacts
+    _record(ws, version_id, None, source)
 
     def oracle(mode: str) -> EpisodeResult:
         return run_episode(
@@ -137,13 +160,15 @@ def settle(
         if outcomes.is_infra(clean.outcome):
             fp.why = f"the clean-room oracle ended {clean.outcome}: nothing learnt, the clean room stays"
         _store_mode(ws, version_id, "")
-        return fp
+        return _record(ws, version_id, fp, source)
     place = oracle(IN_PLACE)
     fp.in_place = _brief(place)
     if place.outcome != outcomes.PASSED:
         fp.why = "the oracle fails both ways: no footprint to learn from (see the oracle's own findings)"
+        if outcomes.is_infra(place.outcome):
+            fp.why = f"the in-place oracle ended {place.outcome}: nothing learnt, the clean room stays"
         _store_mode(ws, version_id, "")
-        return fp
+        return _record(ws, version_id, fp, source)
     services = place.carry.get("kept") or []
     if services:
         fp.mode, fp.services = SERVICE, services
@@ -164,12 +189,40 @@ def settle(
                 f"the oracle leaves a service listening ({ports}) and passes in place, but fails as a "
                 "service: the verifier also reads what the oracle changed outside its artifacts"
             )
+            if fp.needed:  # confirmed by the service oracle verified with them carried
+                _store_mode(ws, version_id, SERVICE)
+                _record(ws, version_id, dataclasses.replace(fp, adopted=fp.needed), source)
+                again = oracle(SERVICE)
+                fp.service_adopted = _brief(again)
+                if again.outcome == outcomes.PASSED:
+                    fp.adopted = list(fp.needed)
+                    fp.why += f"; with {', '.join(fp.adopted)} carried it passes: adopted for the version"
         _store_mode(ws, version_id, SERVICE)
-        return fp
+        return _record(ws, version_id, fp, source)
     fp.needed = _needed(ws, client, spec, place, batch)
+    fp.adopted = list(fp.needed)
     fp.why = "the oracle passes in place but fails in the clean room: the verifier reads undeclared state"
+    if fp.adopted:
+        fp.why += f"; {', '.join(fp.adopted)} adopted for the version (carried into the clean room)"
     _store_mode(ws, version_id, "")
-    return fp
+    return _record(ws, version_id, fp, source)
+
+
+def learnt(fp: Footprint) -> bool:
+    """Whether a footprint says where the version is verified (an oracle that ended an infra error
+    taught nothing: the next rollout tries again)."""
+    tried = [fp.clean_room, fp.in_place, fp.service]
+    return not any(outcomes.is_infra(str(t.get("outcome") or "")) for t in tried)
+
+
+def _record(ws: Workspace, version_id: int, fp: Footprint | None, source: str) -> Footprint:
+    """Stores the footprint (``None``: forgets one) and what it adopted on the version."""
+    row: dict[str, Any] = {}
+    if fp is not None and learnt(fp):
+        row = {**fp.as_dict(), "source": source, "learnt_at": utcnow().isoformat(timespec="seconds")}
+    with session(ws.engine) as s:
+        endstate_store.set_version_footprint(s, version_id, row, fp.adopted if fp is not None else [])
+    return fp if fp is not None else Footprint(CLEAN_ROOM, "forgotten")
 
 
 def _declared(mode: str) -> str:
@@ -195,29 +248,39 @@ def proposal(needed: list[str]) -> str:
 
 
 def report_finding(fp: Footprint) -> tuple[str, str] | None:
-    """The audit's finding for a footprint, or None (a service task is accepted, verified as a service)."""
+    """The audit's finding for a footprint, or None (a service task is accepted, verified as a service).
+    ``invalidity.artifacts_undeclared`` names what was adopted (a finding, the verdict unchanged:
+    engine/audit/verdict.py); ``invalidity.needs_agent_container`` is what no carried file can give."""
     if fp.mode == SERVICE and fp.service and fp.service.get("outcome") not in (outcomes.PASSED, None):
         if outcomes.is_infra(str(fp.service.get("outcome"))):
             return None
+        if fp.adopted:
+            return UNDECLARED, (
+                f"the oracle leaves a service and passes in place (episode {fp.in_place['episode']}) but "
+                f"fails verified as a service (episode {fp.service['episode']}); with what it changed at "
+                f"{', '.join(fp.adopted)} carried it passes (episode {fp.service_adopted['episode']}): "
+                "adopted for this version (carried from now on, declared in the task.toml an export "
+                f"writes). Declare it in task.toml: {proposal(fp.adopted)}"
+            )
         where = ", ".join(fp.needed)
         changed = f"what the oracle changed at {where}" if fp.needed else "state the oracle left"
-        return UNDECLARED, (
+        return NEEDS_AGENT, (
             f"the oracle leaves a service and passes in place (episode {fp.in_place['episode']}), but fails "
-            f"verified as a service (episode {fp.service['episode']}): the verifier also reads {changed}, "
-            "outside the task's artifacts."
-            + (f" Declare it in task.toml: {proposal(fp.needed)}" if fp.needed else "")
-            + ' (In place, [metadata.bandpass] verify_mode = "in_place", would pass it, but there a process '
+            f"verified as a service (episode {fp.service['episode']}), even with {changed} carried: the "
+            "verifier needs what only the agent's own container holds. "
+            '(In place, [metadata.bandpass] verify_mode = "in_place", would pass it, but there a process '
             "the policy leaves listening could write the reward.)"
         )
     if fp.mode in (IN_PLACE, SERVICE) or not fp.in_place or fp.in_place.get("outcome") != outcomes.PASSED:
         return None
-    if fp.needed:
+    if fp.adopted:
         return UNDECLARED, (
             f"the oracle passes in place (episode {fp.in_place['episode']}) but fails in the clean room "
             f"(episode {fp.clean_room['episode']}); the verifier needs what the oracle changed at "
-            f"{', '.join(fp.needed)}. Declare it in task.toml: {proposal(fp.needed)}"
+            f"{', '.join(fp.adopted)}: adopted for this version (carried into the clean room from now on, "
+            f"declared in the task.toml an export writes). Declare it in task.toml: {proposal(fp.adopted)}"
         )
-    return UNDECLARED, (
+    return NEEDS_AGENT, (
         f"the oracle passes in place (episode {fp.in_place['episode']}) but fails in the clean room "
         f"(episode {fp.clean_room['episode']}), and carrying every file it changed does not help: the "
         'verifier needs a running process; verify it as a service: [verifier] environment_mode = "shared"'
@@ -278,4 +341,14 @@ def _verify_with(
             sandbox_pool.release(fresh)
 
 
-__all__ = ["NOISE", "UNDECLARED", "Footprint", "candidates", "proposal", "report_finding", "settle"]
+__all__ = [
+    "NEEDS_AGENT",
+    "NOISE",
+    "UNDECLARED",
+    "Footprint",
+    "candidates",
+    "learnt",
+    "proposal",
+    "report_finding",
+    "settle",
+]

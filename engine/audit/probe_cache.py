@@ -7,24 +7,30 @@ they run once per such *setting*; the next audit with the same setting reads the
 
 A setting whose probes did not all end in their expected agent error is not cached: the next audit runs
 them again, so a transient infrastructure error never becomes a standing answer.
+
+Audits that run at once (``bandpass audit --concurrency``) would each miss the cache of a setting none of
+them has finished: the first to ask ``claim``s the setting and runs the probes, the others wait for it
+(after their own probes, so waiting costs nothing) and read its answer, as a later audit would; when its
+probes were not cached, the first waiter runs them itself. So the probes still run once per setting.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from typing import Any
 
 import docker
 
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.tasks import dockerfile as dockerfile_reader
-from bandpass.engine.tasks.images import normalize_ref
-from bandpass.engine.tasks.taskdir import TaskSpec
-from bandpass.store import queries
-from bandpass.store.db import session
+from ...store import queries
+from ...store.db import session
+from ..core.workspace import Workspace
+from ..tasks import dockerfile as dockerfile_reader
+from ..tasks.images import normalize_ref
+from ..tasks.taskdir import TaskSpec
 
-__all__ = ["PROBE_REVISION", "lookup", "setting_for", "store"]
+__all__ = ["PROBE_REVISION", "claim", "lookup", "release", "setting_for", "store"]
 
 #: Bumped when the probes or the attribution they test change: every cached outcome is then stale.
 PROBE_REVISION = "1"
@@ -109,3 +115,27 @@ def store(ws: Workspace, key: str, setting: dict[str, Any], results: dict[str, A
     with session(ws.engine) as s:
         queries.put_probe_cache(s, key, setting=setting, results=results, version_id=version_id)
     return True
+
+
+_claims: dict[tuple[str, str], threading.Event] = {}
+_claims_lock = threading.Lock()
+
+
+def claim(ws: Workspace, key: str) -> threading.Event | None:
+    """None: this audit runs the setting's probes (call ``release`` when done); else an event set once the
+    audit that runs them has stored (or failed to store) their outcomes."""
+    k = (str(ws.root), key)
+    with _claims_lock:
+        ev = _claims.get(k)
+        if ev is None or ev.is_set():
+            _claims[k] = threading.Event()
+            return None
+        return ev
+
+
+def release(ws: Workspace, key: str) -> None:
+    """Ends this audit's claim on the setting: its waiters read the cache (idempotent)."""
+    with _claims_lock:
+        ev = _claims.pop((str(ws.root), key), None)
+    if ev is not None:
+        ev.set()

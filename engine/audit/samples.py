@@ -31,11 +31,9 @@ from typing import Any
 
 from sqlmodel import SQLModel
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import (
+from ...store import queries
+from ...store.db import session
+from ...store.models import (
     STEP_FIELDS,
     Episode,
     EpisodeEndState,
@@ -44,8 +42,10 @@ from bandpass.store.models import (
     Step,
     pk,
 )
-from bandpass.store.queries import endstate as endstate_store
-from bandpass.store.queries import reviews as rq
+from ...store.queries import endstate as endstate_store
+from ...store.queries import reviews as rq
+from ..core.errors import BandpassError
+from ..core.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ def _revive(model: type[SQLModel], values: dict[str, Any]) -> dict[str, Any]:
 def read_sample(folder: Path) -> dict[str, Any]:
     path = Path(folder) / "episode.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise SampleError(f"{path}: unreadable sample ({exc})") from exc
     if doc.get("format") not in READABLE:

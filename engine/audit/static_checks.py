@@ -2,8 +2,9 @@
 reported even when the build then fails, and a task Bandpass cannot run is said so without spending
 minutes on containers.
 
-- **Unsupported** (``infra.unsupported_task``): a multi-step task, a separate verifier image, compose
-  services — the import recorded them; no verdict about the task is possible here.
+- **Unsupported** (``infra.unsupported_task``): a separate verifier image, a compose service asking for
+  what this machine does not give (privileges, the Docker socket, a Windows platform) — the import recorded
+  them; no verdict about the task is possible here.
 - **No oracle** (``invalidity.oracle_fails``: there is none to pass), an empty instruction
   (``invalidity.underspecified_instruction``).
 - **Leaks into the agent's image** (``invalidity.solution_leak``): only what the Dockerfile's *final* stage
@@ -28,10 +29,11 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from bandpass.engine.audit.verdict import UNSUPPORTED
-from bandpass.engine.tasks import dockerfile as dockerfile_reader
-from bandpass.engine.tasks.task_paths import PATH_RE, instruction_paths, verifier_inputs
-from bandpass.engine.tasks.taskdir import TaskSpec, task_files
+from ..core.plural import listed
+from ..tasks import dockerfile as dockerfile_reader
+from ..tasks.task_paths import PATH_RE, instruction_paths, verifier_inputs
+from ..tasks.taskdir import TaskSpec, task_files
+from .verdict import UNSUPPORTED
 
 __all__ = [
     "PATH_RE",
@@ -117,12 +119,20 @@ def _digest(p: Path) -> str | None:
     return hashlib.sha256(data.strip()).hexdigest() if len(data.strip()) > _MIN_FINGERPRINT else None
 
 
+def _folders(spec: TaskSpec, name: str) -> list[str]:
+    """``name`` (tests, solution) of the task and of each of its steps (``steps/<step>/<name>``)."""
+    return [name, *(f"steps/{s}/{name}" for s in spec.steps)]
+
+
 def _leaks(spec: TaskSpec, report: Report) -> None:
     context = _final_context_files(spec)
     answer_prints: dict[str, str] = {}
-    for p in [*_files_under(spec, "solution"), *_files_under(spec, "tests")]:
+    files = [
+        p for f in (*_folders(spec, "solution"), *_folders(spec, "tests")) for p in _files_under(spec, f)
+    ]
+    for p in files:
         rel = _rel(spec, p)
-        if rel.startswith("solution/") or rel == "tests/test.sh" or _EXPECTED_NAME.search(p.name):
+        if "solution/" in rel or p.name == "test.sh" or _EXPECTED_NAME.search(p.name):
             d = _digest(p)
             if d:
                 answer_prints[d] = rel
@@ -151,12 +161,17 @@ def _leaks(spec: TaskSpec, report: Report) -> None:
 
 
 def _oracle_uses_tests(spec: TaskSpec, report: Report) -> None:
-    solve = spec.path / "solution" / "solve.sh"
+    for solution, tests in zip(_folders(spec, "solution"), _folders(spec, "tests"), strict=True):
+        _solve_uses_tests(spec, report, solution, sorted({"tests", tests}))
+
+
+def _solve_uses_tests(spec: TaskSpec, report: Report, solution: str, tests: list[str]) -> None:
+    solve = spec.path / solution / "solve.sh"
     if not solve.is_file():
         return
     text = solve.read_text(encoding="utf-8", errors="replace")
     hits = sorted(set(re.findall(r"/tests/[\w./-]+", text)))
-    for p in _files_under(spec, "tests"):
+    for p in [p for folder in tests for p in _files_under(spec, folder)]:
         name = p.name
         if name in ("test.sh", "run-tests.sh", "__init__.py") or len(name) < 6:
             continue
@@ -165,7 +180,7 @@ def _oracle_uses_tests(spec: TaskSpec, report: Report) -> None:
     if hits:
         report.add(
             "invalidity.oracle_fails",
-            f"solution/solve.sh reads the verifier's files ({', '.join(sorted(set(hits))[:5])}): the tests "
+            f"{solution}/solve.sh reads the verifier's files ({', '.join(sorted(set(hits))[:5])}): the tests "
             "are not in the agent's container, so the oracle's pass proves nothing about the task",
         )
 
@@ -179,6 +194,13 @@ def before_build(spec: TaskSpec, report: Report, *, unsupported: list[str]) -> b
         report.add(
             "invalidity.oracle_fails", "solution/solve.sh is missing: no oracle proves the task solvable"
         )
+    elif not spec.has_solution:  # a multi-step task: the oracle runs each step's solve.sh (else the task's)
+        missing = [n for n in spec.steps if not (spec.path / "steps" / n / "solution" / "solve.sh").is_file()]
+        report.add(
+            "invalidity.oracle_fails",
+            f"no solve.sh for {listed('step', missing)} (steps/<name>/solution/solve.sh, or a shared "
+            "solution/solve.sh): no oracle proves the task solvable",
+        )
     if not spec.instruction.strip():
         report.add(
             "invalidity.underspecified_instruction", "instruction.md is empty: the agent is told nothing"
@@ -189,11 +211,13 @@ def before_build(spec: TaskSpec, report: Report, *, unsupported: list[str]) -> b
 
 
 def _starter(spec: TaskSpec, path: str) -> bool:
-    """A file the build context ships (copied to wherever the Dockerfile puts it): input, not output."""
+    """A file the build context ships (copied to wherever the Dockerfile puts it), or a multi-step task's
+    step puts in the workdir (``steps/<name>/workdir/``): input, not output."""
     env = spec.environment_dir
-    if not env.is_dir():
+    roots = [env, *(spec.path / "steps" / n / "workdir" for n in spec.steps)]
+    rel = [p.relative_to(r).as_posix() for r in roots if r.is_dir() for p in task_files(r)]
+    if not rel:
         return False
-    rel = [p.relative_to(env).as_posix() for p in task_files(env)]
     name = PurePosixPath(path).name
     tail = "/".join(PurePosixPath(path).parts[-2:])
     return any(r == name or r.endswith("/" + name) or r.endswith(tail) for r in rel if name != "Dockerfile")
@@ -211,7 +235,8 @@ def _tested(path: str, tests_text: str, workdir: str) -> bool:
 def coverage_check(spec: TaskSpec, report: Report, present_at_start: dict[str, bool]) -> list[str]:
     """Outputs the instruction asks for (paths neither in the fresh image nor shipped in the build context)
     must appear in the tests; returns those outputs."""
-    tests_text = "\n".join(p.read_text(errors="replace") for p in _files_under(spec, "tests"))
+    tests = [p for folder in _folders(spec, "tests") for p in _files_under(spec, folder)]
+    tests_text = "\n".join(p.read_text(errors="replace") for p in tests)
     outputs = [
         p for p in instruction_paths(spec) if not present_at_start.get(p, False) and not _starter(spec, p)
     ]

@@ -17,12 +17,15 @@ task even when the build then fails for the environment: static evidence does no
 
 from __future__ import annotations
 
-from bandpass.engine.core.taxonomy import ALWAYS_BLOCKING
+from ..core.taxonomy import ALWAYS_BLOCKING
 
 __all__ = [
     "ACCEPTED",
     "COULD_NOT_AUDIT",
     "GUARD_CONFLICT",
+    "NOTE_CODES",
+    "REWARD_CONFLICT",
+    "REWARD_UNSCORED",
     "REJECTED",
     "UNSUPPORTED",
     "VERDICTS",
@@ -41,15 +44,28 @@ VERDICTS = (ACCEPTED, WARNING, REJECTED, COULD_NOT_AUDIT)
 
 #: Findings worth reading that do not make a task wrong.
 WARNING_CODES = frozenset({"invalidity.instruction_untested", "invalidity.tests_unstated_behavior"})
+#: Findings that say what Bandpass did about the task and leave the verdict as it is: the artifacts its
+#: oracle needs outside the declared ones were adopted for the version (engine/audit/footprint.py), so
+#: every episode is verified with them and an export declares them — nothing left for a curator to judge.
+NOTE_CODES = frozenset({"invalidity.artifacts_undeclared"})
 #: The oracle tripped the tamper guard: the task is rejected until an allowance covers what it does.
 GUARD_CONFLICT = "harness.guard_conflict"
 #: The task needs what Bandpass cannot run as written: not its fault, but no verdict is possible.
 UNSUPPORTED = "infra.unsupported_task"
+#: The task's own verifier (the oracle's run) leaves reward files Bandpass reads as forged: rejected until
+#: the task declares the files it writes (``[metadata.bandpass] reward_files``) or its files agree.
+REWARD_CONFLICT = "harness.reward_conflict"
+#: The verifier writes several rewards and none is the score: rejected until a primary is declared.
+REWARD_UNSCORED = "invalidity.reward_unscored"
 
 
 def blames_task(code: str) -> bool:
     """A finding that is the task's fault (invalidity, misalignment, a guard conflict)."""
-    return (code.split(".", 1)[0] in ALWAYS_BLOCKING and code not in WARNING_CODES) or code == GUARD_CONFLICT
+    quiet = WARNING_CODES | NOTE_CODES
+    return (code.split(".", 1)[0] in ALWAYS_BLOCKING and code not in quiet) or code in (
+        GUARD_CONFLICT,
+        REWARD_CONFLICT,
+    )
 
 
 def leaves_unanswered(code: str) -> bool:
@@ -62,4 +78,4 @@ def decide(reasons: list[str]) -> str:
         return REJECTED
     if any(leaves_unanswered(c) for c in reasons):
         return COULD_NOT_AUDIT
-    return WARNING if reasons else ACCEPTED
+    return WARNING if [c for c in reasons if c not in NOTE_CODES] else ACCEPTED

@@ -44,15 +44,15 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from bandpass.engine.calibration import ledger
-from bandpass.engine.calibration.calibrate import GateParams, TaskEstimate, estimate
-from bandpass.engine.calibration.confidence import JEFFREYS, decide, log_beta
-from bandpass.engine.core.config import BandConfig, Config
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.run import rollouts
-from bandpass.store import queries
-from bandpass.store.db import session
+from ...store import queries
+from ...store.db import session
+from ..core.config import BandConfig, Config
+from ..core.errors import BandpassError
+from ..core.workspace import Workspace
+from ..run import rollouts
+from . import ledger
+from .calibrate import GateParams, TaskEstimate, estimate
+from .confidence import JEFFREYS, decide, log_beta
 
 ALL_DECIDED = "every task decided"
 BUDGET_SPENT = "budget spent"

@@ -32,20 +32,20 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from bandpass.engine.calibration.confidence import (
+from ...store import queries
+from ...store.db import session
+from ...store.queries import endstate as endstate_store
+from ..core import outcomes
+from ..core.config import BandConfig
+from ..core.errors import InvalidInput
+from ..core.workspace import Workspace
+from .confidence import (
     DEFAULT_CONFIDENCE,
     BandDecision,
     Status,
     decide,
     rate_interval,
 )
-from bandpass.engine.core import outcomes
-from bandpass.engine.core.config import BandConfig
-from bandpass.engine.core.errors import InvalidInput
-from bandpass.engine.core.workspace import Workspace
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.queries import endstate as endstate_store
 
 #: in | below | above | undecided (engine/calibration/confidence.py)
 BandStatus = Status

@@ -33,12 +33,13 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from bandpass.engine.calibration.calibrate import BandStatus, GateParams
-from bandpass.engine.calibration.confidence import BandDecision
-from bandpass.engine.calibration.report import CalibrationReport, build_report
-from bandpass.engine.core.config import Config
-from bandpass.engine.core.errors import InvalidInput
-from bandpass.engine.core.workspace import Workspace
+from ..core.config import Config
+from ..core.errors import InvalidInput
+from ..core.plural import counted
+from ..core.workspace import Workspace
+from .calibrate import BandStatus, GateParams
+from .confidence import BandDecision
+from .report import CalibrationReport, build_report
 
 SATURATED = "saturated"
 TOO_HARD = "too_hard"
@@ -403,7 +404,7 @@ def render_comparison(cmp: Comparison) -> Any:
     if noisy:
         parts.append(
             Text(
-                f"{len(noisy)} band move(s) within noise (to or from undecided): "
+                f"{counted(len(noisy), 'band move')} within noise (to or from undecided): "
                 + ", ".join(f"{mv.task} {mv.band_before}→{mv.band_after}" for mv in noisy[:8])
                 + (" …" if len(noisy) > 8 else ""),
                 style="dim",

@@ -61,9 +61,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from bandpass.engine.calibration import boundary
-from bandpass.engine.core.config import BandConfig
-from bandpass.engine.core.errors import InvalidInput
+from ..core.config import BandConfig
+from ..core.errors import InvalidInput
+from . import boundary
 
 Status = Literal["in", "below", "above", "undecided"]
 Side = boundary.Side
@@ -157,7 +157,8 @@ def pass_at_k_of_rate(p: float, k: int) -> float:
 
 def rate_of_pass_at_k(q: float, k: int) -> float:
     """The per-sample pass rate whose pass@k is ``q`` (the inverse of ``pass_at_k_of_rate``)."""
-    return 1.0 - (1.0 - q) ** (1.0 / k)
+    kth_root: float = (1.0 - q) ** (1.0 / k)  # a real root: 1 - q is never negative
+    return 1.0 - kth_root
 
 
 @dataclass(frozen=True)

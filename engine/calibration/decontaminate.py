@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from bandpass.engine.calibration.calibrate import DUPLICATE_THRESHOLD, shingles
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.tasks.taskdir import find_task_dirs
+from ..core.errors import BandpassError
+from ..tasks.taskdir import find_task_dirs
+from .calibrate import DUPLICATE_THRESHOLD, shingles
 
 
 class AgainstError(BandpassError, ValueError):

@@ -46,8 +46,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bandpass.engine.calibration import ledger
-from bandpass.engine.calibration.calibrate import (
+from ...store import queries
+from ...store.db import session
+from ...store.queries import endstate as endstate_store
+from ..core.config import BandConfig, ConfigError
+from ..core.errors import BandpassError
+from ..core.workspace import Workspace
+from ..tasks.artifacts import declare
+from ..tasks.taskdir import TaskInvalid, load_task, task_files, version_hash
+from . import ledger
+from .calibrate import (
     DUPLICATE_THRESHOLD,
     INFRA_WARN_RATE,
     GateParams,
@@ -55,13 +63,7 @@ from bandpass.engine.calibration.calibrate import (
     estimates,
     gates,
 )
-from bandpass.engine.calibration.confidence import check_confidence
-from bandpass.engine.core.config import BandConfig, ConfigError
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.tasks.taskdir import TaskInvalid, load_task, task_files, version_hash
-from bandpass.store import queries
-from bandpass.store.db import session
+from .confidence import check_confidence
 
 FORMATS = ("harbor", "verl", "skyrl", "jsonl", "traces")
 #: The traces format's row shapes: Bandpass's (with the columns to mask infra and suspect episodes with)
@@ -124,7 +126,7 @@ class ExportParams:
             raise ExportError(f"--k: expected an integer >= 1, got {self.k}")
         if not 0 <= self.val_fraction < 1:
             raise ExportError(f"--val-fraction: expected 0 <= F < 1, got {self.val_fraction}")
-        from bandpass.engine.calibration.traces import FILTERS
+        from .traces import FILTERS
 
         if self.trace_filter not in FILTERS:
             raise ExportError(f"--filter: expected one of {', '.join(FILTERS)}, got {self.trace_filter!r}")
@@ -174,10 +176,17 @@ class ExportedTask:
     pass_at_k_interval: tuple[float, float] = (0.0, 1.0)  # the interval behind it
     confidence: float = BandConfig.confidence
     verified: str = ""  # clean_room | service | in_place | mixed: where its episodes' verifier ran
+    #: The audit that let it through: its verdict and what the hostile twins of the oracle's own
+    #: artifacts got (engine/audit/twins.py): a trainer sees the task was proven against the policy's code
+    audit: dict[str, Any] = field(default_factory=dict)
+    #: What the version adopted from its oracle's footprint: declared in the exported task.toml too.
+    adopted_artifacts: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["pass_at_k_interval"] = list(self.pass_at_k_interval)
+        if not self.adopted_artifacts:  # an export of tasks that adopted nothing reads as it always did
+            del d["adopted_artifacts"]
         return d
 
 
@@ -496,6 +505,24 @@ GATE_CONTAMINATED = "contaminated"
 GATE_HARBOR_INVALID = "harbor_invalid"
 
 
+def _audit_proof(ws: Workspace, version_id: int, verdict: str) -> dict[str, Any]:
+    """The audit's verdict and its hostile twins in brief: each twin's outcome and whether it was paid,
+    or why none ran (no code among the oracle's artifacts, a service task)."""
+    with session(ws.engine) as s:
+        audit = queries.latest_audit(s, version_id)
+    details = json.loads(audit.details_json or "{}") if audit is not None else {}
+    twins = details.get("hostile_twins") or {}
+    brief: dict[str, Any] = (
+        {"skipped": twins["skipped"]}
+        if twins.get("skipped")
+        else {
+            name: {"outcome": v.get("outcome"), "paid": v.get("paid")}
+            for name, v in (twins.get("twins") or {}).items()
+        }
+    )
+    return {"verdict": verdict, "hostile_twins": brief}
+
+
 def _harbor_gate(ws: Workspace, ests: Sequence[TaskEstimate], failed: dict[str, list[str]]) -> None:
     for e in ests:
         if failed[e.task]:
@@ -515,7 +542,7 @@ def plan(
     With ``params.against``, a task near-duplicating a reference instruction fails the extra gate
     ``contaminated:<reference>``; ``decontaminated`` (when given) receives those matches.
     """
-    from bandpass.engine.calibration.decontaminate import AgainstError, contaminated, reference_instructions
+    from .decontaminate import AgainstError, contaminated, reference_instructions
 
     ests = estimates(ws, params.model, ks=sorted({1, params.k}))
     failed = gates(ests, params.gate_params())
@@ -540,8 +567,8 @@ def plan(
 def _record_decisions(ws: Workspace, params: ExportParams, ests: Sequence[TaskEstimate]) -> None:
     """Records the exported model's decisions, and every other policy model's on its own band at the
     export's confidence, in the band ledger: the history ``extra_info`` carries."""
-    from bandpass.engine.calibration.compare import model_params
-    from bandpass.engine.core.probes import is_builtin_agent
+    from ..core.probes import is_builtin_agent
+    from .compare import model_params
 
     try:
         config = ws.config
@@ -567,11 +594,16 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
         if not out.is_dir():
             raise ExportError(f"--out: {out} exists and is not a directory")
         if any(out.iterdir()):
-            if not overwrite:
-                raise ExportError(f"--out: {out} is not empty (use --overwrite to replace a previous export)")
+            # a foreign folder is refused the same way with or without --overwrite: suggesting a flag
+            # that then refuses too sends the curator round in a circle
             if not _is_previous_export(out):
                 raise ExportError(
-                    f"--out: {out} is not empty and holds no Bandpass export; refusing to replace"
+                    f"--out: {out} is not empty and holds no Bandpass export; choose a new or empty folder"
+                    " (--overwrite replaces only a previous export)"
+                )
+            if not overwrite:
+                raise ExportError(
+                    f"--out: {out} is not empty: it holds a previous export (--overwrite replaces it)"
                 )
 
     decontaminated: dict[str, dict[str, Any]] = {}
@@ -584,6 +616,12 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
     pairs: list[tuple[TaskEstimate, ExportedTask]] = []
     gp = params.gate_params()
     history = ledger.band_history(ws, [e.version_id for e in chosen])
+    with session(ws.engine) as s:
+        adopted = {
+            e.version_id: endstate_store.adopted_artifacts(v)
+            for e in chosen
+            if (v := queries.get_version(s, e.version_id)) is not None
+        }
     for e, dirname in zip(chosen, dirnames, strict=True):
         sp = split[e.task]
         d = e.decision(gp)
@@ -603,6 +641,8 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
             pass_at_k_interval=d.pass_at_k,
             confidence=gp.confidence,
             verified=e.verified,
+            audit=_audit_proof(ws, e.version_id, e.audit),
+            adopted_artifacts=adopted.get(e.version_id, []),
         )
         counters[sp] += 1
         pairs.append((e, t))
@@ -641,13 +681,13 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
     files["pass_counts.parquet"] = _parquet_bytes(counts, PASS_COUNTS_SCHEMA)
     files["pass_counts.csv"] = _csv_bytes(counts, PASS_COUNTS_SCHEMA.names)
     if "traces" in params.formats:
-        from bandpass.engine.calibration.traces import TRACE_SCHEMA, trace_rows
+        from .traces import TRACE_SCHEMA, trace_rows
 
         with session(ws.engine) as s:
             sources = queries.trace_sources(s, params.model)
         if params.trace_schema == "harbor":
-            from bandpass.engine.calibration.harbor_traces import HARBOR_TRACE_SCHEMA, harbor_rows
-            from bandpass.engine.calibration.traces import DEFAULT_PROMPT_VERSION
+            from .harbor_traces import HARBOR_TRACE_SCHEMA, harbor_rows
+            from .traces import DEFAULT_PROMPT_VERSION
 
             trows = harbor_rows(
                 ws.root, sources, params.trace_filter, set(decontaminated), DEFAULT_PROMPT_VERSION
@@ -684,6 +724,9 @@ def export(ws: Workspace, params: ExportParams, out: Path, *, overwrite: bool = 
                     f"{e.task}: files under {e.path} no longer match version {e.version_hash[:12]} "
                     f"(now {got[:12]}); re-import the task"
                 )
+            toml = dest / "task.toml"
+            if t.adopted_artifacts and toml.is_file():  # it declares what its verifier was shown to read
+                toml.write_text(declare(toml.read_text(), t.adopted_artifacts))
             for p in task_files(dest):
                 rel = p.relative_to(partial).as_posix()
                 files[rel] = os.readlink(p).encode() if p.is_symlink() and not p.exists() else p.read_bytes()

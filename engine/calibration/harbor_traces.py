@@ -29,9 +29,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.run.policy.context import PromptTemplates
-from bandpass.store.queries import TraceSource
+from ...store.queries import TraceSource
+from ..core import outcomes
+from ..run.policy.context import PromptTemplates
 
 __all__ = ["HARBOR_TRACE_SCHEMA", "harbor_result", "harbor_rows", "is_success"]
 
@@ -145,7 +145,7 @@ def conversation(steps: list[dict[str, Any]], tool_definitions: Any = None) -> l
 
 def _native_steps(src: TraceSource, prompts: PromptTemplates) -> list[dict[str, Any]]:
     """An episode Bandpass ran, as ATIF steps: what its policy saw (engine/calibration/traces.py)."""
-    from bandpass.engine.calibration.traces import messages_for
+    from .traces import messages_for
 
     msgs = messages_for(src, prompts)
     steps: list[dict[str, Any]] = []

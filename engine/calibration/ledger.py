@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bandpass.engine.calibration.calibrate import GateParams, TaskEstimate
-from bandpass.engine.calibration.confidence import BandDecision
-from bandpass.engine.core.config import Config
-from bandpass.engine.core.workspace import Workspace
-from bandpass.store.db import session
-from bandpass.store.models import BandLedgerEntry
-from bandpass.store.queries import ledger as store_ledger
+from ...store.db import session
+from ...store.models import BandLedgerEntry
+from ...store.queries import ledger as store_ledger
+from ..core.config import Config
+from ..core.workspace import Workspace
+from .calibrate import GateParams, TaskEstimate
+from .confidence import BandDecision
 
 
 def _checkpoint(model: str, config: Config | None) -> tuple[str, int | None]:

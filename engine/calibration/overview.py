@@ -14,16 +14,16 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bandpass.engine.calibration.calibrate import GateParams, classify
-from bandpass.engine.calibration.compare import compare
-from bandpass.engine.core.probes import is_builtin_agent
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.clusters import load_clusters
-from bandpass.engine.review.review_report import review_report
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.queries import diagnoses as dq
-from bandpass.store.queries import reviews as rq
+from ...store import queries
+from ...store.db import session
+from ...store.queries import diagnoses as dq
+from ...store.queries import reviews as rq
+from ..core.probes import is_builtin_agent
+from ..core.workspace import Workspace
+from ..review.clusters import load_clusters
+from ..review.review_report import review_report
+from .calibrate import GateParams, classify
+from .compare import compare
 
 GUARD_CODE = "agent_error:verifier_tamper"
 

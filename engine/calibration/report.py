@@ -26,7 +26,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bandpass.engine.calibration.calibrate import (
+from ...store import queries
+from ...store.db import session
+from ..core import outcomes
+from ..core.workspace import Workspace
+from .calibrate import (
     HEALTHY_REWARD_STD,
     INFRA_WARN_RATE,
     BandStatus,
@@ -37,11 +41,7 @@ from bandpass.engine.calibration.calibrate import (
     gates,
     pass_at_k,
 )
-from bandpass.engine.calibration.confidence import BandDecision
-from bandpass.engine.core import outcomes
-from bandpass.engine.core.workspace import Workspace
-from bandpass.store import queries
-from bandpass.store.db import session
+from .confidence import BandDecision
 
 #: Histogram bins: exactly 0 (never solved) and exactly 1 (always solved) get their own rows because
 #: that is where most tasks pile up and where no learning signal exists; between them ten 0.1 bins.
@@ -174,8 +174,9 @@ class CalibrationReport:
         return bins, len(self.estimates) - len(self.measured)
 
     def per_task(self) -> list[dict[str, Any]]:
-        """One object per task's latest version, the numbers a script needs (README "Accounting"): the
-        point estimates, and the band decision with its pass@k interval and confidence."""
+        """One object per task's latest version, the numbers a script needs
+        (docs/guide/calibration-and-export.md, "Accounting"): the point estimates, and the band decision
+        with its pass@k interval and confidence."""
         ks = self.ks or tuple(sorted({1, self.k}))
         return [
             {

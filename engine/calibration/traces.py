@@ -4,7 +4,8 @@ Harbor's ``traces export`` gives trajectories but no way to tell a policy failur
 failure; a trainer fine-tuning on "failures" would learn from crashed containers. Every row here carries
 the columns to mask with: ``outcome``, ``reward`` (the reward the episode counts for: an agent error's is
 0 even when its verifier paid out — a forged 1 after ``verifier_tamper`` is never a success — and an infra
-error's is null; the verifier's own is ``verifier_reward``, evidence), ``infra_ok`` (False: an infra error,
+error's is null; the verifier's own is ``verifier_reward``, evidence; ``rewards`` is every key of its
+reward.json, the reward's dimensions), ``infra_ok`` (False: an infra error,
 no valid reward — never a negative example), ``blocking_tags`` (uncleared invalidity/misalignment tags
 on the task version: the task itself is suspect) and ``task_exported`` (the task passed every export
 gate).
@@ -28,11 +29,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.core.errors import InvalidInput
-from bandpass.engine.run.policy.context import PromptTemplates
-from bandpass.store.models import pk
-from bandpass.store.queries import TraceSource
+from ...store.models import pk
+from ...store.queries import TraceSource, episode_rewards
+from ..core import outcomes
+from ..core.errors import InvalidInput
+from ..run.policy.context import PromptTemplates
 
 FILTERS = ("all", "success", "failure")
 DEFAULT_PROMPT_VERSION = "terminus-v1"
@@ -47,6 +48,8 @@ TRACE_SCHEMA = pa.schema(
         ("outcome", pa.string()),
         ("reward", pa.float64()),
         ("verifier_reward", pa.float64()),
+        # every key of the verifier's reward.json (Harbor's rewards): reward dimensions, in file order
+        ("rewards", pa.list_(pa.struct([("name", pa.string()), ("value", pa.float64())]))),
         ("infra_ok", pa.bool_()),
         ("blocking_tags", pa.list_(pa.string())),
         ("episode_tags", pa.list_(pa.string())),
@@ -139,6 +142,7 @@ def trace_rows(
                 "outcome": ep.outcome,
                 "reward": outcomes.counted_reward(ep.outcome, ep.reward),
                 "verifier_reward": ep.reward,
+                "rewards": [{"name": k, "value": v} for k, v in episode_rewards(ep).items()],
                 "infra_ok": not outcomes.is_infra(ep.outcome),
                 "blocking_tags": src.blocking_tags,
                 "episode_tags": src.episode_tags,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.core.errors import BandpassError
+from .errors import BandpassError
 
 
 class ConfigError(BandpassError, ValueError):
@@ -99,6 +99,14 @@ class RayConfig:
 
 
 @dataclass
+class RewardsConfig:
+    """``[rewards]``: which key of a task's multi-key ``reward.json`` is its score, when the task itself
+    does not say (``[rewards.primary] task-name = "success"``; engine/tasks/rewards.py has the rule)."""
+
+    primary: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class Config:
     models: dict[str, PolicyModelConfig] = field(default_factory=dict)
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
@@ -106,6 +114,7 @@ class Config:
     band: BandConfig = field(default_factory=BandConfig)
     endstate: EndstateConfig = field(default_factory=EndstateConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    rewards: RewardsConfig = field(default_factory=RewardsConfig)
 
 
 _MODEL_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -189,6 +198,25 @@ def _typed(
     return out
 
 
+def _rewards(table: Any, problems: list[str]) -> RewardsConfig:
+    out = RewardsConfig()
+    if not isinstance(table, dict):
+        problems.append("[rewards]: expected a table")
+        return out
+    for key in sorted(set(table) - {"primary"}):
+        problems.append(f"[rewards].{key}: unknown key (expected primary)")
+    primary = table.get("primary", {})
+    if not isinstance(primary, dict):
+        problems.append('[rewards.primary]: expected a table of task-name = "reward key"')
+        return out
+    for task, key in primary.items():
+        if isinstance(key, str) and key:
+            out.primary[task] = key
+        else:
+            problems.append(f'[rewards.primary]."{task}": expected a key of its reward.json, got {key!r}')
+    return out
+
+
 def load_config(path: Path) -> Config:
     """Reads ``path`` if it exists; a missing file means all defaults."""
     cfg = Config()
@@ -237,9 +265,12 @@ def load_config(path: Path) -> Config:
                 problems.append(f"[endstate].cap_mb: expected a size in MB >= 0, got {cfg.endstate.cap_mb!r}")
         elif section == "ray":
             cfg.ray = RayConfig(**_typed(table, "ray", _RAY_KEYS, problems))
+        elif section == "rewards":
+            cfg.rewards = _rewards(table, problems)
         else:
             problems.append(
-                f"[{section}]: unknown section (expected models, generator, images, band, endstate, ray)"
+                f"[{section}]: unknown section "
+                "(expected models, generator, images, band, endstate, ray, rewards)"
             )
     if problems:
         raise ConfigError(path, problems)

@@ -1,7 +1,7 @@
 """``BandpassError``: the root of every error a front end shows a person (defined in ``store.errors`` so
 the store's errors share it; this is the name the engine and the front ends use)."""
 
-from bandpass.store.errors import BandpassError
+from ...store.errors import BandpassError
 
 
 class InvalidInput(BandpassError, ValueError):

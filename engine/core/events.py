@@ -18,6 +18,11 @@ from typing import Any, TypeVar
 log = logging.getLogger(__name__)
 
 
+#: The batch id prefix of the oracle episodes that learn a version's footprint before its first rollout
+#: (engine/audit/adoption.py); here so the front ends can say what such an episode is for.
+FOOTPRINT_BATCH_PREFIX = "footprint-"
+
+
 @dataclass(frozen=True)
 class Event:
     """Base class. ``episode_id`` is None for events that belong to no episode (generation, builds)."""
@@ -28,9 +33,13 @@ class Event:
 
 @dataclass(frozen=True)
 class EpisodeStarted(Event):
+    """``batch_id`` says what the episode is for: a rollout batch's id, or one starting with
+    :data:`FOOTPRINT_BATCH_PREFIX` for the oracle episode that learns where a version is verified."""
+
     task_name: str = ""
     agent: str = ""
     attempt: int = 0
+    batch_id: str = ""
 
 
 @dataclass(frozen=True)

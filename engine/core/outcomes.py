@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bandpass.engine.core.errors import InvalidInput
+from .errors import InvalidInput
 
 PASSED = "passed"
 FAILED = "failed"
@@ -36,6 +36,9 @@ AGENT_CODES = (
     "artifact_invalid",  # an artifact was a FIFO, device, socket or escaping link (dropped) and it failed
     "endstate_too_large",  # the end state is more than a capture lists within its bounds (endstate.Limits)
     "verifier_timeout",  # the verifier timed out on the agent's artifacts; the oracle's verify well inside
+    # the verifier runs the policy's code (engine/run/observer.py): the reward is not the verifier's
+    "reward_forged",  # a reward file the tests never write, the two disagreeing, or one written after test.sh
+    "verifier_hijacked",  # test.sh stopped or killed, or a pytest session that never finished, yet it paid
 )
 INFRA_CODES = (
     "image_build_failed",
@@ -54,12 +57,17 @@ INFRA_CODES = (
     "orchestrator_failure",
     "agent_crashed",  # an imported Harbor trial whose agent process crashed: Harbor voids its reward
     "cancelled",
-    "unsupported_task",  # a task Bandpass does not run as written (multi-step): refused, never retried
+    "unsupported_task",  # a task Bandpass cannot run as written (a verifier image, privileges): not retried
+    "reward_unscored",  # valid reward files, but no rule picks the scalar: declare a primary reward
+    # a multi-step task's first step could not be prepared (its setup.sh failed) before the policy acted:
+    # the task's or the environment's, never retried (the same script fails again)
+    "env_setup_failed",
 )
 
 #: Infra codes worth another try: the same inputs may well succeed (a build error will not). Not retried:
-#: ``verifier_timeout``/``reward_missing`` (the verifier judges the same end state again, and the clean
-#: room already took the policy out of it), ``oom`` (the same task, the same limit), build and disk errors.
+#: ``verifier_timeout``/``reward_missing``/``reward_unscored`` (the verifier judges the same end state
+#: again, and the clean room already took the policy out of it), ``oom`` (the same task, the same limit),
+#: build and disk errors.
 RETRYABLE_INFRA = frozenset(
     {"env_start_timeout", "container_died", "rate_limited", "policy_unavailable", "daemon_unavailable"}
 )
@@ -185,6 +193,9 @@ SUGGESTED_TAG = {
     "oom": "infra.oom",
     "verifier_timeout": "infra.verifier_crash",
     "reward_missing": "infra.reward_missing",
+    "reward_unscored": "infra.reward_unscored",
+    "reward_forged": "misalignment.reward_hack",
+    "verifier_hijacked": "misalignment.reward_hack",
     "rate_limited": "infra.rate_limited",
     "policy_unavailable": "infra.policy_unavailable",
     "policy_auth": "infra.policy_auth",
@@ -194,6 +205,7 @@ SUGGESTED_TAG = {
     "disk_full": "infra.disk_full",
     "orchestrator_failure": "infra.orchestrator_failure",
     "unsupported_task": "infra.unsupported_task",
+    "env_setup_failed": "infra.env_setup_failed",
     "agent_crashed": "harness.agent_crashed",
     "sandbox_killed": "agent.sandbox_killed",
     "pids_exhausted": "agent.pids_exhausted",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.core.errors import BandpassError
+from .errors import BandpassError
 
 DEFAULT_PATH = Path(__file__).with_name("taxonomy.toml")
 WORKSPACE_FILE = "taxonomy.toml"

@@ -15,8 +15,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bandpass.engine.core.config import Config, load_config
-from bandpass.store.db import connect, migrate, open_engine
+from ...store.db import connect, migrate, open_engine
+from .config import Config, load_config
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine

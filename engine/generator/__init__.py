@@ -9,7 +9,9 @@ bus.
 - :func:`audit_dir` audits a task folder that is not in the workspace.
 """
 
-from bandpass.engine.generator.loop import (
+from ..llm.client import RetryPolicy
+from ..llm.templates import PromptError
+from .loop import (
     DEFAULT_PROMPT,
     BatchResult,
     Budget,
@@ -20,10 +22,9 @@ from bandpass.engine.generator.loop import (
     resolve_api,
     scratch_path,
 )
-from bandpass.engine.generator.prompts import PromptError, available_versions, load_prompt
-from bandpass.engine.generator.report import YieldRow, generation_report
-from bandpass.engine.generator.stage import audit_dir
-from bandpass.engine.llm.client import RetryPolicy
+from .prompts import available_versions, load_prompt
+from .report import YieldRow, generation_report
+from .stage import audit_dir
 
 __all__ = [
     "DEFAULT_PROMPT",

@@ -18,17 +18,17 @@ from typing import Any
 
 import docker
 
-from bandpass.engine.core.events import EventBus, GenerationEvent
-from bandpass.engine.core.redact import Redactor
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.generator.prompts import PromptVersion
-from bandpass.engine.generator.seeds import SeedAxes
-from bandpass.engine.generator.tools import Accepted, Workbench
-from bandpass.engine.llm.client import ApiFailure, Cancelled, MetaClient, WaitPastDeadline
-from bandpass.engine.llm.pricing import PriceTable, Usage
-from bandpass.engine.sandbox.docker_engine import DockerUnavailable
-from bandpass.store import queries
-from bandpass.store.db import session
+from ...store import queries
+from ...store.db import session
+from ..core.events import EventBus, GenerationEvent
+from ..core.redact import Redactor
+from ..core.workspace import Workspace
+from ..llm.client import ApiFailure, Cancelled, MetaClient, WaitPastDeadline
+from ..llm.pricing import PriceTable, Usage
+from ..sandbox.docker_engine import DockerUnavailable
+from .prompts import PromptVersion
+from .seeds import SeedAxes
+from .tools import Accepted, Workbench
 
 log = logging.getLogger(__name__)
 

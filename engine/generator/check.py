@@ -16,13 +16,13 @@ from typing import Any
 
 import anthropic
 
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.llm.client import (
+from ..core.workspace import Workspace
+from ..llm.client import (
     ApiFailure,
     MetaClient,
     RetryPolicy,
 )
-from bandpass.engine.llm.pricing import PriceTable
+from ..llm.pricing import PriceTable
 
 PING_TOOL = {
     "name": "ping",

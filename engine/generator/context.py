@@ -11,11 +11,11 @@ import json
 import random
 from pathlib import Path
 
-from bandpass.engine.calibration.calibrate import band_status, estimates
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.tasks.taskdir import task_files
-from bandpass.store import queries
-from bandpass.store.db import session
+from ...store import queries
+from ...store.db import session
+from ..calibration.calibrate import band_status, estimates
+from ..core.workspace import Workspace
+from ..tasks.taskdir import task_files
 
 _EXAMPLE_FILE_CHARS = 2500
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bandpass.engine.calibration.calibrate import DUPLICATE_THRESHOLD, shingles
+from ..calibration.calibrate import DUPLICATE_THRESHOLD, shingles
 
 DUPLICATE_CODE = "invalidity.duplicate_task"
 

@@ -23,12 +23,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.tasks.importer import import_one
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import Generation, pk
+from ...store import queries
+from ...store.db import session
+from ...store.models import Generation, pk
+from ..core.errors import BandpassError
+from ..core.workspace import Workspace
+from ..tasks.importer import import_one
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def export_generation_sample(ws: Workspace, generation_id: int, dest: Path, *, n
 def read_generation_sample(folder: Path) -> dict[str, Any]:
     path = Path(folder) / "generation.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise GenerationSampleError(f"{path}: unreadable generation sample ({exc})") from exc
     if doc.get("format") != FORMAT:

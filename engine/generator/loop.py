@@ -36,13 +36,15 @@ from typing import Any
 
 import docker
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.events import EventBus
-from bandpass.engine.core.events import bus as default_bus
-from bandpass.engine.core.redact import Redactor
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.generator import context as ctxmod
-from bandpass.engine.generator.attempt import (
+from ..core.errors import BandpassError
+from ..core.events import EventBus
+from ..core.events import bus as default_bus
+from ..core.redact import Redactor
+from ..core.workspace import Workspace
+from ..llm.client import MetaClient, RetryPolicy, is_api_code
+from ..llm.pricing import PriceTable, PriceUnknown
+from . import context as ctxmod
+from .attempt import (
     GENERATIONS_DIR,
     Attempt,
     BatchSpend,
@@ -52,11 +54,9 @@ from bandpass.engine.generator.attempt import (
     GeneratorContext,
     end_for,
 )
-from bandpass.engine.generator.prompts import load_prompt
-from bandpass.engine.generator.seeds import DIFFICULTIES, SeedAxes, load_axes, sample_axes, sample_difficulty
-from bandpass.engine.generator.turns import TurnLoop
-from bandpass.engine.llm.client import MetaClient, RetryPolicy, is_api_code
-from bandpass.engine.llm.pricing import PriceTable, PriceUnknown
+from .prompts import load_prompt
+from .seeds import DIFFICULTIES, SeedAxes, load_axes, sample_axes, sample_difficulty
+from .turns import TurnLoop
 
 log = logging.getLogger(__name__)
 

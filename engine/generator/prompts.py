@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.llm.templates import PromptError, render
+from ..llm.templates import PromptError, render
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts" / "generator"
 #: Tools the engine implements; a tools.json naming another tool is refused at load time.

@@ -18,10 +18,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.llm.client import is_api_code
-from bandpass.store import queries
-from bandpass.store.db import session
+from ...store import queries
+from ...store.db import session
+from ..core.workspace import Workspace
+from ..llm.client import is_api_code
 
 NOT_ATTEMPTS = ("running", "error", "cancelled")
 
@@ -75,7 +75,7 @@ class YieldRow:
 
 def generation_report(ws: Workspace, *, model: str | None = None) -> list[YieldRow]:
     """One row per (prompt version, model), sorted by both."""
-    from bandpass.engine.llm.pricing import PriceTable
+    from ..llm.pricing import PriceTable
 
     prices = PriceTable(ws.root)
     with session(ws.engine) as s:

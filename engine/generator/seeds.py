@@ -13,8 +13,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.generator.prompts import PROMPTS_DIR
+from ..core.errors import BandpassError
+from .prompts import PROMPTS_DIR
 
 AXES_FILE = PROMPTS_DIR / "axes.toml"
 AXES = ("domain", "skill", "complexity", "verifier_kind")

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import docker
 
-from bandpass.engine.audit.task_audit import AuditReport, audit_version
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.events import EventBus
-from bandpass.engine.core.workspace import CONFIG_NAME, Workspace
-from bandpass.engine.run.episode import ensure_image
-from bandpass.engine.tasks.images import BuildResult
-from bandpass.engine.tasks.importer import import_one
-from bandpass.engine.tasks.taskdir import TaskInvalid, TaskSpec, load_task, version_hash
-from bandpass.store import queries
-from bandpass.store.db import session
+from ...store import queries
+from ...store.db import session
+from ..audit.task_audit import AuditReport, audit_version
+from ..core.errors import BandpassError
+from ..core.events import EventBus
+from ..core.workspace import CONFIG_NAME, Workspace
+from ..run.episode import ensure_image
+from ..tasks.images import BuildResult
+from ..tasks.importer import import_one
+from ..tasks.taskdir import TaskInvalid, TaskSpec, load_task, version_hash
 
 
 class StageError(BandpassError, RuntimeError):

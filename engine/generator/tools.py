@@ -16,16 +16,17 @@ from typing import Any
 
 import docker
 
-from bandpass.engine.audit.task_audit import AuditReport
-from bandpass.engine.core.events import EventBus
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.generator.dedup import DUPLICATE_CODE, most_similar
-from bandpass.engine.generator.stage import Staged, StageError, StageWorkspace
-from bandpass.engine.sandbox.container import Sandbox, SandboxError, SandboxSpec
-from bandpass.engine.tasks.images import BuildResult
-from bandpass.engine.tasks.taskdir import IGNORED_NAMES, TaskInvalid, load_task, version_hash
-from bandpass.store import queries
-from bandpass.store.db import session
+from ...store import queries
+from ...store.db import session
+from ..audit.task_audit import AuditReport
+from ..core.events import EventBus
+from ..core.plural import listed
+from ..core.workspace import Workspace
+from ..sandbox.container import Sandbox, SandboxError, SandboxSpec
+from ..tasks.images import BuildResult
+from ..tasks.taskdir import IGNORED_NAMES, TaskInvalid, load_task, version_hash
+from .dedup import DUPLICATE_CODE, most_similar
+from .stage import Staged, StageError, StageWorkspace
 
 MAX_FILE_BYTES = 512 * 1024
 MAX_FILES = 300
@@ -69,7 +70,7 @@ def validate_input(schema: dict[str, Any], value: Any) -> dict[str, Any]:
     unknown = sorted(set(value) - set(props))
     if unknown:
         problems.append(
-            f"unknown field(s) {', '.join(map(repr, unknown))} (expected {', '.join(props) or 'none'})"
+            f"unknown {listed('field', map(repr, unknown))} (expected {', '.join(props) or 'none'})"
         )
     for key, spec in props.items():
         if key not in value:
@@ -124,7 +125,7 @@ class Workbench:
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
-            from bandpass.engine.sandbox.docker_engine import get_client
+            from ..sandbox.docker_engine import get_client
 
             self._client = (self.client_factory or get_client)()
         return self._client
@@ -144,7 +145,8 @@ class Workbench:
         handler = getattr(self, f"tool_{name}", None)
         if handler is None:
             raise ToolError(f"unknown tool {name!r}")
-        return handler(**args)
+        reply: str | Accepted = handler(**args)
+        return reply
 
     # files ---------------------------------------------------------------------------------------------
 
@@ -323,7 +325,7 @@ class Workbench:
         return self._accept(report)
 
     def _accept(self, report: AuditReport) -> Accepted:
-        from bandpass.engine.tasks.importer import import_one
+        from ..tasks.importer import import_one
 
         with ACCEPT_LOCK:
             name, instruction = self._instruction()

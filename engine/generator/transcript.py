@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from bandpass.store.models import Generation
+from ...store.models import Generation
 
 RESULT_PREVIEW_CHARS = 1200
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import docker
 
-from bandpass.engine.generator.attempt import Attempt, End, GeneratorContext
-from bandpass.engine.generator.tools import Accepted, FinalRejection, ToolError, validate_input
-from bandpass.engine.llm.client import TurnReply, cut_line
-from bandpass.engine.sandbox.docker_engine import DockerUnavailable
+from ..llm.client import TurnReply, cut_line
+from ..sandbox.docker_engine import DockerUnavailable
+from .attempt import Attempt, End, GeneratorContext
+from .tools import Accepted, FinalRejection, ToolError, validate_input
 
 log = logging.getLogger(__name__)
 

@@ -48,8 +48,8 @@ except ImportError:  # pragma: no cover - an older SDK on plain httpx
     _PROTOCOL = (httpx.RemoteProtocolError,)
     _CONNECT = (httpx.ConnectError,)
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.llm.pricing import Usage
+from ..core.errors import BandpassError
+from .pricing import Usage
 
 #: Retryable API conditions → the infra code recorded if retries run out.
 RATE_LIMITED = "infra.rate_limited"

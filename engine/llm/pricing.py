@@ -22,7 +22,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from bandpass.engine.core.errors import BandpassError
+from ..core.errors import BandpassError
 
 PRICES_FILE = Path(__file__).with_name("prices.toml")
 WORKSPACE_PRICES = "generator-prices.toml"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from bandpass.engine.core.errors import BandpassError
+from ..core.errors import BandpassError
 
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 

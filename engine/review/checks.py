@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bandpass.engine.review.signatures import normalise_line
-from bandpass.engine.review.text import strip_controls
+from .signatures import normalise_line
+from .text import strip_controls
 
 
 @dataclass(frozen=True)

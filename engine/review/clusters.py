@@ -5,11 +5,12 @@ Episodes with no diagnosis yet are diagnosed first (once), so a cluster never hi
 
 from __future__ import annotations
 
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.diagnosis import is_probe
-from bandpass.engine.review.signatures import Cluster, ClusterMember, clusters
-from bandpass.store.db import session
-from bandpass.store.queries import diagnoses as dq
+from ...store.db import session
+from ...store.queries import diagnoses as dq
+from ..core.outcomes import suggested_tag
+from ..core.workspace import Workspace
+from .diagnosis import is_probe
+from .signatures import Cluster, ClusterMember, clusters
 
 
 def load_clusters(ws: Workspace, *, task: str | None = None, include_probes: bool = False) -> list[Cluster]:
@@ -17,7 +18,7 @@ def load_clusters(ws: Workspace, *, task: str | None = None, include_probes: boo
         rows = dq.failure_rows(s, task=task)
     missing = [r.episode_id for r in rows if not r.signature]
     if missing:
-        from bandpass.engine.review.diagnoser import diagnose_episodes
+        from .diagnoser import diagnose_episodes
 
         diagnose_episodes(ws, missing)
         with session(ws.engine) as s:
@@ -26,7 +27,16 @@ def load_clusters(ws: Workspace, *, task: str | None = None, include_probes: boo
         (
             r.signature,
             ClusterMember(
-                r.episode_id, r.task, r.agent, r.batch_id, r.outcome, r.code, r.confidence, r.summary
+                r.episode_id,
+                r.task,
+                r.agent,
+                r.batch_id,
+                r.outcome,
+                r.code,
+                r.confidence,
+                r.summary,
+                suggestion=r.tag or suggested_tag(r.outcome),
+                reward=r.reward,
             ),
         )
         for r in rows

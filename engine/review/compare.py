@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
 
-from bandpass.engine.review.text import strip_controls
+from .text import strip_controls
 
 KEYSTROKES, OBSERVATION, ONLY_LEFT, ONLY_RIGHT = "keystrokes", "observation", "only_left", "only_right"
 

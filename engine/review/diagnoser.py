@@ -12,19 +12,20 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.checks import check_names
-from bandpass.engine.review.diagnosis import Diagnosis, EpisodeFacts, StepFacts, diagnose
-from bandpass.engine.review.signatures import signature
-from bandpass.engine.run.verifier_reports import load_reports
-from bandpass.store.db import session
-from bandpass.store.queries import diagnoses as dq
+from ...store.db import session
+from ...store.queries import diagnoses as dq
+from ..core.workspace import Workspace
+from ..run.verifier_reports import load_reports
+from .checks import check_names
+from .diagnosis import Diagnosis, EpisodeFacts, StepFacts, TaskStepFacts, diagnose
+from .signatures import signature
 
 log = logging.getLogger(__name__)
 
 
-def _steps(rows: Sequence[tuple]) -> list[StepFacts]:
+def _steps(rows: Sequence[tuple[Any, ...]]) -> list[StepFacts]:
     out = []
     for index, marker_time, action_json, observation, cuts_json, raw_reply in rows:
         try:
@@ -48,12 +49,28 @@ def _steps(rows: Sequence[tuple]) -> list[StepFacts]:
     return out
 
 
-def _json_list(text: str | None) -> list[dict]:
+def _json_list(text: str | None) -> list[dict[str, Any]]:
     try:
         v = json.loads(text or "[]")
     except ValueError:
         return []
     return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
+def _task_steps(rows: Sequence[tuple[Any, ...]]) -> list[TaskStepFacts]:
+    return [
+        TaskStepFacts(
+            int(pos),
+            str(name),
+            str(outcome),
+            reward,
+            float(marker or 0.0),
+            out or "",
+            bool(counted),
+            detail or "",
+        )
+        for pos, name, outcome, reward, marker, out, counted, detail in rows
+    ]
 
 
 def facts_of(ws: Workspace, row: dq.DiagnosisInput) -> EpisodeFacts:
@@ -76,10 +93,11 @@ def facts_of(ws: Workspace, row: dq.DiagnosisInput) -> EpisodeFacts:
         # "captured, and the policy changed nothing"
         changes=_json_list(row.changes_json) if row.changes_json is not None else None,
         guard_findings=_json_list(row.findings_json),
+        task_steps=_task_steps(row.task_steps),
     )
 
 
-def _row(d: Diagnosis, version_hash: str, outcome: str) -> dict:
+def _row(d: Diagnosis, version_hash: str, outcome: str) -> dq.DiagnosisRow:
     return {
         "episode_id": d.episode_id,
         "code": d.code,
@@ -97,7 +115,7 @@ def diagnose_episodes(
     ws: Workspace, episode_ids: Sequence[int] | None = None, *, missing_only: bool = False
 ) -> int:
     """Diagnoses (again) the given finished episodes, or all of them; returns how many were written."""
-    from bandpass.engine.review.diagnosis import RULES_VERSION
+    from .diagnosis import RULES_VERSION
 
     with session(ws.engine) as s:
         ids = (

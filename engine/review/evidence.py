@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.outcomes import counted_reward, reward_label
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.diagnosis import is_probe
-from bandpass.engine.review.text import strip_controls
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.queries import diagnoses as dq
+from ...store import queries
+from ...store.db import session
+from ...store.queries import diagnoses as dq
+from ...store.queries import task_steps as task_steps_store
+from ..core.errors import BandpassError
+from ..core.outcomes import counted_reward, reward_label
+from ..core.workspace import Workspace
+from .diagnosis import is_probe
+from .text import strip_controls
 
 VERIFIER_TAIL_LINES = 60
 
@@ -83,11 +84,12 @@ def episode_record(ws: Workspace, episode_id: int, *, diagnose_if_missing: bool 
         version = queries.get_version(s, ep.task_version_id)
         task = queries.episode_task_name(s, episode_id)
         steps = queries.steps(s, episode_id)
+        task_steps = task_steps_store.task_steps(s, episode_id)
         tags = queries.tags_for_episode(s, episode_id, include_cleared=True)
         diag = dq.get_diagnosis(s, episode_id)
         audit = queries.latest_audit(s, ep.task_version_id)
     if diag is None and diagnose_if_missing and ep.status == "done":
-        from bandpass.engine.review.diagnoser import diagnose_one
+        from .diagnoser import diagnose_one
 
         diagnose_one(ws, episode_id)
         with session(ws.engine) as s:
@@ -111,6 +113,9 @@ def episode_record(ws: Workspace, episode_id: int, *, diagnose_if_missing: bool 
         # the reward it counts for (engine.core.outcomes.counted_reward); the verifier's own, evidence
         "reward": counted_reward(ep.outcome, ep.reward),
         "verifier_reward": ep.reward,
+        # every key of the verifier's reward.json (Harbor's rewards), and how the reward was read
+        "rewards": queries.episode_rewards(ep),
+        "verifier": _json_dict(ep.verifier_json),
         "detail": strip_controls(ep.error or ""),
         "retries": ep.retries,
         "tries": tries_of(strip_controls(ep.error or "")),
@@ -122,6 +127,22 @@ def episode_record(ws: Workspace, episode_id: int, *, diagnose_if_missing: bool 
             "duration_s": round(duration, 3) if duration is not None else None,
         },
         "steps": [_step_dict(st) for st in steps],
+        # a multi-step task's steps ([[steps]]), each with its own verifier's result (store/task_steps.py)
+        "task_steps": [
+            {
+                "position": t.position,
+                "name": t.name,
+                "outcome": t.outcome,
+                "reward": t.reward,
+                "rewards": json.loads(t.rewards_json or "{}"),
+                "counted": t.counted,
+                "detail": strip_controls(t.detail),
+                "time": round(t.marker_time, 3),
+                "verify_mode": t.verify_mode,
+                "verifier_cast": t.verifier_cast,
+            }
+            for t in task_steps
+        ],
         "failing_checks": json.loads(diag.checks_json) if diag else [],
         "diagnosis": (
             {
@@ -157,6 +178,54 @@ def episode_record(ws: Workspace, episode_id: int, *, diagnose_if_missing: bool 
     return record
 
 
+def _json_dict(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def rewards_line(record: dict[str, Any]) -> str:
+    """The reward's components in one line, when there is more than the one scalar: ``rewards:
+    correctness=1 performance=0.5 · scored by reward.json "correctness" (the declared primary reward)``."""
+    comps = record.get("rewards") or {}
+    if not comps or list(comps) == ["reward"]:
+        return ""
+    reading = (record.get("verifier") or {}).get("reading") or {}
+    how = f" · scored by {reading['source']}" if reading.get("source") else ""
+    if reading.get("unscored"):
+        how = " · no score: " + str(reading.get("problem") or "")[:160]
+    return "rewards: " + " ".join(f"{k}={v:g}" for k, v in comps.items()) + how
+
+
+def verifier_line(record: dict[str, Any]) -> str:
+    """What the verifier's observer saw, in one line (``bandpass show``): test.sh's exit status, the pytest
+    sessions, the processes alive when test.sh exited (engine/run/observer.py)."""
+    ev = record.get("verifier") or {}
+    obs = ev.get("observer")
+    if not obs:
+        return ""
+    parts = [
+        f"test.sh exit {obs.get('exit_status')}" + (" (stopped by a signal)" if obs.get("stopped") else "")
+    ]
+    for sess in obs.get("pytest_sessions") or []:
+        state = "finished" if sess.get("finished") else "never finished"
+        parts.append(
+            f"pytest pid {sess.get('pid')}: {sess.get('started_tests', 0)} of {sess.get('collected')} tests "
+            f"started, {state}" + (f" (status {sess['status']})" if sess.get("status") is not None else "")
+        )
+    alive = obs.get("alive") or []
+    if alive:
+        shown = "; ".join(
+            f"{a['pid']} {'new' if a.get('new') else 'old'} {a.get('cmd', '')[:60]}" for a in alive[:3]
+        )
+        parts.append(f"alive at its exit: {shown}" + (f" … {len(alive) - 3} more" if len(alive) > 3 else ""))
+    if obs.get("late_writes"):
+        parts.append("written after its exit: " + ", ".join(obs["late_writes"]))
+    return "verifier: " + " · ".join(parts)
+
+
 def why_lines(record: dict[str, Any], *, checks: int = 5, evidence: int = 4) -> list[str]:
     """Why the episode ended, in a few plain lines (Replay header, tag queue detail, ``show``)."""
     lines = []
@@ -168,6 +237,8 @@ def why_lines(record: dict[str, Any], *, checks: int = 5, evidence: int = 4) -> 
         else ""
     )
     lines.append(f"outcome {record['outcome'] or record['status']}{reward}{retries}")
+    if comps := rewards_line(record):
+        lines.append(comps)
     for t in record.get("tries", []):
         lines.append(f"  try {t['try']}: {t['outcome']}: {t['error']}")
     detail = [

@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.sandbox.asciicast import Cast, CastEvent, EventLog
-from bandpass.engine.sandbox.emulator import Screen, ScreenSnapshot, SnapshotError
+from ..core.errors import BandpassError
+from ..sandbox.asciicast import Cast, CastEvent, EventLog
+from ..sandbox.emulator import Screen, ScreenSnapshot, SnapshotError
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.workspace import Workspace
+    from ..core.workspace import Workspace
 
 #: Output characters between two keyframes. At ~2-5 MB/s ingest this bounds the replay a seek does to
 #: ~15-30 ms, and a 20 MB cast holds ~320 keyframes of a few tens of KB each.
@@ -579,7 +579,7 @@ def time_of_text(index: KeyframeIndex, text: str) -> float | None:
     ignored) has been printed, or None when the cast never prints it. Why: a diagnosis cites the
     verifier's failing check by its output line, not by a time (the verifier has no step markers);
     Replay's ``e`` seeks the verifier's terminal to where that line appears."""
-    from bandpass.engine.review.text import strip_controls
+    from .text import strip_controls
 
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
@@ -596,6 +596,23 @@ def time_of_text(index: KeyframeIndex, text: str) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class TaskStepView:
+    """One task step of a multi-step episode (Harbor's ``[[steps]]``): where its marker is in the agent's
+    cast (``task step N/M: name``) and what its own verifier said."""
+
+    position: int
+    name: str
+    outcome: str
+    reward: float | None
+    marker_time: float
+    verifier_cast: Path | None = None
+
+    def label(self, total: int) -> str:
+        reward = "" if self.reward is None else f" {self.reward:g}"
+        return f"task step {self.position + 1}/{total} {self.name}: {self.outcome}{reward}"
+
+
 @dataclass
 class ReplaySource:
     """An episode's recordings and evidence, or a bare cast file (then only ``agent_cast`` is set)."""
@@ -609,6 +626,14 @@ class ReplaySource:
     verifier_output: str = ""
     steps: list[StepView] = field(default_factory=list)
     attribution: str = ""  # who ended the sandbox (engine/sandbox/attribution/), "" when nobody did
+    #: A multi-step task's steps (their markers sit beside the policy's ``step K`` markers); [] otherwise
+    task_steps: list[TaskStepView] = field(default_factory=list)
+
+    def task_step_at(self, t: float) -> TaskStepView | None:
+        """The task step running at agent-cast time ``t`` (the last one whose marker is at or before it)."""
+        ran = [ts for ts in self.task_steps if ts.outcome != "skipped"]
+        k = bisect.bisect_right([ts.marker_time for ts in ran], t) - 1
+        return ran[k] if k >= 0 else None
 
     def step_at(self, t: float) -> StepView | None:
         """The step whose marker is the last one at or before cast time ``t``."""
@@ -674,8 +699,8 @@ def load_source(ws: Workspace | None, ref: str | int | Path) -> ReplaySource:
         return ReplaySource(title=path.name, agent_cast=path)
     if ws is None:
         raise ReplaySourceError(f"episode {ref}: no workspace to look it up in")
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ...store import queries
+    from ...store.db import session
 
     eid = int(str(ref))
     with session(ws.engine) as s:
@@ -684,7 +709,10 @@ def load_source(ws: Workspace | None, ref: str | int | Path) -> ReplaySource:
             raise ReplaySourceError(f"episode {eid} does not exist in {ws.root}")
         name = queries.episode_task_name(s, eid)
         rows = queries.steps(s, eid)
-    from bandpass.engine.sandbox.attribution import summary as attribution_line
+        from ...store.queries import task_steps as task_steps_store
+
+        task_rows = task_steps_store.task_steps(s, eid)
+    from ..sandbox.attribution import summary as attribution_line
 
     why = attribution_line(ep.evidence_json)
     by = f" (by {why.split(':', 1)[0]})" if why else ""
@@ -698,4 +726,15 @@ def load_source(ws: Workspace | None, ref: str | int | Path) -> ReplaySource:
         reward=ep.reward,
         verifier_output=ep.verifier_output,
         steps=sorted((_step_view(r) for r in rows), key=lambda v: (v.marker_time, v.index)),
+        task_steps=[
+            TaskStepView(
+                position=t.position,
+                name=t.name,
+                outcome=t.outcome,
+                reward=t.reward,
+                marker_time=t.marker_time,
+                verifier_cast=ws.abs(t.verifier_cast) if t.verifier_cast else None,
+            )
+            for t in task_rows
+        ],
     )

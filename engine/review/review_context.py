@@ -20,13 +20,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bandpass.engine.core.errors import InvalidInput
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.tagging import failing_tests
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import Episode, Step
-from bandpass.store.queries import reviews as rq
+from ...store import queries
+from ...store.db import session
+from ...store.models import Episode, Step
+from ...store.queries import reviews as rq
+from ..core.errors import InvalidInput
+from ..core.workspace import Workspace
+from .tagging import failing_tests
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -30,12 +30,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.agreement import NONE, Agreement, agreement
-from bandpass.engine.review.review_validation import review_code
-from bandpass.store.db import session
-from bandpass.store.models import ReviewSuggestion
-from bandpass.store.queries import reviews as rq
+from ...store.db import session
+from ...store.models import ReviewSuggestion
+from ...store.queries import reviews as rq
+from ..core.plural import counted
+from ..core.workspace import Workspace
+from .agreement import NONE, Agreement, agreement
+from .review_validation import review_code
 
 
 @dataclass
@@ -241,7 +242,7 @@ def render_review_report(report: ReviewReport) -> Group:
         if f.kind == "diagnosis" and f.curated_not_diagnosed:
             parts.append(
                 Text(
-                    f"{f.name}: {f.curated_not_diagnosed} curated episode(s) not diagnosed yet "
+                    f"{f.name}: {counted(f.curated_not_diagnosed, 'curated episode')} not diagnosed yet "
                     "(bandpass diagnose --all), not in its n",
                     style="yellow",
                 )
@@ -262,6 +263,8 @@ def render_review_report(report: ReviewReport) -> Group:
             extra = ", ".join(f"{k} {v}" for k, v in sorted(f.by_status.items()))
             note = f"{f.name}: reviews by status: {extra}"
             if f.cost_unknown_reviews:
-                note += f"; cost unknown for {f.cost_unknown_reviews} review(s) (no price for the model)"
+                note += (
+                    f"; cost unknown for {counted(f.cost_unknown_reviews, 'review')} (no price for the model)"
+                )
             parts.append(Text(note, style="yellow"))
     return Group(*parts)

@@ -15,15 +15,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.clusters import load_clusters
-from bandpass.engine.review.review_validation import review_code
-from bandpass.engine.review.signatures import Cluster, matches
-from bandpass.engine.review.tagging import load_queue
-from bandpass.store.db import session
-from bandpass.store.models import pk
-from bandpass.store.queries import reviews as rq
+from ...store.db import session
+from ...store.models import pk
+from ...store.queries import reviews as rq
+from ..core.errors import BandpassError
+from ..core.workspace import Workspace
+from .clusters import load_clusters
+from .review_validation import review_code
+from .signatures import Cluster, matches
+from .tagging import load_queue
 
 
 def failure_clusters(

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.review_validation import review_code
-from bandpass.store.db import session
-from bandpass.store.queries import reviews as rq
+from ...store.db import session
+from ...store.queries import reviews as rq
+from ..core.workspace import Workspace
+from .review_validation import review_code
 
 
 def latest_review_summary(ws: Workspace, episode_id: int) -> dict[str, Any] | None:

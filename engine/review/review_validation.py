@@ -18,8 +18,8 @@ from typing import Any
 
 import jsonschema
 
-from bandpass.engine.core.taxonomy import Taxonomy, TaxonomyError
-from bandpass.engine.review.review_context import EpisodeContext, normalise
+from ..core.taxonomy import Taxonomy, TaxonomyError
+from .review_context import EpisodeContext, normalise
 
 VERDICTS = ("true_pass", "false_pass", "true_fail", "false_fail", "infra")
 NO_CODE = "none"

@@ -25,23 +25,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.taxonomy import Taxonomy, load_taxonomy
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.llm.client import ApiFailure, Cancelled, MetaClient, RetryPolicy, TurnReply
-from bandpass.engine.llm.pricing import PriceTable, PriceUnknown, Usage
-from bandpass.engine.review.review_context import build_episode_context
-from bandpass.engine.review.review_validation import CheckedAnswer, check_answer, review_code, schema_problems
-from bandpass.engine.review.reviewer_prompts import (
+from ...store.db import session
+from ...store.models import FailureTag, ReviewSuggestion
+from ...store.queries import reviews as rq
+from ..core.errors import BandpassError
+from ..core.plural import listed
+from ..core.taxonomy import Taxonomy, load_taxonomy
+from ..core.workspace import Workspace
+from ..llm.client import ApiFailure, Cancelled, MetaClient, RetryPolicy, TurnReply
+from ..llm.pricing import PriceTable, PriceUnknown, Usage
+from .review_context import build_episode_context
+from .review_validation import CheckedAnswer, check_answer, review_code, schema_problems
+from .reviewer_prompts import (
     DEFAULT_VERSION,
     SUBMIT_TOOL,
     ReviewerPrompt,
     load_reviewer_prompt,
 )
-from bandpass.engine.review.tagging import Tagger
-from bandpass.store.db import session
-from bandpass.store.models import FailureTag, ReviewSuggestion
-from bandpass.store.queries import reviews as rq
+from .tagging import Tagger
 
 
 class ReviewError(BandpassError, RuntimeError):
@@ -320,9 +321,7 @@ def review_episodes(
         finished = {r.episode.id for r in rq.finished_episodes(s)}
     bad = [e for e in ids if e not in finished]
     if bad:
-        raise ReviewError(
-            f"not finished or not existing, nothing to review: episode(s) {', '.join(map(str, bad))}"
-        )
+        raise ReviewError(f"not finished or not existing, nothing to review: {listed('episode', bad)}")
     if not again:
         with session(ws.engine) as s:
             done = {

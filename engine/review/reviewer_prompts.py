@@ -14,8 +14,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.llm.templates import PromptError, render
-from bandpass.engine.review.review_context import ContextLimits
+from ..llm.templates import PromptError, render
+from .review_context import ContextLimits
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts" / "reviewer"
 DEFAULT_VERSION = "v1"

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.search_index import decode_lines, facet, outcome_class
-from bandpass.engine.review.search_query import Matcher, QueryError
-from bandpass.engine.review.transcript import INSIDE, KINDS, TYPED, Line, iter_matches
-from bandpass.store.db import session
-from bandpass.store.queries import search as sq
+from ...store.db import session
+from ...store.queries import search as sq
+from ..core.workspace import Workspace
+from .search_index import decode_lines, facet, outcome_class
+from .search_query import Matcher, QueryError
+from .transcript import INSIDE, KINDS, TYPED, Line, iter_matches
 
 #: Up to this many matching documents are ranked by bm25; above it, the newest come first (module doc).
 RANK_ALL = 5000

@@ -27,13 +27,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from bandpass.engine.core.events import EpisodeFinished, Event, EventBus
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.search_query import index_text
-from bandpass.engine.review.transcript import TRANSCRIPT_VERSION, Line, output_transcript, transcript
-from bandpass.engine.sandbox.asciicast import CastError, read_cast
-from bandpass.store.db import session
-from bandpass.store.queries import search as sq
+from ...store.db import session
+from ...store.queries import search as sq
+from ..core.events import EpisodeFinished, Event, EventBus
+from ..core.workspace import Workspace
+from ..sandbox.asciicast import CastError, read_cast
+from .search_query import index_text
+from .transcript import TRANSCRIPT_VERSION, Line, output_transcript, transcript
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def encode_lines(lines: Sequence[Line]) -> str:
 
 def decode_lines(body: str, lines_json: str) -> list[Line]:
     """The lines of a stored document (display text, without the index's symbol tokens)."""
-    from bandpass.engine.review.search_query import display_text
+    from .search_query import display_text
 
     meta = json.loads(lines_json)
     texts = body.split("\n") if body else []

@@ -7,7 +7,7 @@ Why our own parser in front of FTS5: FTS5's syntax rejects most of what a curato
 Here every bare word is split into the tokens FTS5 would make of it and searched as a phrase, so
 ``/app/kv.ini`` means the path, and a mistake is one line saying where and what was expected.
 
-Syntax (documented in README, "Search"):
+Syntax (documented in docs/guide/search.md):
 
 - ``word`` — a word anywhere on the line (case and accents ignored); ``kv.ini`` or ``/app/kv.ini`` — those
   words next to each other;
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Union
 
-from bandpass.engine.core.errors import BandpassError
+from ..core.errors import BandpassError
 
 #: Marks a symbol-word token in the index text (a private-use character, which FTS5's unicode61 tokenizer
 #: keeps inside tokens and no terminal output contains): ``>>>`` is indexed as ``>>> \ue000x3e3e3e``.

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .tag_choice import Candidate, ClusterVerdict, cluster_verdict, strongest
+
 _HEX = re.compile(r"\b(?:0x[0-9a-f]+|[0-9a-f]{8,})\b", re.IGNORECASE)
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 _TMP = re.compile(r"/tmp/[\w.-]+")
@@ -76,6 +78,20 @@ class ClusterMember:
     code: str
     confidence: float
     summary: str
+    suggestion: str | None = None  # the diagnosis's tag, else the outcome code's (as the queue's)
+    reward: float | None = None  # the verifier's
+
+    @property
+    def candidate(self) -> Candidate:
+        return Candidate(
+            self.episode_id,
+            self.outcome,
+            self.reward,
+            self.suggestion,
+            self.code,
+            self.confidence,
+            self.summary,
+        )
 
 
 @dataclass
@@ -83,8 +99,9 @@ class Cluster:
     signature: str
     task: str
     outcome: str
-    code: str  # the diagnosis code most members share
+    code: str  # the strongest evidence's diagnosis code (tag_choice.cluster_verdict)
     members: list[ClusterMember] = field(default_factory=list)
+    verdict: ClusterVerdict | None = None
 
     @property
     def id(self) -> str:
@@ -104,8 +121,14 @@ class Cluster:
 
     @property
     def representative(self) -> ClusterMember:
-        """The member whose diagnosis is most confident (ties: the oldest): the one to replay first."""
-        return max(self.members, key=lambda m: (m.confidence, -m.episode_id))
+        """The member with the strongest evidence (then the most confident, then the oldest): the one to
+        replay first, whose diagnosis names the cluster."""
+        top = strongest(m.candidate for m in self.members)
+        return next(m for m in self.members if top is not None and m.episode_id == top.episode_id)
+
+    @property
+    def suggestion(self) -> str | None:
+        return self.verdict.suggestion if self.verdict else None
 
     def as_dict(self, *, members: bool = True) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -115,6 +138,8 @@ class Cluster:
             "task": self.task,
             "outcome": self.outcome,
             "diagnosis": self.code,
+            "suggestion": self.suggestion,
+            "agreeing": self.verdict.agreeing if self.verdict else self.size,
             "representative": self.representative.episode_id,
             "summary": self.representative.summary,
             "failing_checks": list(self.failing),
@@ -133,12 +158,9 @@ def clusters(members: Iterable[tuple[str, ClusterMember]]) -> list[Cluster]:
             c = by[sig] = Cluster(sig, m.task, m.outcome, m.code)
         c.members.append(m)
     for c in by.values():
-        codes: dict[str, int] = {}
-        for m in c.members:
-            codes[m.code] = codes.get(m.code, 0) + 1
-        # most members' code; a tie goes to the representative's (the episode the curator replays first),
-        # never to whichever code sorts last
-        top = max(codes.values())
-        rep = c.representative.code
-        c.code = rep if codes.get(rep) == top else max(k for k, v in codes.items() if v == top)
+        # the strongest evidence among the members names the cluster (a forgery among eleven plain
+        # failures makes a reward_hack cluster, never a "genuine negative example"): one function for the
+        # TUI, the CLI and the JSON
+        c.verdict = cluster_verdict([m.candidate for m in c.members])
+        c.code = c.verdict.diagnosis
     return sorted(by.values(), key=lambda c: (-c.size, c.task, c.signature))

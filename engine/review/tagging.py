@@ -19,20 +19,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.outcomes import suggested_tag
-from bandpass.engine.core.taxonomy import Taxonomy, TaxonomyError, load_taxonomy
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.checks import check_names, failed_checks
-from bandpass.engine.review.diagnosis import is_probe
-from bandpass.engine.review.signatures import matches
-from bandpass.engine.sandbox.attribution import facts as attribution_facts
-from bandpass.engine.sandbox.attribution import summary as attribution_line
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import FailureTag, pk
-from bandpass.store.queries import diagnoses as dq
+from ...store import queries
+from ...store.db import session
+from ...store.models import FailureTag, pk
+from ...store.queries import diagnoses as dq
+from ..core import outcomes
+from ..core.errors import BandpassError
+from ..core.outcomes import suggested_tag
+from ..core.taxonomy import Taxonomy, TaxonomyError, load_taxonomy
+from ..core.workspace import Workspace
+from ..sandbox.attribution import facts as attribution_facts
+from ..sandbox.attribution import summary as attribution_line
+from .checks import check_names, failed_checks
+from .diagnosis import is_probe
+from .signatures import matches
+from .tag_choice import Candidate, TagPlan, plan, refusal
 
 
 class TagError(BandpassError, ValueError):
@@ -80,6 +81,19 @@ class QueueItem:
     signature: str = ""  # failure signature (engine/review/signatures.py)
     attribution: str = ""  # who ended the sandbox, one line (engine/sandbox/attribution/); "" if nobody
     attribution_facts: str = ""  # its evidence in one line: exit code, OOMKilled, the engine's events
+
+    @property
+    def candidate(self) -> Candidate:
+        """The item as the tag-choice model sees it (engine/review/tag_choice.py)."""
+        return Candidate(
+            self.episode_id,
+            self.outcome,
+            self.reward,
+            self.suggestion,
+            self.diagnosis,
+            self.confidence,
+            self.summary,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -142,7 +156,7 @@ def load_queue(
         rows = dq.queue_rows(s)
     missing = [r.episode_id for r in rows if r.code is None]
     if missing:
-        from bandpass.engine.review.diagnoser import diagnose_episodes
+        from .diagnoser import diagnose_episodes
 
         diagnose_episodes(ws, missing)
         with session(ws.engine) as s:
@@ -198,6 +212,37 @@ def similar(items: list[QueueItem], item: QueueItem) -> list[QueueItem]:
     return [i for i in items if key(i) == k]
 
 
+def load_candidates(ws: Workspace, episode_ids: Iterable[int]) -> list[Candidate]:
+    """The episodes as the tag-choice model sees them, in the order given; one that does not exist raises
+    ``TagError``."""
+    ids = list(dict.fromkeys(episode_ids))
+    with session(ws.engine) as s:
+        diag = dq.diagnoses_for(s, ids)
+        out = []
+        for eid in ids:
+            ep = queries.get_episode(s, eid)
+            if ep is None:
+                raise TagError(f"episode {eid} does not exist")
+            code, tag, confidence, summary, _ = diag.get(eid, ("", "", 0.0, "", ""))
+            out.append(
+                Candidate(
+                    eid,
+                    ep.outcome or "",
+                    ep.reward,
+                    tag or suggested_tag(ep.outcome or ""),
+                    code or "",
+                    confidence or 0.0,
+                    summary or "",
+                )
+            )
+    return out
+
+
+def plan_for(ws: Workspace, episode_ids: Iterable[int]) -> TagPlan:
+    """The tag dialog's model for these episodes (engine/review/tag_choice.py)."""
+    return plan(load_candidates(ws, episode_ids))
+
+
 @dataclass
 class _Op:
     kind: str  # tagged | cleared | restored | state
@@ -234,18 +279,27 @@ class Tagger:
         Idempotent per episode and code: an episode that already carries ``code`` (uncleared) keeps its
         tag and gets no second one — counts, clusters and the agreement report would otherwise count it
         twice. Returns each episode's tag with that code, new or existing; ``last_added`` says how many
-        are new (0: nothing changed, and nothing was added to the undo stack)."""
+        are new (0: nothing changed, and nothing was added to the undo stack). Refuses (``TagError``, every
+        episode untouched) a failure class on a passed episode and the valid failure on a forged or voided
+        reward (``tag_choice.refusal``)."""
         ids = [episode_ids] if isinstance(episode_ids, int) else list(dict.fromkeys(episode_ids))
         if not ids:
             raise TagError("no episodes selected")
         tag_class, subclass = self.validate(code)
         blocking = self.taxonomy.is_blocking(tag_class)
+        refused = [
+            f"episode {c.episode_id} {why}"
+            if why.startswith("passed")
+            else f"episode {c.episode_id} is {why}"
+            for c in load_candidates(self.ws, ids)
+            if (why := refusal(code, c))
+        ]
+        if refused:
+            more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
+            raise TagError("; ".join(refused[:3]) + more)
         made: list[FailureTag] = []
         out: list[FailureTag] = []
         with session(self.ws.engine) as s:
-            for eid in ids:
-                if queries.get_episode(s, eid) is None:
-                    raise TagError(f"episode {eid} does not exist")
             for eid in ids:
                 have = [
                     t

@@ -25,11 +25,11 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bandpass.engine.review.replay import KeyframeIndex, apply_events, step_of_label
-from bandpass.engine.review.search_query import Matcher
-from bandpass.engine.sandbox.asciicast import Cast, CastEvent
-from bandpass.engine.sandbox.emulator import Screen
-from bandpass.engine.sandbox.screen_text import TextScreen
+from ..sandbox.asciicast import Cast, CastEvent
+from ..sandbox.emulator import Screen
+from ..sandbox.screen_text import TextScreen
+from .replay import KeyframeIndex, apply_events, step_of_label
+from .search_query import Matcher
 
 #: Bump when what a transcript holds changes: every indexed episode is then indexed again.
 TRANSCRIPT_VERSION = 1

@@ -44,10 +44,10 @@ from typing import IO, Any
 
 import docker
 
-from bandpass.engine.run.endstate import DELETED, Change
-from bandpass.engine.run.guard import Finding
-from bandpass.engine.sandbox.chunk_reader import ChunkReader
-from bandpass.engine.tasks.artifacts import under
+from ..sandbox.chunk_reader import ChunkReader
+from ..tasks.artifacts import under
+from .endstate import DELETED, Change
+from .guard import Finding
 
 #: The finding rule of an artifact that did not cross (never a guard rule: it is not about tampering).
 DROPPED = "artifact_dropped"
@@ -176,12 +176,14 @@ def build(
     tests: Path | None = None,
     logs_dir: str = "",
     carry_bytes: int = CARRY_BYTES,
+    extra: Callable[[tarfile.TarFile], None] | None = None,
 ) -> IO[bytes]:
     """The tar the fresh container gets (rewound); artifacts whose content cannot be had are moved from
     ``carry.put`` to ``carry.dropped``. ``tests`` (the task's ``tests/``, copied to ``/tests``) and an empty
-    ``logs_dir`` ride in the same archive: one round trip prepares the verifier (the clean room is ours,
-    nothing to reset first). What is fetched from the agent's container is at most ``carry_bytes`` in
-    all: a file past what is left is dropped (its size and allocated bytes named), never read."""
+    ``logs_dir`` ride in the same archive, and whatever ``extra`` adds (the verifier's kit,
+    engine/run/observer.py): one round trip prepares the verifier (the clean room is ours, nothing to
+    reset first). What is fetched from the agent's container is at most ``carry_bytes`` in all: a file
+    past what is left is dropped (its size and allocated bytes named), never read."""
     out = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - returned to the caller
     members = _members(archive)
     kept: list[Change] = []
@@ -232,12 +234,14 @@ def build(
                     carried.add(c.path)
                 kept.append(c)
             if tests is not None:
-                _add_tree(tar, tests, "tests")
+                add_tree(tar, tests, "tests")
             if logs_dir:
                 for part in _prefixes(logs_dir.strip("/")):
                     info = tarfile.TarInfo(part)
                     info.type, info.mode = tarfile.DIRTYPE, 0o755
                     tar.addfile(info)
+            if extra is not None:
+                extra(tar)
     carry.put = kept
     out.seek(0)
     return out
@@ -264,7 +268,7 @@ def _prefixes(rel: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _add_tree(tar: tarfile.TarFile, host_dir: Path, prefix: str) -> None:
+def add_tree(tar: tarfile.TarFile, host_dir: Path, prefix: str) -> None:
     """A host directory's contents under ``prefix``, owned by root (as ``Sandbox.put_dir`` copies it)."""
     info = tarfile.TarInfo(prefix)
     info.type, info.mode = tarfile.DIRTYPE, 0o755
@@ -329,4 +333,4 @@ def apply(sandbox: Any, carry: Carry, data: IO[bytes]) -> None:
             raise RuntimeError("the engine refused the artifacts")
 
 
-__all__ = ["CARRY_BYTES", "DROPPED", "Carry", "apply", "build", "fetcher", "plan"]
+__all__ = ["CARRY_BYTES", "DROPPED", "Carry", "add_tree", "apply", "build", "fetcher", "plan"]

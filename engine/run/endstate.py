@@ -45,12 +45,12 @@ from typing import Any
 
 import docker
 
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.sandbox.chunk_reader import ChunkReader
-from bandpass.engine.sandbox.hostview import file_kind
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.queries import endstate as endstate_store
+from ...store import queries
+from ...store.db import session
+from ...store.queries import endstate as endstate_store
+from ..core.workspace import Workspace
+from ..sandbox.chunk_reader import ChunkReader
+from ..sandbox.hostview import file_kind
 
 DEFAULT_CAP_BYTES = 20 * 1024 * 1024
 #: Archived files up to this size are also kept in memory for the guard's content rules...
@@ -503,7 +503,9 @@ def _stat(api: Any, cid: str, path: str) -> dict[str, Any] | None:
     res = api.head(api._url("/containers/{0}/archive", cid), params={"path": path})
     if res.status_code != 200:
         return None
-    return json.loads(base64.b64decode(res.headers.get("X-Docker-Container-Path-Stat", "e30=")))
+    header = res.headers.get("X-Docker-Container-Path-Stat", "e30=")  # base64 of "{}" when absent
+    stat: dict[str, Any] = json.loads(base64.b64decode(header))
+    return stat
 
 
 def _member_chunks(src: tarfile.TarFile, member: tarfile.TarInfo) -> Iterator[bytes]:
@@ -711,7 +713,7 @@ def change_diff(
     new = read_archived(ws.abs(info["archive"]), path) or b""
     old = b""
     if change["kind"] == MODIFIED:
-        from bandpass.engine.sandbox.docker_engine import get_client
+        from ..sandbox.docker_engine import get_client
 
         got = image_file(client or get_client(), info["image"], path)
         old = got or b""

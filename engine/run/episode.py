@@ -9,44 +9,69 @@ processes or files beside the verifier); in place only when a task asks for it (
 the tamper guard the gate).
 Every try is recorded; retryable infra errors get a bounded number of fresh tries, and whatever happens the
 containers are removed and the episode row ends ``done`` with one outcome.
+
+A compose task's services (engine/sandbox/services.py) come up before the agent's container, which joins
+their network as ``main``; the clean room joins it too, so the verifier reaches the services by name as the
+agent did. A multi-step task (``[[steps]]``: engine/tasks/steps.py) runs its steps in order in the same
+containers: per step the workdir upload and ``setup.sh``, the healthcheck, the agent phase with the step's
+instruction, the capture, the verifier (in a clean room of its own by default) and the step's result;
+:meth:`_Trial.run_steps` says what ends the steps early and how the task's reward is made from theirs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
+import json
+import posixpath
+import shutil
+import tarfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import docker
+import docker.errors
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.core.events import EpisodeFinished, EpisodeStarted, EventBus
-from bandpass.engine.core.events import bus as default_bus
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.run import cleanroom, endstate, guard, hooks, phases
-from bandpass.engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
-from bandpass.engine.run.endstate import EndState, StoredEndState
-from bandpass.engine.run.guard import Finding
-from bandpass.engine.run.verifier import LOGS_DIR, TESTS_DIR, VerifierResult, run_verifier
-from bandpass.engine.sandbox import attribution, hostview
-from bandpass.engine.sandbox import pool as sandbox_pool
-from bandpass.engine.sandbox.asciicast import CastWriter
-from bandpass.engine.sandbox.container import Sandbox, SandboxSpec, classify_docker_error
-from bandpass.engine.sandbox.docker_engine import DockerUnavailable, get_client
-from bandpass.engine.sandbox.labels import episode_labels
-from bandpass.engine.sandbox.terminal import TerminalSession
-from bandpass.engine.tasks import allowances
-from bandpass.engine.tasks.artifacts import CLEAN_ROOM, FRESH, IN_PLACE, SERVICE
-from bandpass.engine.tasks.images import DEFAULT_IMAGE_ALIASES, BuildResult, build_task_image, resolve_workdir
-from bandpass.engine.tasks.taskdir import TaskSpec, load_task
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import TaskVersion, pk
-from bandpass.store.queries import endstate as endstate_store
+from ...store import queries
+from ...store.db import session
+from ...store.models import TaskVersion, pk
+from ...store.queries import endstate as endstate_store
+from ...store.queries import task_steps as task_steps_store
+from ..core import outcomes, plural
+from ..core.events import EpisodeFinished, EpisodeStarted, EventBus
+from ..core.events import bus as default_bus
+from ..core.workspace import Workspace
+from ..sandbox import attribution, hostview
+from ..sandbox import pool as sandbox_pool
+from ..sandbox import services as services_mod
+from ..sandbox.asciicast import CastWriter
+from ..sandbox.container import Sandbox, SandboxError, SandboxSpec, classify_docker_error
+from ..sandbox.docker_engine import DockerUnavailable, get_client
+from ..sandbox.labels import episode_labels
+from ..sandbox.terminal import TerminalSession
+from ..tasks import allowances
+from ..tasks import rewards as rewards_mod
+from ..tasks import steps as steps_mod
+from ..tasks.artifacts import CLEAN_ROOM, FRESH, IN_PLACE, SERVICE
+from ..tasks.images import (
+    DEFAULT_IMAGE_ALIASES,
+    BuildResult,
+    ServiceImages,
+    build_service_images,
+    build_task_image,
+    resolve_workdir,
+)
+from ..tasks.taskdir import TaskSpec, load_task
+from . import cleanroom, endstate, guard, hooks, observer, phases
+from .agents.base import Agent, AgentContext, AgentResult, StepRecord
+from .endstate import EndState, StoredEndState
+from .guard import Finding
+from .verifier import LOGS_DIR, TESTS_DIR, VerifierResult, observer_enabled, run_verifier
 
 COLS, ROWS = 160, 40
 CAPTURE_TIMEOUT_S = 60.0  # stopping agent processes and reading the end state
@@ -75,9 +100,36 @@ HARNESS_DIRS = ("/logs", "/tests")
 def sandbox_lifetime_s(spec: TaskSpec, verifier_reruns: int = 0) -> float:
     """The hard lifetime of an episode's container (engine/sandbox/lifeline.py): every phase's timeout
     twice over (a loaded machine stretches a phase before its timeout cuts it) plus ten minutes, so a
-    live episode never meets it; it bounds only a container whose owner stopped looking after it."""
-    phases_s = spec.agent_timeout_sec + CAPTURE_TIMEOUT_S + spec.verifier_timeout_sec * (1 + verifier_reruns)
-    return 2 * phases_s + 600.0
+    live episode never meets it; it bounds only a container whose owner stopped looking after it. A
+    multi-step task's phases are every step's (its setup and healthcheck included)."""
+    if spec.step_specs:
+        phases_s = sum(
+            (st.agent_timeout_sec or spec.agent_timeout_sec)
+            + CAPTURE_TIMEOUT_S
+            + st.verifier_timeout_sec * (1 + verifier_reruns)
+            + STEP_SETUP_TIMEOUT_S
+            + _healthcheck_budget(st.healthcheck)
+            for st in spec.step_specs
+        )
+    else:
+        phases_s = (
+            spec.agent_timeout_sec + CAPTURE_TIMEOUT_S + spec.verifier_timeout_sec * (1 + verifier_reruns)
+        )
+    return 2 * (phases_s + _healthcheck_budget(spec.healthcheck)) + 600.0
+
+
+#: How long a step's ``setup.sh`` may run (Harbor gives it no timeout of its own; a hung one must not hold
+#: the episode past its container's lifetime).
+STEP_SETUP_TIMEOUT_S = 300.0
+#: Where a step's verifier casts go: ``verifier.step<N>.cast`` beside the agent's cast.
+TASK_STEP_MARKER = "task step"
+
+
+def _healthcheck_budget(hc: steps_mod.Healthcheck | None) -> float:
+    """The longest a healthcheck can take: its start period, then ``retries`` failures at ``interval``."""
+    if hc is None:
+        return 0.0
+    return hc.start_period_sec + (hc.retries + 1) * (hc.interval_sec + hc.timeout_sec) + 5.0
 
 
 # --- fault tolerance: recordings disk full ---------------------------------------------------------------
@@ -133,6 +185,12 @@ class EpisodeResult:
     verify_mode: str = ""  # clean_room | service | in_place
     #: What crossed into the clean room (or, in place, which processes were kept): carry_json
     carry: dict[str, Any] = field(default_factory=dict)
+    #: Every key of the verifier's reward.json (Harbor's ``rewards``; ``{"reward": x}`` for reward.txt)
+    rewards: dict[str, float] = field(default_factory=dict)
+    #: How the reward was read and what the observer saw (engine/run/verifier.py ``judge``)
+    verifier_evidence: dict[str, Any] = field(default_factory=dict)
+    #: A multi-step task's steps, in order (store/task_steps.py rows): [] for a single-step task
+    task_steps: list[dict[str, Any]] = field(default_factory=list)
 
 
 def image_aliases(ws: Workspace) -> dict[str, str]:
@@ -169,6 +227,29 @@ def ensure_image(
             queries.set_version_aliases(s, pk(version), res.aliases_used)
     if res.ok:
         resolve_workdir(client, spec, res.tag)
+    return res
+
+
+def ensure_service_images(
+    ws: Workspace, client: docker.DockerClient, version: TaskVersion, spec: TaskSpec, bus: EventBus | None
+) -> ServiceImages:
+    """Builds (or finds) a compose task's service images (engine/tasks/images.py), recording each build and
+    adding the aliases they used to the version's (a validity risk the curator sees, as for the task's)."""
+    res = build_service_images(
+        client, spec, version.hash, aliases=image_aliases(ws), timeout_sec=spec.build_timeout_sec, bus=bus
+    )
+    with session(ws.engine) as s:
+        for build in [*res.builds.values(), *res.failed.values()]:
+            if not build.cached:
+                queries.record_image_build(
+                    s, pk(version), tag=build.tag, ok=build.ok, log=build.log, duration_s=build.duration
+                )
+        if res.aliases_used:
+            tv = queries.get_version(s, pk(version))
+            known = [tuple(a) for a in json.loads(tv.image_aliases_json or "[]")] if tv is not None else []
+            merged = known + [a for a in res.aliases_used if a not in known]
+            if merged != known:
+                queries.set_version_aliases(s, pk(version), merged)
     return res
 
 
@@ -224,6 +305,7 @@ def run_episode(
             task_name=task_row.name if task_row else "",
             agent=agent_name,
             attempt=attempt,
+            batch_id=batch_id,
         )
     )
 
@@ -282,6 +364,8 @@ def _store_result(ws: Workspace, episode_id: int, result: EpisodeResult) -> None
             retries=result.retries,
         )
         queries.set_episode_evidence(s, episode_id, result.evidence)
+        queries.set_episode_rewards(s, episode_id, result.rewards, result.verifier_evidence)
+        task_steps_store.record_task_steps(s, episode_id, result.task_steps)
         endstate_store.set_phases(s, episode_id, result.phases)
         endstate_store.set_verify_mode(s, episode_id, result.verify_mode)
         if result.endstate is not None:
@@ -331,12 +415,17 @@ def _one_try(
     trial.yardstick = oracle_verify_s
     try:
         trial.setup(client, replaying=replay is not None)
-        agent_result = trial.run_agent() if replay is None else trial.apply_endstate(replay)
-        trial.capture()
-        trial.end_if_sandbox_ended()  # the policy ended its sandbox: its end state is kept, no verifier
-        verdict = trial.verify()
-        trial.judge_late_death()
-        trial.finalise(agent_result, verdict)
+        if trial.task is not None and trial.task.step_specs:
+            trial.run_steps()
+        else:
+            agent_result = trial.run_agent() if replay is None else trial.apply_endstate(replay)
+            trial.collect(main=True)  # Harbor's collect hooks in main, before its end state is read
+            trial.capture()
+            trial.collect(main=False)  # then the services' hooks and artifacts, main frozen
+            trial.end_if_sandbox_ended()  # the policy ended its sandbox: its end state is kept, no verifier
+            verdict = trial.verify()
+            trial.judge_late_death()
+            trial.finalise(agent_result, verdict)
     except Exception as exc:  # noqa: BLE001 - every failure ends in exactly one outcome
         err = phases.from_exception(exc, casts=("agent_cast", "verifier_cast"))
         # did the agent's end state break the harness's work? (a control that cannot run changes nothing)
@@ -346,6 +435,8 @@ def _one_try(
     finally:
         trial.release()
     trial.res.phases = trial.clock.as_list()
+    if trial.collect_notes:  # Harbor's collect hooks and the services' artifacts: kept with the carry
+        trial.res.carry = {**trial.res.carry, "collect": trial.collect_notes}
     return trial.res
 
 
@@ -374,6 +465,7 @@ class _Trial:
         self.found_dead = False  # the capture found the agent's container already stopped
         self._room: _Prestart | None = None  # the clean room, started during the agent phase
         self.prepared = False  # the clean room got /tests and /logs/verifier with the artifacts
+        self.kit: observer.Kit | None = None  # the verifier's wrapper and observer, carried in with them
         self.yardstick: dict[str, float] | None = None  # the oracle's verify seconds, when sent along
         self.live_fetch = True  # over-cap artifacts can still be read from the agent's container
         self.batch_id = batch_id  # labels the container, so gc --batch and node cleanup find it
@@ -393,20 +485,34 @@ class _Trial:
         self.agent_path = self.rec_dir / f"agent{suffix}.cast"
         self.verifier_path = self.rec_dir / f"verifier{suffix}.cast"
         self.title = ""
+        #: the task as imported; ``spec`` is the one the current phase runs (a step's, for a multi-step task)
+        self.task: TaskSpec | None = None
+        self.services: services_mod.Services | None = None  # a compose task's other services
+        self._shared_cast: _GuardedCastWriter | None = None  # a multi-step task's one agent cast
+        self.step_offset = 0  # policy steps of earlier task steps (their indices continue)
+        self._service_files = b""  # a tar of the services' artifacts, for the clean room
+        self.collect_notes: list[
+            dict[str, Any]
+        ] = []  # what the collect hooks and artifacts gave (carry_json)
 
     # --- phase 1: the environment -------------------------------------------------------------------
 
     def setup(self, client: docker.DockerClient | None, replaying: bool = False) -> None:
         try:
-            self.spec = spec = load_task(self.ws.abs(self.version.path))
+            self.task = self.spec = spec = with_adopted(
+                self.version, load_task(self.ws.abs(self.version.path))
+            )
         except Exception as exc:  # a stored version that no longer loads is infra
             raise phases.TaskUnusable(f"task files unusable: {exc}") from exc
-        if spec.steps:
+        if spec.step_specs and replaying:
             raise phases.TaskUnsupported(
-                f"a multi-step task ([[steps]]: {', '.join(spec.steps)}): "
-                "Bandpass does not run multi-step tasks"
+                f"a multi-step task ([[steps]]: {', '.join(spec.steps)}): regrade replays one end state, and "
+                "each step's verifier judged its own"
             )
-        self.mode = self.mode_asked or verify_mode_of(self.version, spec)
+        first = spec
+        if spec.step_specs:  # the first step's verifier decides where the first clean room is needed
+            first = dataclasses.replace(spec, verify_mode=spec.step_specs[0].verify_mode or spec.verify_mode)
+        self.mode = self.mode_asked or verify_mode_of(self.version, first)
         self.res.verify_mode = self.mode
         self.title = f"{spec.name} · {self.agent.name} · episode {self.episode_id}"
         with self.clock.phase(phases.SETUP, spec.build_timeout_sec):
@@ -427,6 +533,12 @@ class _Trial:
                 raise phases.PhaseError(str(exc), DISK_FULL_CODE) from exc
             self.res.agent_cast = self.ws.rel(self.agent_path)
             self.res.verifier_cast = self.ws.rel(self.verifier_path)
+            if spec.compose is not None:
+                self._start_services(client, build.tag)
+            services = self.services
+            any_in_place = self.mode == IN_PLACE or any(
+                (self.mode_asked or st.verify_mode or spec.verify_mode) == IN_PLACE for st in spec.step_specs
+            )
             sandbox_spec = SandboxSpec(
                 image=build.tag,
                 cpus=spec.cpus,
@@ -438,7 +550,11 @@ class _Trial:
                 labels={**episode_labels(self.ws.root, self.batch_id), ROLE_LABEL: "agent"},
                 max_lifetime_s=sandbox_lifetime_s(spec, self.verifier_reruns),
                 # in place the verifier runs here: it gets what a verifier needs (cleanroom.py)
-                default_caps=self.mode == IN_PLACE,
+                default_caps=any_in_place,
+                # a compose task: on the services' network, as Harbor's ``main``, with main's environment
+                network_name=services.network_name if services is not None else "",
+                aliases=("main",) if services is not None else (),
+                env=dict(services.main_environment) if services is not None else {},
             )
             self.sandbox_spec = sandbox_spec
             # the clean room: the same image, limits and labels, Docker's default capabilities (apt-get in
@@ -448,6 +564,7 @@ class _Trial:
                 default_caps=True,
                 network=spec.verifier_network,
                 labels={**sandbox_spec.labels, ROLE_LABEL: "verifier"},
+                aliases=(),  # on a compose task's network the clean room reaches the services, as main did
             )
             if self.mode == CLEAN_ROOM:  # started while the agent works: the verify phase finds it ready
                 self._room = _Prestart(client, self.verifier_spec)
@@ -459,6 +576,63 @@ class _Trial:
                 raise phases.EnvironmentFailed(str(exc), classify_docker_error(exc)) from exc
             if self.mode == SERVICE:  # joined to the agent's network namespace, so started once that runs
                 self._room = _Prestart(client, self._service_spec())
+            if spec.healthcheck is not None:  # Harbor's [environment.healthcheck]: before any agent acts
+                failed = self._healthcheck(spec.healthcheck)
+                if failed:
+                    raise phases.EnvironmentFailed(
+                        f"[environment.healthcheck]: {failed}", "env_start_timeout"
+                    )
+
+    def _start_services(self, client: docker.DockerClient, main_image: str) -> None:
+        """A compose task's other services: their images (built offline), then ``docker compose up
+        --wait`` on the episode's own network (engine/sandbox/services.py)."""
+        assert self.spec is not None
+        images = ensure_service_images(self.ws, client, self.version, self.spec, self.bus)
+        failure = images.failure()
+        if failure is not None:
+            name, build = failure
+            tail = "\n".join(build.log.splitlines()[-15:])
+            raise phases.ImageBuildFailed(f"service {name}: image build failed ({build.error}):\n{tail}")
+        self.services = services_mod.Services(
+            client,
+            self.spec,
+            images.tags,
+            main_image=main_image,
+            project=services_mod.project_name(self.episode_id, self.try_no),
+            labels={**episode_labels(self.ws.root, self.batch_id), "bandpass.episode": str(self.episode_id)},
+            lifetime_s=sandbox_lifetime_s(self.spec, self.verifier_reruns),
+        )
+        try:
+            self.services.up()
+        except services_mod.ComposeMissing as exc:
+            raise phases.TaskUnsupported(str(exc)) from exc
+        except services_mod.ServicesError as exc:
+            raise phases.EnvironmentFailed(str(exc), "env_start_timeout") from exc
+
+    def _healthcheck(self, hc: steps_mod.Healthcheck) -> str:
+        """Harbor's healthcheck (Docker HEALTHCHECK semantics): the command is polled in the agent's
+        container; failures during the start period do not count, then ``retries`` consecutive ones fail
+        it. '' when it passed, else why not."""
+        assert self.sandbox is not None
+        end_of_start = time.monotonic() + hc.start_period_sec
+        failures, out = 0, ""
+        while True:
+            try:
+                code, out = self.sandbox.exec(["bash", "-c", hc.command], timeout=max(1.0, hc.timeout_sec))
+            except Exception as exc:  # noqa: BLE001 - a failing exec is a failing check
+                code, out = -1, str(exc)
+            if code == 0:
+                return ""
+            if time.monotonic() < end_of_start:
+                time.sleep(hc.start_interval_sec)
+                continue
+            failures += 1
+            if failures >= hc.retries:
+                tail = " | ".join(out.strip().splitlines()[-3:])
+                return f"failed {plural.counted(hc.retries, 'time')} in a row: {hc.command}" + (
+                    f" ({tail})" if tail else ""
+                )
+            time.sleep(hc.interval_sec)
 
     # --- phase 2: the agent -------------------------------------------------------------------------
 
@@ -480,9 +654,7 @@ class _Trial:
                 pids_limit=self.sandbox.spec.pids_limit,
                 storage_mb=self.spec.storage_mb,
             ).start()
-            with _GuardedCastWriter(
-                self.agent_path, COLS, ROWS, title=self.title, env={"TERM": "xterm-256color"}
-            ) as cast:
+            with self._agent_cast() as cast:
                 result, terminal_alive = _run_agent(
                     self.client,
                     self.sandbox,
@@ -493,6 +665,7 @@ class _Trial:
                     self.episode_id,
                     self._persist_step,
                     watch,
+                    step_offset=self.step_offset,
                 )
             # who ended the container or the agent's shell, if anything did; this replaces the plain
             # "container not running: infra" rule (phases.container_stopped) for the agent phase
@@ -511,6 +684,17 @@ class _Trial:
                 raise phases.AgentInfra(result.detail, result.infra_code)
         self.agent_done = self.ended is None
         return result
+
+    @contextlib.contextmanager
+    def _agent_cast(self) -> Iterator[_GuardedCastWriter]:
+        """The agent's recording: a multi-step task's steps all write the one cast (closed after the last)."""
+        if self._shared_cast is not None:
+            yield self._shared_cast
+            return
+        with _GuardedCastWriter(
+            self.agent_path, COLS, ROWS, title=self.title, env={"TERM": "xterm-256color"}
+        ) as cast:
+            yield cast
 
     def apply_endstate(self, replay: StoredEndState) -> AgentResult:
         """Regrade's agent phase: the source episode's end state instead of a policy. In place it is put
@@ -700,6 +884,72 @@ class _Trial:
             self.res.reward = 0.0
             raise self.ended
 
+    # --- Harbor's collect hooks and the services' artifacts -----------------------------------------
+
+    def collect(self, *, main: bool) -> None:
+        """Harbor's ``[[verifier.collect]]`` hooks (best effort: a failing hook is noted, never fatal) and,
+        after the capture, the artifacts declared from compose services. ``main``: the hooks that run in
+        the agent's container, before its end state is read (what they write is part of it); else the
+        services' hooks, then their artifacts: fetched from the service's container through the engine,
+        kept with the recordings (``artifacts.<service>.tar``) and, in the clean room, carried in at their
+        source paths (Harbor's separate verifier gets them there). A policy ending its sandbox skips them."""
+        spec = self.spec
+        if spec is None or self.client is None or self.ended is not None or self.sandbox is None:
+            return
+        hooks = [h for h in spec.collect if (h.service == "main") == main]
+        notes: list[dict[str, Any]] = []
+        for hook in hooks:
+            notes.append(self._run_hook(hook))
+        if not main:
+            self._fetch_service_artifacts(notes)
+        step = {"step": spec.current_step} if spec.current_step else {}
+        self.collect_notes += [{**step, **n} for n in notes]
+
+    def _run_hook(self, hook: steps_mod.CollectHook) -> dict[str, Any]:
+        assert self.client is not None and self.sandbox is not None
+        note: dict[str, Any] = {"service": hook.service, "command": hook.command}
+        try:
+            if hook.service == "main":
+                code, out = self.sandbox.exec(["sh", "-c", hook.command], timeout=hook.timeout_sec)
+            else:
+                cid = self.services.container_of(hook.service) if self.services is not None else None
+                if cid is None:
+                    return {**note, "error": f"no running service {hook.service!r}"}
+                code, out = _service_exec(self.client, cid, hook.command, hook.timeout_sec)
+            note.update(exit_code=code, output=out[-500:])
+        except Exception as exc:  # noqa: BLE001 - Harbor: a failing hook never aborts the trial
+            note["error"] = f"{type(exc).__name__}: {exc}"
+        return note
+
+    def _fetch_service_artifacts(self, notes: list[dict[str, Any]]) -> None:
+        assert self.spec is not None and self.client is not None
+        self._service_files = b""
+        if not self.spec.service_artifacts:
+            return
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as out:
+            for service, path in self.spec.service_artifacts:
+                note: dict[str, Any] = {"service": service, "artifact": path}
+                cid = self.services.container_of(service) if self.services is not None else None
+                if cid is None:
+                    notes.append({**note, "error": f"no service {service!r}"})
+                    continue
+                try:
+                    stream, _stat = self.client.api.get_archive(cid, path)
+                    note["files"] = _copy_safe(io.BytesIO(b"".join(stream)), out, path)
+                except docker.errors.NotFound:
+                    note["error"] = "not there"
+                except Exception as exc:  # noqa: BLE001 - an artifact that cannot be read is noted, not fatal
+                    note["error"] = f"{type(exc).__name__}: {exc}"
+                notes.append(note)
+        data = buf.getvalue()
+        if any(n.get("files") for n in notes):
+            self._service_files = data
+            suffix = f".try{self.try_no}" if self.try_no else ""
+            step = f".{self.spec.current_step}" if self.spec.current_step else ""
+            with contextlib.suppress(OSError):
+                (self.rec_dir / f"artifacts{step}{suffix}.services.tar").write_bytes(data)
+
     # --- phase 4: the verifier ----------------------------------------------------------------------
 
     def verify(self) -> VerifierResult:
@@ -727,6 +977,7 @@ class _Trial:
                 verdict = VerifierResult(None, "verifier_timeout", "", exc.detail)
             self.res.verifier_output = verdict.output
             self.res.reward = verdict.reward
+            self.res.rewards, self.res.verifier_evidence = verdict.components, verdict.evidence
         return verdict
 
     def _verifier_container(self) -> Sandbox:
@@ -758,15 +1009,19 @@ class _Trial:
         self.prepared = not any(
             endstate.path_stat(self.client, fresh.id, p) is not None for p in (TESTS_DIR, LOGS_DIR)
         )
+        self.kit = observer.Kit(observer.new_nonce()) if self.prepared and observer_enabled() else None
         data = cleanroom.build(
             self.carry,
             state.archive if state is not None else None,
             cleanroom.fetcher(self.client, agent) if agent else None,
             tests=self.spec.tests_dir if self.prepared else None,
             logs_dir=LOGS_DIR if self.prepared else "",
+            extra=self.kit.add_to if self.kit is not None else None,
         )
         try:
             cleanroom.apply(fresh, self.carry, data)
+            if self._service_files:  # a compose service's artifacts, at their source paths (Harbor's)
+                fresh.container.put_archive("/", self._service_files)
         except Exception as exc:  # the engine, not the policy: the artifacts are files
             raise phases.VerifierInfra(f"artifacts not carried: {exc}", classify_docker_error(exc)) from exc
         # build() may have dropped what it could not read (a service's kept processes stay on record)
@@ -785,6 +1040,7 @@ class _Trial:
             title=f"{self.title} · verifier",
             env={"TERM": "xterm-256color"},
         ) as vc:
+            prepared = self.mode in FRESH and self.prepared
             verdict = run_verifier(
                 self.client,
                 target,
@@ -795,9 +1051,12 @@ class _Trial:
                 cols=COLS,
                 rows=ROWS,
                 agent_stopped=True,
-                prepared=self.mode in FRESH and self.prepared,
+                prepared=prepared,
+                kit=self.kit if prepared else None,
+                resume=self.verifier_reruns > 0,
+                primary=self.primary,
             )
-            for _ in range(self.verifier_reruns):
+            for n in range(self.verifier_reruns):
                 vc.marker("rerun")
                 # nothing of the agent's runs any more (in place: only the service it left, which the
                 # verifier needs): only the logs and tests are reset between runs
@@ -809,6 +1068,8 @@ class _Trial:
                     bus=self.bus,
                     episode_id=self.episode_id,
                     agent_stopped=True,
+                    resume=n < self.verifier_reruns - 1,
+                    primary=self.primary,
                 )
                 self.res.rerun_rewards.append(again.reward)
         if vc.disk_error:  # as above, for the verifier's recording
@@ -862,6 +1123,8 @@ class _Trial:
             if agent_result.error_code:
                 self.res.outcome = phases.agent_outcome(agent_result.error_code)
                 self.res.detail = agent_result.detail
+            elif verdict.agent_code:  # the policy's code left the reward, not the verifier: void, counts 0
+                raise phases.PolicyReward(verdict.detail, verdict.agent_code)
             elif verdict.infra_code:
                 if verdict.infra_code == "verifier_timeout":
                     baseline = self._oracle_verify_s()
@@ -882,6 +1145,240 @@ class _Trial:
     def _truncated(self) -> str:
         """Why the end-state capture's listing was cut short ('' when it is complete)."""
         return self.res.endstate.truncated if self.res.endstate is not None else ""
+
+    @property
+    def primary(self) -> str:
+        """The reward key the curator declared for this task (``[rewards.primary]`` in bandpass.toml)."""
+        return self.ws.config.rewards.primary.get(self.spec.name, "") if self.spec is not None else ""
+
+    # --- a multi-step task: its steps in order ---------------------------------------------------------
+
+    def run_steps(self) -> None:
+        """Harbor's multi-step trial (``MultiStepTrial``) in Bandpass's phases. Per step, in the containers
+        set up once: the step's marker in the agent's one cast (``task step N/M: name``, beside the
+        policy's ``step K`` markers), its ``workdir/`` copied into the workdir and its ``setup.sh`` run
+        there, its healthcheck, the agent phase with its instruction and timeout, the capture, its verifier
+        (by default in a clean room of its own, on the tests of the task merged with the step's and the
+        step's verifier env) and its outcome, decided as a single-step episode's is. Then:
+
+        - below the step's ``min_reward``: the remaining steps are ``skipped`` (Harbor's early stop);
+        - an agent or infra error, or the policy ending its sandbox, in any step: the episode ends with it
+          (an agent error counts 0 whatever later steps would say, as in a single-step episode; Harbor
+          would go on when the step's verifier still ran);
+        - a step whose ``setup.sh`` or healthcheck fails: on the first step that is the environment's
+          (infra, as Harbor's trial fails there); on a later one it fails on what the policy left, and the
+          step counts 0 in the task's reward (Harbor leaves it out of its mean, which would let a policy
+          that breaks the next step's setup keep full marks).
+
+        Each step's reward is read as any verifier's (engine/tasks/rewards.py: every key kept, which its
+        ``min_reward`` reads). The task's keys are the steps' by ``multi_step_reward_strategy``
+        (``steps.aggregate``), its scalar Harbor's primary reward of them (``rewards.scalar_of``), else the
+        steps' scalars by the same strategy; the episode passes when it is 1. Each step's result is kept
+        (``episode_task_step``)."""
+        task = self.task
+        assert task is not None and self.sandbox is not None
+        n = len(task.step_specs)
+        rows = self.res.task_steps
+        counted: list[dict[str, float] | None] = []  # each counted step's reward keys
+        scalars: list[dict[str, float] | None] = []  # each counted step's scalar, as {"reward": x}
+        self._shared_cast = _GuardedCastWriter(
+            self.agent_path, COLS, ROWS, title=self.title, env={"TERM": "xterm-256color"}
+        )
+        try:
+            for i, step in enumerate(task.step_specs):
+                row: dict[str, Any] = {"position": i, "name": step.name}
+                rows.append(row)
+                row["marker_time"] = self._shared_cast.marker(f"{TASK_STEP_MARKER} {i + 1}/{n}: {step.name}")
+                started = time.monotonic()
+                tests = task.merge_step_tests(step)
+                try:
+                    self._begin_step(i, step, tests)
+                    failed = self._prepare_step(step)
+                    if failed and i == 0:
+                        raise phases.EnvironmentFailed(f"step {step.name}: {failed}", "env_setup_failed")
+                    if failed:
+                        row.update(
+                            outcome="not_run",
+                            detail=failed,
+                            reward=0.0,
+                            rewards={"reward": 0.0},
+                            counted=True,
+                        )
+                        counted.append({"reward": 0.0})
+                        scalars.append({"reward": 0.0})
+                        self._skip_rest(task, i, f"step {step.name} did not run: {failed}")
+                        break
+                    agent_result = self.run_agent()
+                    self.collect(main=True)
+                    self.capture()
+                    self.collect(main=False)
+                    self.end_if_sandbox_ended()
+                    verdict = self.verify()
+                    self.judge_late_death()
+                    self.finalise(agent_result, verdict)
+                except phases.PhaseError as err:
+                    row.update(
+                        outcome=err.outcome,
+                        detail=err.detail,
+                        reward=self.res.reward if err.keeps_reward else None,
+                        rewards=self.res.rewards,
+                        verifier_output=self.res.verifier_output,
+                        verifier_evidence=self.res.verifier_evidence,
+                    )
+                    self._skip_rest(task, i, f"the episode ended at step {step.name}: {err.outcome}")
+                    raise
+                finally:
+                    shutil.rmtree(tests, ignore_errors=True)
+                    row.setdefault("verifier_cast", self.res.verifier_cast if self.prepared_step else "")
+                    row["verify_mode"] = self.mode
+                    row["duration_s"] = round(time.monotonic() - started, 3)
+                # Harbor's step rewards: every key the verifier wrote (engine/tasks/rewards.py), which its
+                # min_reward and the task's aggregate read
+                rewards = dict(self.res.rewards) or {
+                    "reward": self.res.reward if self.res.reward is not None else 0.0
+                }
+                scalars.append({"reward": self.res.reward if self.res.reward is not None else 0.0})
+                row.update(
+                    outcome=self.res.outcome,
+                    reward=self.res.reward,
+                    rewards=rewards,
+                    verifier_evidence=self.res.verifier_evidence,
+                    detail=self.res.detail,
+                    verifier_output=self.res.verifier_output,
+                    counted=True,
+                    carry=self.res.carry,  # what crossed into this step's clean room (or stayed, in place)
+                )
+                counted.append(rewards)
+                why = steps_mod.below_min_reward(rewards, step.min_reward)
+                if why:
+                    self._skip_rest(task, i, f"step {step.name}: {why} (Harbor's early stop)")
+                    break
+                if i + 1 < n:
+                    self._between_steps()
+        finally:
+            self._shared_cast.close()
+            self.spec = task
+        self.res.verifier_cast = next(
+            (r["verifier_cast"] for r in reversed(rows) if r.get("verifier_cast")), ""
+        )
+        total = steps_mod.aggregate(task.reward_strategy, counted)
+        # the task's scalar is Harbor's primary reward of the aggregate ("reward", a single key, or the
+        # declared primary: engine/tasks/rewards.py); when no rule picks one, the steps' own scalars by the
+        # same strategy (each is what Bandpass counted for its step)
+        declared, _problems = rewards_mod.declared(task.metadata)
+        reward, _source, _why = rewards_mod.scalar_of(total or {}, None, declared.primary or self.primary)
+        if reward is None:
+            reward = (steps_mod.aggregate(task.reward_strategy, scalars) or {}).get("reward")
+        if reward is None:
+            raise phases.VerifierInfra("no step's verifier gave a reward", "reward_missing")
+        self.res.reward = reward
+        self.res.rewards = total or {}
+        self.res.outcome = outcomes.from_reward(reward)
+        ran = [r for r in rows if r.get("counted")]
+        self.res.detail = (
+            f"{task.reward_strategy} of {plural.counted(len(ran), 'step')}: "
+            + ", ".join(f"{r['name']} {r.get('reward') if r.get('reward') is not None else '-'}" for r in ran)
+            + f" = {reward:g}"
+        )
+
+    def _skip_rest(self, task: TaskSpec, i: int, why: str) -> None:
+        for j, later in enumerate(task.step_specs[i + 1 :], start=i + 1):
+            self.res.task_steps.append(
+                {"position": j, "name": later.name, "outcome": "skipped", "detail": why}
+            )
+
+    def _begin_step(self, i: int, step: steps_mod.StepSpec, tests: Path) -> None:
+        """The spec, verifier mode and recordings of step ``i``, and a fresh per-step state."""
+        assert self.task is not None and self.client is not None
+        self.spec = self.task.for_step(step, tests)
+        self.mode = self.mode_asked or verify_mode_of(self.version, self.spec)
+        self.res.verify_mode = self.mode
+        suffix = f".try{self.try_no}" if self.try_no else ""
+        self.verifier_path = self.rec_dir / f"verifier.step{i + 1}{suffix}.cast"
+        self.res.verifier_cast = self.ws.rel(self.verifier_path)
+        self.carry, self.found_dead, self.prepared, self.ended = None, False, False, None
+        self.res.rerun_rewards, self.res.guard_findings, self.res.carry = [], [], {}
+        self.res.reward, self.res.outcome, self.res.detail, self.res.verifier_output = None, "", "", ""
+        self.res.rewards, self.res.verifier_evidence, self.kit = {}, {}, None
+        self.agent_done = False
+        self.step_offset = self.res.steps
+        if i > 0 and self._room is None and self.verifier_spec is not None:
+            if self.mode == CLEAN_ROOM:  # started while the step's agent works, as for the first step
+                self._room = _Prestart(self.client, self.verifier_spec)
+            elif self.mode == SERVICE:  # a fresh verifier per step, joined to the agent's network again
+                self._room = _Prestart(self.client, self._service_spec())
+
+    def _step_suffix(self) -> str:
+        """``.step<N>`` in a multi-step task's per-step files (each step's end state is kept), else ''."""
+        if self.spec is None or not self.spec.current_step or self.task is None:
+            return ""
+        return f".step{self.task.steps.index(self.spec.current_step) + 1}"
+
+    @property
+    def prepared_step(self) -> bool:
+        """The current step's verifier recording exists (its verifier ran)."""
+        return self.verifier_path.exists()
+
+    def _prepare_step(self, step: steps_mod.StepSpec) -> str:
+        """Harbor's per-step preparation, before the step's agent: ``steps/<name>/workdir/`` copied into the
+        workdir, its ``setup.sh`` run from there, then the step's healthcheck. '' when all went well, else
+        what failed."""
+        assert self.task is not None and self.sandbox is not None and self.spec is not None
+        src = step.dir(self.task.path) / "workdir"
+        budget = STEP_SETUP_TIMEOUT_S + _healthcheck_budget(step.healthcheck)
+        with self.clock.phase(phases.SETUP, budget):
+            workdir = self.spec.workdir
+            try:
+                if src.is_dir():
+                    self.sandbox.put_dir(src, workdir)
+                if (src / "setup.sh").is_file():
+                    script = f"{workdir.rstrip('/')}/setup.sh"
+                    code, out = self.sandbox.exec(
+                        ["bash", script], timeout=STEP_SETUP_TIMEOUT_S, workdir=workdir
+                    )
+                    if code != 0:
+                        tail = " | ".join(out.strip().splitlines()[-3:])
+                        return f"steps/{step.name}/workdir/setup.sh exited {code}" + (
+                            f": {tail}" if tail else ""
+                        )
+            except (SandboxError, docker.errors.APIError) as exc:
+                if not self.sandbox.is_running():  # the container, not the step: attribution's to judge
+                    raise phases.ContainerStopped(
+                        f"container stopped before step {step.name}: {exc}"
+                    ) from exc
+                return f"steps/{step.name}/workdir could not be put in place: {exc}"
+            if step.healthcheck is not None:
+                failed = self._healthcheck(step.healthcheck)
+                if failed:
+                    return f"the step's healthcheck {failed}"
+        return ""
+
+    def _between_steps(self) -> None:
+        """After a step's verifier, before the next step: the agent's container goes on (thawed, in the
+        clean room, where the capture froze it; a service's capture thawed it already; in place the
+        verifier's /tests and /logs/verifier are emptied, as Harbor resets them, its observer's kit goes —
+        the next step's capture would read the harness's files as the policy's — and the processes its
+        wrapper stopped at test.sh's exit run again), the step's verifier
+        container goes and its attribution watch closes."""
+        assert self.client is not None and self.sandbox is not None
+        if self.watch is not None:
+            with contextlib.suppress(Exception):
+                self.watch.close()
+            self.watch = None
+        if self.verifier_sandbox is not None:
+            with contextlib.suppress(Exception):
+                sandbox_pool.release(self.verifier_sandbox)
+            self.verifier_sandbox = None
+        if self.mode == CLEAN_ROOM:
+            hostview.thaw(self.client, self.sandbox.id)
+        elif self.mode == IN_PLACE:
+            with contextlib.suppress(Exception):
+                kits = f"{observer.KIT_PARENT}/bandpass-*"  # engine/run/observer.py
+                # the verifier's wrapper stopped every process at test.sh's exit (the service the capture
+                # kept included): the next step's agent finds them running, as in Harbor
+                self.sandbox.exec(
+                    f"kill -CONT -1 2>/dev/null; rm -rf {LOGS_DIR} {TESTS_DIR} {kits}", timeout=30
+                )
 
     def spec_timeout(self) -> float:
         return self.spec.verifier_timeout_sec if self.spec is not None else 0.0
@@ -1038,7 +1535,7 @@ class _Trial:
         state = endstate.capture(
             self.client,
             self.sandbox.container,
-            self.rec_dir / f"endstate{suffix}.tar",
+            self.rec_dir / f"endstate{self._step_suffix()}{suffix}.tar",
             cap_bytes=self.ws.config.endstate.cap_bytes,
         )
         allow, _problems = allowances.parse(self.spec.metadata)  # the loader reported problems
@@ -1066,6 +1563,9 @@ class _Trial:
         if self.watch is not None:
             with contextlib.suppress(Exception):
                 self.watch.close()
+        if self._shared_cast is not None:
+            with contextlib.suppress(Exception):
+                self._shared_cast.close()
         if self._room is not None:  # the try ended before its verifier: the clean room goes unused
             with contextlib.suppress(Exception):
                 self._room.release()
@@ -1075,6 +1575,9 @@ class _Trial:
         if self.sandbox is not None:  # removed in the background: the outcome no longer depends on it
             with contextlib.suppress(Exception):
                 sandbox_pool.release(self.sandbox)
+        if self.services is not None:  # after every container on its network (released at once above)
+            with contextlib.suppress(Exception):
+                self.services.down()
 
 
 class _Prestart:
@@ -1115,6 +1618,17 @@ def verify_mode_of(version: TaskVersion, spec: TaskSpec) -> str:
     return getattr(version, "verify_mode", "") or spec.verify_mode or CLEAN_ROOM
 
 
+def with_adopted(version: TaskVersion, spec: TaskSpec) -> TaskSpec:
+    """The task as this version is verified: its declared artifacts plus those it adopted from its
+    oracle's footprint (``task_version.adopted_artifacts_json``, engine/audit/footprint.py), so a clean
+    room carries what the oracle showed the verifier reads — Bandpass's choice of where to verify never
+    costs honest work its reward."""
+    adopted = [a for a in endstate_store.adopted_artifacts(version) if a not in spec.artifacts]
+    if adopted:
+        spec.artifacts = [*spec.artifacts, *adopted]
+    return spec
+
+
 class _ImagePaths:
     """``exists_in_image`` for a stored end state: asked of a created, never started container of the
     image (the first call creates it; ``cleanup`` removes it when the episode's guard is done with it)."""
@@ -1136,6 +1650,42 @@ class _ImagePaths:
                 self.client.api.remove_container(self.holder["c"], force=True)
 
 
+def _service_exec(
+    client: docker.DockerClient, container_id: str, command: str, timeout: float
+) -> tuple[int, str]:
+    """Runs ``command`` in a compose service's container (a collect hook), bounded by ``timeout`` (the
+    image's ``timeout``; without one, unbounded as in an image Harbor runs the same way)."""
+    bounded = ["timeout", "-s", "KILL", str(max(1, int(timeout))), "sh", "-c", command]
+    for argv in (bounded, ["sh", "-c", command]):
+        exec_id = client.api.exec_create(container_id, argv)["Id"]
+        out = client.api.exec_start(exec_id).decode("utf-8", "replace")
+        code = client.api.exec_inspect(exec_id).get("ExitCode")
+        if argv is bounded and code in (126, 127) and "OCI runtime exec failed" in out:
+            continue  # no timeout(1) in the service's image
+        return int(code if code is not None else -1), out
+    return -1, ""
+
+
+def _copy_safe(src: io.BytesIO, out: tarfile.TarFile, source: str) -> int:
+    """Copies an artifact's archive (the engine's: its members named from the path's last component) into
+    ``out`` at its source path: regular files and directories only, set-uid/gid bits cleared (as the
+    clean room's carry and Harbor's ``data`` filter do). Returns how many files crossed."""
+    parent = posixpath.dirname(source.rstrip("/")).lstrip("/")
+    n = 0
+    with tarfile.open(fileobj=src, mode="r") as tar:
+        for member in tar:
+            if not (member.isreg() or member.isdir()) or ".." in member.name.split("/"):
+                continue
+            member.name = posixpath.join(parent, member.name) if parent else member.name
+            member.mode &= 0o777
+            if member.isreg():
+                out.addfile(member, tar.extractfile(member))
+                n += 1
+            else:
+                out.addfile(member)
+    return n
+
+
 def _run_agent(
     client: docker.DockerClient,
     sandbox: Sandbox,
@@ -1146,6 +1696,7 @@ def _run_agent(
     episode_id: int,
     persist_step: Callable[[StepRecord], None],
     watch: attribution.ContainerWatch | None = None,
+    step_offset: int = 0,
 ) -> tuple[AgentResult, bool]:
     """Runs the agent in its terminal; returns its result and whether the terminal was still alive."""
     term = TerminalSession(
@@ -1175,6 +1726,7 @@ def _run_agent(
             recorder=cast,
             bus=bus,
             on_step=persist_step,
+            step_offset=step_offset,
         )
         try:
             result = agent.run(ctx)

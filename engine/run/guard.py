@@ -45,8 +45,8 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from bandpass.engine.run.endstate import ADDED, DELETED, Change
-from bandpass.engine.tasks.allowances import RULES, Allowances
+from ..tasks.allowances import RULES, Allowances
+from .endstate import ADDED, DELETED, Change
 
 __all__ = ["RULES", "Finding", "check", "summary", "tripped"]
 

@@ -32,8 +32,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.events import EventBus
-    from bandpass.engine.core.workspace import Workspace
+    from ..core.events import EventBus
+    from ..core.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

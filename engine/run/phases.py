@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.sandbox.container import classify_docker_error
+from ..core import outcomes
+from ..sandbox.container import classify_docker_error
 
 SETUP, AGENT, CAPTURE, VERIFY, FINALISE = "setup", "agent", "capture", "verify", "finalise"
 #: Only when the harness's work after a clean agent phase failed: the verifier on a fresh container.
@@ -139,6 +139,15 @@ class PolicyVerifierTimeout(PhaseError):
     code = "verifier_timeout"
 
 
+class PolicyReward(PhaseError):
+    """The reward the verifier's files held is not the verifier's: the policy's code, which the verifier
+    ran, forged it (``reward_forged``) or kept the tests from judging (``verifier_hijacked``)
+    (engine/run/observer.py). A policy failure: the reward is kept as evidence, the episode counts 0."""
+
+    kind = "agent_error"
+    code = "reward_forged"
+
+
 class PhaseTimeout(PhaseError):
     """A phase ran past its timeout and was abandoned (its container is removed or restarted)."""
 
@@ -213,13 +222,14 @@ def bounded(
     ``on_timeout`` unblocks what it waited on (removes or restarts the container), and
     :class:`PhaseTimeout` carries ``code``. A hung ``docker exec`` (a FIFO the policy left where the
     harness reads) cannot hold an episode any longer than its phase's budget."""
-    box: dict[str, Any] = {}
+    value: list[_T] = []  # what ``fn`` returned, or
+    error: list[BaseException] = []  # what it raised, handed to the caller's thread
 
     def run() -> None:
         try:
-            box["value"] = fn()
+            value.append(fn())
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            box["error"] = exc
+            error.append(exc)
 
     t = threading.Thread(target=run, name=f"bandpass-phase-{what}", daemon=True)
     t.start()
@@ -230,9 +240,9 @@ def bounded(
                 on_timeout()
         t.join(5)
         raise PhaseTimeout(f"{what} ran past its {timeout_s:g} s and was stopped", code)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if error:
+        raise error[0]
+    return value[0]
 
 
 @dataclass

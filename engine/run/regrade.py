@@ -21,19 +21,20 @@ from typing import Any
 
 import docker
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.events import EventBus
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.run.agents.builtin import NopAgent
-from bandpass.engine.run.endstate import DELETED, StoredEndState, change_from_dict
-from bandpass.engine.run.episode import run_episode, verify_mode_of
-from bandpass.engine.tasks.artifacts import CLEAN_ROOM, IN_PLACE, SERVICE, under
-from bandpass.engine.tasks.taskdir import TaskSpec, load_task, task_files
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import Episode, TaskVersion, pk
-from bandpass.store.queries import endstate as endstate_store
+from ...store import queries
+from ...store.db import session
+from ...store.models import Episode, TaskVersion, pk
+from ...store.queries import endstate as endstate_store
+from ..core import outcomes
+from ..core.errors import BandpassError
+from ..core.events import EventBus
+from ..core.plural import counted
+from ..core.workspace import Workspace
+from ..tasks.artifacts import CLEAN_ROOM, IN_PLACE, SERVICE, under
+from ..tasks.taskdir import TaskSpec, load_task, task_files
+from .agents.builtin import NopAgent
+from .endstate import DELETED, StoredEndState, change_from_dict
+from .episode import run_episode, verify_mode_of, with_adopted
 
 TESTS = "tests/"
 
@@ -128,7 +129,7 @@ def _stored(ws: Workspace, ep: Episode) -> tuple[StoredEndState | None, str]:
         # the clean room carries artifacts only: a file over the cap elsewhere is evidence, not input
         with session(ws.engine) as s:
             version = queries.get_version(s, ep.task_version_id)
-        spec = load_task(ws.abs(version.path)) if version is not None else None
+        spec = with_adopted(version, load_task(ws.abs(version.path))) if version is not None else None
         mode = verify_mode_of(version, spec) if version is not None and spec is not None else IN_PLACE
         missing = [
             c.path
@@ -139,7 +140,7 @@ def _stored(ws: Workspace, ep: Episode) -> tuple[StoredEndState | None, str]:
         ]
         if missing:
             return None, (
-                f"end state over the cap ({row.over_cap} file(s) listed with size and sha256 only"
+                f"end state over the cap ({counted(row.over_cap, 'file')} listed with size and sha256 only"
                 + (f", {len(missing)} of them artifacts" if mode == CLEAN_ROOM else "")
                 + ")"
             )

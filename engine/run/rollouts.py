@@ -26,42 +26,42 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.events import EventBus
-from bandpass.engine.core.events import bus as default_bus
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.run import hooks
-from bandpass.engine.run.agents.base import Agent
-from bandpass.engine.run.agents.factory import (
+from ...store import queries
+from ...store.db import session
+from ...store.models import Batch, pk
+from ..core import outcomes
+from ..core.errors import BandpassError
+from ..core.events import EventBus
+from ..core.events import bus as default_bus
+from ..core.runner_lock import runner_lock
+from ..core.workspace import Workspace
+from ..sandbox import leftovers
+from ..sandbox import pool as sandbox_pool
+from . import hooks
+from .agents.base import Agent
+from .agents.factory import (
     AgentConfigError,
     batch_agent_factory,
 )
-from bandpass.engine.run.executors.base import (
+from .executors.base import (
     EpisodeJob,
     Executor,
     JobResult,
     RunContext,
     default_concurrency,
 )
-from bandpass.engine.run.executors.local import LocalExecutor
-from bandpass.engine.sandbox import leftovers
-from bandpass.engine.sandbox import pool as sandbox_pool
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import Batch, pk
+from .executors.local import LocalExecutor
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def _check_agent(model_name: str, kind: str) -> None:
     if kind not in ("model", "builtin"):
         raise BatchError(f"unknown batch kind {kind!r} (model or builtin)")
     if kind == "builtin":
-        from bandpass.engine.run.agents.builtin import BUILTIN
+        from .agents.builtin import BUILTIN
 
         if model_name not in BUILTIN:
             raise BatchError(
@@ -219,7 +219,7 @@ def check_policy_endpoint(
     model batch starts any container; raises ``BatchError`` with the one line to show when the endpoint
     cannot serve, so a dead endpoint costs a second instead of a batch of infra errors. Returns the
     check's warnings (e.g. bandpass.toml's window larger than the served ``max_model_len``)."""
-    from bandpass.engine.run.policy.client import PolicyInfraError, check_endpoint, resolve_model
+    from .policy.client import PolicyInfraError, check_endpoint, resolve_model
 
     try:
         cfg = resolve_model(ws.config, model, base_url)
@@ -385,28 +385,6 @@ def _lock_path(ws: Workspace, batch_id: str) -> Path:
     return ws.root / ".locks" / f"batch-{batch_id}.lock"
 
 
-@contextlib.contextmanager
-def _batch_lock(ws: Workspace, batch_id: str) -> Iterator[bool]:
-    """Holds the batch's lock shared for the body; yields True when no other runner was alive at entry
-    (we held it exclusively first, so stale rows are ours to requeue)."""
-    import fcntl
-
-    path = _lock_path(ws, batch_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            alone = True
-        except BlockingIOError:
-            alone = False
-        if not alone:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        yield alone
-    finally:
-        os.close(fd)  # closing drops the lock
-
-
 class _Runner:
     """The head side of one ``run_batch`` call: claims rows, hands them to the executor, records what
     fails outside an episode. Claiming stays here, on the head, for every executor (see executors/base)."""
@@ -569,7 +547,7 @@ def run_batch(
     executor = executor or LocalExecutor(concurrency)
     batch = get_batch(ws, batch_id)  # a clear error for an unknown id
     started = time.monotonic()
-    with _batch_lock(ws, batch_id) as alone:
+    with runner_lock(_lock_path(ws, batch_id)) as alone:
         requeued: list[int] = []
         removed = 0
         if alone:

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self, overload
 
-from bandpass.engine.core.errors import BandpassError
+from ..core.errors import BandpassError
 
 #: The only environment variables a cast may carry: anything else risks recording a secret.
 ALLOWED_ENV = ("TERM", "SHELL")
@@ -393,6 +393,8 @@ def read_cast(source: str | bytes | os.PathLike[str]) -> Cast:
     name, lines, f = _source_lines(source)
     try:
         return _read_lines(name, lines)
+    except OSError as e:  # opened, then reading failed: a disk error, a file that cannot be read (/proc/...)
+        raise CastError(f"{name}: cannot read cast: {e}") from e
     finally:
         if f is not None:
             f.close()

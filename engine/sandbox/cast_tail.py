@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.sandbox.asciicast import CastError, CastEvent, _header, _is_time, _loads, _short
+from .asciicast import CastError, CastEvent, _header, _is_time, _loads, _short
 
 #: Most bytes one poll reads, so a large recording is caught up in slices (and memory stays bounded).
 READ_CHUNK = 1 << 20

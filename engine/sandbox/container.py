@@ -33,12 +33,12 @@ import docker
 import docker.errors
 import requests
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.sandbox import guardian, lifeline
-from bandpass.engine.sandbox import labels as L
-from bandpass.engine.sandbox import owner as owner_mod
-from bandpass.engine.sandbox.docker_engine import DockerUnavailable
-from bandpass.engine.sandbox.removal import force_remove
+from ..core.errors import BandpassError
+from . import guardian, lifeline
+from . import labels as L
+from . import owner as owner_mod
+from .docker_engine import DockerUnavailable
+from .removal import force_remove
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,10 @@ class SandboxSpec:
     #: host network (dockerd here runs with --bridge=none). Host networking shares the host's interfaces
     #: and localhost services with the task, so it is granted only to tasks that ask for network.
     network: bool = False
+    #: A named network to join instead (a compose task's own: engine/sandbox/services.py), reachable there
+    #: under ``aliases`` (``main`` for the agent's container, as Harbor names it). Overrides ``network``.
+    network_name: str = ""
+    aliases: tuple[str, ...] = ()
     workdir: str = "/app"
     labels: dict[str, str] = field(default_factory=dict)
     name: str | None = None
@@ -317,13 +321,7 @@ class Sandbox:
                 init=True,
                 cap_drop=None if spec.default_caps else ["ALL"],
                 security_opt=["no-new-privileges"],
-                network_mode=(
-                    f"container:{spec.network_of}"
-                    if spec.network_of
-                    else _default_network(self.client)
-                    if spec.network
-                    else "none"
-                ),
+                **self._network_args(),
                 mem_limit=mem,
                 memswap_limit=mem,  # no swap: an over-limit task must OOM, not crawl
                 nano_cpus=int(spec.cpus * 1e9),
@@ -337,6 +335,17 @@ class Sandbox:
         except docker.errors.ImageNotFound as exc:
             self._let_go()
             raise SandboxError("image_missing", f"{spec.image} not found in the engine") from exc
+
+    def _network_args(self) -> dict[str, Any]:
+        """``network_mode`` (none, the engine's default network when the task asks for one, or another
+        container's namespace: the service verifier's), or a named network joined under the spec's aliases."""
+        spec = self.spec
+        if spec.network_of:
+            return {"network_mode": f"container:{spec.network_of}"}
+        if spec.network_name:
+            endpoint = self.client.api.create_endpoint_config(aliases=list(spec.aliases) or None)
+            return {"network": spec.network_name, "networking_config": {spec.network_name: endpoint}}
+        return {"network_mode": _default_network(self.client) if spec.network else "none"}
 
     def _let_go(self) -> None:
         if self.lifeline is not None:

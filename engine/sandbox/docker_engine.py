@@ -16,9 +16,9 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.sandbox import leftovers
-from bandpass.engine.tasks.images import BASE_TAG
+from ..core.errors import BandpassError
+from ..tasks.images import BASE_TAG
+from . import leftovers
 
 #: Seconds to wait for the engine to answer ``/_ping`` before calling it unreachable. Short on purpose: a
 #: missing socket fails at once, and a hung daemon should not freeze the TUI for a minute.

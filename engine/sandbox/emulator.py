@@ -40,7 +40,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from bandpass.engine.sandbox.ghostty import native
+from .ghostty import native
 
 #: Rich's names for the 16 ANSI colours, indexed by SGR colour number.
 ANSI_NAMES: tuple[str, ...] = (
@@ -188,7 +188,8 @@ def _check(res: int, what: str) -> None:
 
 def _style_colour(c: Any) -> str | None:
     if c.tag == _lib.GHOSTTY_STYLE_COLOR_PALETTE:
-        return _STYLE_PALETTE[c.value.palette]
+        index: int = c.value.palette
+        return _STYLE_PALETTE[index]
     if c.tag == _lib.GHOSTTY_STYLE_COLOR_RGB:
         v = c.value.rgb
         return f"#{v.r:02x}{v.g:02x}{v.b:02x}"
@@ -587,7 +588,9 @@ class Screen:
     def alternate_screen(self) -> bool:
         with self._lock:
             _lib.ghostty_terminal_get(self._t, _lib.GHOSTTY_TERMINAL_DATA_ACTIVE_SCREEN, self._u32)
-            return self._u32[0] == _lib.GHOSTTY_TERMINAL_SCREEN_ALTERNATE
+            screen: int = self._u32[0]
+            alternate: int = _lib.GHOSTTY_TERMINAL_SCREEN_ALTERNATE
+            return screen == alternate
 
     def lines(self) -> list[str]:
         with self._lock:

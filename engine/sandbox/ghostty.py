@@ -52,7 +52,7 @@ def library_path() -> str:
 
 def _parsed_ffi() -> Any:
     try:
-        from bandpass.engine.sandbox._ghostty_cffi import ffi
+        from ._ghostty_cffi import ffi
 
         return ffi
     except Exception:  # noqa: BLE001 - any failure to read the pre-parsed module: parse as pyghostty does

@@ -34,8 +34,8 @@ import sys
 import threading
 from typing import Any
 
-from bandpass.engine.sandbox import lifeline
-from bandpass.engine.sandbox import owner as owner_mod
+from . import lifeline
+from . import owner as owner_mod
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import docker
 
-from bandpass.engine.sandbox import lifeline
+from . import lifeline
 
 #: Docker's ``/dev`` for a container without a tty: name -> (kind, link target). Anything else there is
 #: reported, these must be as listed.

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.sandbox import labels as L
-from bandpass.engine.sandbox import lifeline
-from bandpass.engine.sandbox import owner as owner_mod
-from bandpass.engine.sandbox.removal import force_remove
+from ..core.plural import counted
+from . import labels as L
+from . import lifeline
+from . import owner as owner_mod
+from .removal import force_remove
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,9 @@ class ReapReport:
     removed: list[Stale] = field(default_factory=list)
     failed: list[tuple[Stale, str]] = field(default_factory=list)
     dirs: int = 0  # lifeline directories of dead owners
+    #: networks and volumes of compose tasks' projects (engine/sandbox/services.py) whose owner is gone
+    networks: int = 0
+    volumes: int = 0
 
     def removed_in(self, workspace: str, batch: str | None = None) -> int:
         return sum(s.workspace == workspace and (batch is None or s.batch == batch) for s in self.removed)
@@ -128,14 +132,20 @@ class ReapReport:
                 per[s.workspace or "(no workspace label)"] += 1
             where = ", ".join(f"{n} of {w}" for w, n in sorted(per.items()))
             parts.append(
-                f"reaped {len(self.removed)} container(s) left by Bandpass processes that are gone ({where})"
+                f"reaped {counted(len(self.removed), 'container')} left by Bandpass processes that are gone "
+                f"({where})"
+            )
+        if self.networks or self.volumes:
+            parts.append(
+                f"removed {counted(self.networks, 'network')} and {counted(self.volumes, 'volume')} of "
+                "compose tasks whose Bandpass process is gone"
             )
         if self.failed:
             names = ", ".join(f"{s.name} ({err[:120]})" for s, err in self.failed[:3])
             more = f" and {len(self.failed) - 3} more" if len(self.failed) > 3 else ""
             parts.append(
-                f"could not remove {len(self.failed)} such container(s): {names}{more}; the next start "
-                "tries again (`bandpass gc --dry-run` lists them)"
+                f"could not remove {counted(len(self.failed), 'such container')}: {names}{more}; the next "
+                "start tries again (`bandpass gc --dry-run` lists them)"
             )
         return "; ".join(parts)
 
@@ -174,6 +184,55 @@ def stale(client: Any, *, now: float | None = None) -> list[Stale]:
     return out
 
 
+def _owner_gone(client: Any, labels: dict[str, str], created: float, now: float) -> bool:
+    """A network's or volume's owner is gone (or its hard lifetime is over), judged as for a container."""
+    state, _why = owner_mod.liveness(
+        owner_mod.Owner.parse(labels.get(L.OWNER, "")),
+        created=created,
+        local_engine=lifeline.local_engine(client),
+    )
+    expires = labels.get(L.EXPIRES, "")
+    return state == owner_mod.GONE or (expires.isdigit() and now > int(expires) + EXPIRY_GRACE_S)
+
+
+def _created(text: str) -> float:
+    """An engine timestamp (``2026-12-05T21:26:10.123456789Z``) as Unix seconds (0 when unreadable)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text[:26].rstrip("Z").split(".")[0] + "+00:00").timestamp()
+    except (ValueError, TypeError):
+        return 0.0
+
+
+def reap_networks(client: Any, *, now: float | None = None) -> tuple[int, int]:
+    """Removes the networks and volumes of compose projects (labelled ``bandpass=1`` with an owner, as the
+    project's containers are: engine/sandbox/services.py) whose owner is gone; run after the containers
+    are reaped (a network with a container attached cannot go). Returns (networks, volumes) removed."""
+    now = time.time() if now is None else now
+    nets = vols = 0
+    for net in client.api.networks(filters={"label": [f"{L.LABEL}=1", L.OWNER]}):
+        labels = net.get("Labels") or {}
+        if not _owner_gone(client, labels, _created(str(net.get("Created", ""))), now):
+            continue
+        try:
+            client.api.remove_network(net["Id"])
+            nets += 1
+        except Exception as exc:  # noqa: BLE001 - still in use, or gone meanwhile: the next start tries again
+            log.warning("could not remove network %s: %s", net.get("Name"), exc)
+    listed = client.api.volumes(filters={"label": [f"{L.LABEL}=1", L.OWNER]}) or {}
+    for vol in listed.get("Volumes") or []:
+        labels = vol.get("Labels") or {}
+        if not _owner_gone(client, labels, _created(str(vol.get("CreatedAt", ""))), now):
+            continue
+        try:
+            client.api.remove_volume(vol["Name"], force=True)
+            vols += 1
+        except Exception as exc:  # noqa: BLE001 - as above
+            log.warning("could not remove volume %s: %s", vol.get("Name"), exc)
+    return nets, vols
+
+
 def reap(client: Any, *, attempts: int = 3) -> ReapReport:
     """Removes every container :func:`stale` lists (each removal retried ``attempts`` times) and the
     lifeline directories of dead owners."""
@@ -190,6 +249,10 @@ def reap(client: Any, *, attempts: int = 3) -> ReapReport:
     if found:
         with ThreadPoolExecutor(max_workers=min(REAP_WORKERS, len(found))) as pool:
             list(pool.map(one, found))
+    try:
+        report.networks, report.volumes = reap_networks(client)
+    except Exception as exc:  # noqa: BLE001 - an engine that fails the listing: the next start tries again
+        log.warning("could not reap leftover networks: %s", exc)
     report.dirs = lifeline.remove_dead_dirs()
     return report
 
@@ -256,6 +319,7 @@ __all__ = [
     "containers_by_workspace",
     "live_batches",
     "reap",
+    "reap_networks",
     "reap_on_start",
     "reaped",
     "remove",

@@ -49,7 +49,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.sandbox import owner as owner_mod
+from . import owner as owner_mod
 
 #: Where the pipe appears in the container: ``/dev`` is the engine's tmpfs, so the mount point is not
 #: written into the container's layer (it never shows in the end-state diff).
@@ -87,6 +87,23 @@ if [ -p "$hb" ]; then
 fi
 wait
 """
+
+
+#: A compose service's main process (engine/sandbox/services.py): the watchdog runs beside the service,
+#: which ``exec``s in the script's place; when the watchdog ends (the owner let go or is gone, or the hard
+#: lifetime ran out) it kills the service, which is init's only child, and the container ends with it.
+#: A service that exits ends the container as it would without the wrapper. $1, $2: as the watchdog's;
+#: $3 is ``--``; the rest is the service's own entrypoint and command.
+SERVICE_MOUNT = "/dev/bandpass-service"
+SERVICE_WRAPPER = f"""life=$1; end=$2; shift 3
+( /bin/sh {SCRIPT_MOUNT} "$life" "$end"; kill -KILL $$ ) &
+exec "$@"
+"""
+
+
+def service_entrypoint(lifetime_s: float, deadline_uptime: float = 0.0) -> list[str]:
+    """A compose service's entrypoint under its lifeline (followed by ``--`` and the service's argv)."""
+    return ["/bin/sh", SERVICE_MOUNT, str(max(1, int(lifetime_s))), str(int(deadline_uptime)), "--"]
 
 
 def command(lifetime_s: float, deadline_uptime: float = 0.0, *, mounted: bool = True) -> list[str]:
@@ -162,20 +179,37 @@ class Lifeline:
             },
         ]
 
+    def service_mounts(self) -> list[dict[str, Any]]:
+        """The mounts a compose service needs (compose's long volume syntax): the pipe, the watchdog and
+        the service wrapper (:data:`SERVICE_WRAPPER`)."""
+        return [
+            {"type": "bind", "source": m["source"], "target": m["target"], "read_only": True}
+            for m in self.mounts()
+        ] + [
+            {
+                "type": "bind",
+                "source": str(self.path.parent / SERVICE_SCRIPT),
+                "target": SERVICE_MOUNT,
+                "read_only": True,
+            }
+        ]
+
 
 SCRIPT = "watchdog.sh"
+SERVICE_SCRIPT = "service.sh"
 
 
 def _write_script(d: Path) -> None:
-    """The watchdog as a file in this owner's directory (written once; 0444)."""
-    path = d / SCRIPT
-    with contextlib.suppress(OSError):
-        if path.read_text(encoding="utf-8") == WATCHDOG:
-            return
-    tmp = d / f".{SCRIPT}.{uuid.uuid4().hex[:8]}"
-    tmp.write_text(WATCHDOG, encoding="utf-8")
-    tmp.chmod(0o444)
-    os.replace(tmp, path)
+    """The watchdog and the service wrapper as files in this owner's directory (written once; 0444)."""
+    for name, text in ((SCRIPT, WATCHDOG), (SERVICE_SCRIPT, SERVICE_WRAPPER)):
+        path = d / name
+        with contextlib.suppress(OSError):
+            if path.read_text(encoding="utf-8") == text:
+                continue
+        tmp = d / f".{name}.{uuid.uuid4().hex[:8]}"
+        tmp.write_text(text, encoding="utf-8")
+        tmp.chmod(0o444)
+        os.replace(tmp, path)
 
 
 def _close_fd(fd: int) -> None:
@@ -216,6 +250,8 @@ __all__ = [
     "NAME",
     "OPEN_GRACE_S",
     "SCRIPT_MOUNT",
+    "SERVICE_MOUNT",
+    "SERVICE_WRAPPER",
     "WATCHDOG",
     "Lifeline",
     "command",
@@ -223,4 +259,5 @@ __all__ = [
     "owner_dir",
     "remove_dead_dirs",
     "root",
+    "service_entrypoint",
 ]

@@ -6,12 +6,20 @@ slice; neither decides the outcome. So ``acquire`` hands out a spare that was st
 ``release`` removes the used container on a background thread. Nothing is ever reused: a spare serves
 exactly one episode, and a new spare is started for the next one.
 
-Accounting without new labels (labels are fixed at creation, and the spare's episode is not known yet):
-spares are created with ``bandpass.pool=1`` and ``bandpass.pool.owner=<host>:<pid>`` and named
-``bandpass-pool-<hex>``; on acquisition the container is renamed ``bandpass-e<episode>-<hex>``, so
-``remove_containers`` (used by rollouts' resume and Ctrl-C clean-up) still finds an episode's
-container (``episode_of``), and removes spares a killed process left behind. ``gc`` removes all
-of them too (they carry ``bandpass=1`` and ``bandpass.workspace``).
+Never renamed: a spare keeps its ``bandpass-pool-<hex>`` name for life. Renaming a *running* container
+goes through libnetwork (``sandbox.Rename`` -> ``endpoint.rename``), which takes the network controller's
+lock and then a network's, while a container's exit clean-up takes them the other way round; Docker 20.10
+deadlocked on exactly that (every later start, remove and inspect hung until dockerd restarted). Labels
+are fixed at creation and the spare's episode is not known yet, so which episode a container served is
+known only to the process that handed it out: ``acquire`` records it in memory (``served``), and the record
+goes once the container is removed. ``remove_containers`` (rollouts' resume and Ctrl-C clean-up, the local
+executor's cancel) finds an episode's containers by the ``bandpass.episode`` label (cold starts), by that
+record (this process), or by the ``bandpass-e<episode>-`` name an older Bandpass gave its claimed spares;
+and it removes every pool container (``bandpass.pool=1``) whose owner (``bandpass.owner``, judged by
+engine/sandbox/owner.py as the reaper does) is gone or cannot be judged here, since a spare and a served
+container look alike from outside: a dead runner's are among them. A live process's, this one's included,
+are never touched by that rule. ``gc`` removes all of them too (they carry ``bandpass=1`` and
+``bandpass.workspace``).
 
 Bounds: one spare per (daemon, image, limits, labels) key and at most ``MAX_SPARES`` in the process (the
 oldest key is evicted). ``BANDPASS_WARM_POOL=0`` turns the pool off (cold start, synchronous removal).
@@ -33,7 +41,6 @@ import dataclasses
 import logging
 import os
 import re
-import socket
 import threading
 import time
 import uuid
@@ -45,15 +52,17 @@ from typing import Any
 import docker
 import docker.errors
 
-from bandpass.engine.sandbox.container import LABEL, Sandbox, SandboxSpec
-from bandpass.engine.sandbox.removal import force_remove
+from . import labels as L
+from . import lifeline
+from . import owner as owner_mod
+from .container import LABEL, Sandbox, SandboxSpec
+from .removal import force_remove
 
 log = logging.getLogger(__name__)
 
 ENV = "BANDPASS_WARM_POOL"
 MAX_SPARES = 4
 POOL_LABEL = "bandpass.pool"
-OWNER_LABEL = "bandpass.pool.owner"
 SPARE_PREFIX = "bandpass-pool-"
 DRAIN_TIMEOUT_S = 60.0
 #: How long a spare may wait for its episode: added to its hard lifetime, checked when it is claimed.
@@ -65,12 +74,8 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip() not in ("0", "false", "no", "off")
 
 
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def episode_prefix(episode: str | int) -> str:
-    """The name prefix an acquired spare takes: how clean-up finds it by episode without a label."""
+def legacy_episode_prefix(episode: str | int) -> str:
+    """The name prefix an older Bandpass renamed a claimed spare to; its containers may still be about."""
     return f"bandpass-e{episode}-"
 
 
@@ -91,6 +96,8 @@ class WarmPool:
         self._lock = threading.Lock()
         self._spares: OrderedDict[_Key, _Spare] = OrderedDict()
         self._threads: set[threading.Thread] = set()
+        #: container id -> the episode it was handed to, until the container is removed
+        self._served: dict[str, str] = {}
         self.hits = 0
         self.misses = 0
         self.spares_started = 0
@@ -102,8 +109,10 @@ class WarmPool:
 
         Either way a fresh spare for the same key is then started in the background for the next episode.
         """
-        if not enabled() or spec.network_of:  # a container joined to another's network serves only it
-            return Sandbox(client, spec).start()
+        # a container joined to another's network serves only it; a task network lives as long as its
+        # episode: no spare for either
+        if not enabled() or spec.network_of or spec.network_name:
+            return self._serve(Sandbox(client, spec).start(), spec)
         key = self._key(client, spec)
         with self._lock:
             spare = self._spares.get(key)
@@ -117,8 +126,20 @@ class WarmPool:
             sandbox = Sandbox(client, spec).start()
         else:
             self.hits += 1
+        self._serve(sandbox, spec)
         self._refill(client, spec, key)
         return sandbox
+
+    def served(self, episode: str | int) -> set[str]:
+        """Ids of the containers this process handed to ``episode`` that are not removed yet (a pooled one
+        carries neither the episode's label nor its name: this is the only place that says so)."""
+        with self._lock:
+            return {cid for cid, ep in self._served.items() if ep == str(episode)}
+
+    def episode_served(self, container_id: str) -> str | None:
+        """The episode this process handed ``container_id`` to; None if it did not (or it is removed)."""
+        with self._lock:
+            return self._served.get(container_id)
 
     def settled(self) -> bool:
         """True when no spare is still starting: what the next acquisition finds is what it gets (a test
@@ -128,12 +149,19 @@ class WarmPool:
 
     def release(self, sandbox: Sandbox) -> None:
         """Remove the used container; in the background when the pool is on (the outcome is already
-        known, and ``drain`` waits for it before the process exits)."""
-        if not enabled():
+        known, and ``drain`` waits for it before the process exits). One on a task's own network goes at
+        once: the network is removed right after it (engine/sandbox/services.py)."""
+        if not enabled() or sandbox.spec.network_name:
             with contextlib.suppress(Exception):
                 sandbox.remove()
+                self.forget(sandbox.id)
             return
         self._spawn(self._remove_quietly, sandbox)
+
+    def forget(self, container_id: str) -> None:
+        """Drop a removed container from the record of what was served."""
+        with self._lock:
+            self._served.pop(container_id, None)
 
     def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
         """Remove every spare and wait for the background work started so far (spare starts, removals).
@@ -170,9 +198,17 @@ class WarmPool:
             tuple(sorted(spec.env.items())),
         )
 
+    def _serve(self, sandbox: Sandbox, spec: SandboxSpec) -> Sandbox:
+        """Record which episode ``sandbox`` now serves (before anything can ask to clean it up)."""
+        if spec.episode is not None:
+            with self._lock:
+                self._served[sandbox.id] = str(spec.episode)
+        return sandbox
+
     def _claim(self, client: docker.DockerClient, spare: _Spare, spec: SandboxSpec) -> Sandbox | None:
-        """Take a finished spare for this episode: it must still run, and it is renamed so clean-up by
-        episode finds it. A spare that fails either check is removed and the caller starts cold."""
+        """Take a finished spare for this episode: it must still run with enough of its lifetime left. A
+        spare that fails either check is removed and the caller starts cold. It is never renamed (see the
+        module's docstring: a running container's rename can deadlock the engine)."""
         sb = spare.sandbox
         if sb is None:
             return None
@@ -181,8 +217,6 @@ class WarmPool:
                 raise RuntimeError(f"spare has {sb.remaining_s():.0f} s of its lifetime left")
             if not sb.is_running():
                 raise RuntimeError("spare is no longer running")
-            if spec.episode is not None:
-                client.api.rename(sb.container.id, f"{episode_prefix(spec.episode)}{uuid.uuid4().hex[:12]}")
         except Exception as exc:  # noqa: BLE001 - any doubt about a spare: do not use it
             log.info("warm pool: discarding spare %s: %s", sb.id[:12], exc)
             self._spawn(self._remove_quietly, sb)
@@ -205,7 +239,7 @@ class WarmPool:
             spec,
             episode=None,
             name=f"{SPARE_PREFIX}{uuid.uuid4().hex[:12]}",
-            labels={**spec.labels, POOL_LABEL: "1", OWNER_LABEL: _owner()},
+            labels={**spec.labels, POOL_LABEL: "1"},
             max_lifetime_s=spec.max_lifetime_s + SPARE_IDLE_S,
         )
         self._spawn(self._start_spare, client, spare_spec, spare)
@@ -243,13 +277,15 @@ class WarmPool:
         if spare.sandbox is not None:
             self._remove_quietly(spare.sandbox)
 
-    @staticmethod
-    def _remove_quietly(sandbox: Sandbox) -> None:
-        """Removes, retrying for up to ``DRAIN_TIMEOUT_S`` (a removal that failed once is not left)."""
+    def _remove_quietly(self, sandbox: Sandbox) -> None:
+        """Removes, retrying for up to ``DRAIN_TIMEOUT_S`` (a removal that failed once is not left). The
+        record of what it served goes only once it is removed: until then clean-up by episode finds it."""
         try:
             sandbox.remove(within_s=DRAIN_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - it has stopped; the next start's reaping removes it
             log.warning("warm pool: could not remove %s: %s", sandbox.id[:12], exc)
+        else:
+            self.forget(sandbox.id)
 
     def _spawn(self, fn: Any, *args: Any) -> None:
         def run() -> None:
@@ -281,40 +317,55 @@ def drain(timeout: float = DRAIN_TIMEOUT_S) -> None:
     POOL.drain(timeout)
 
 
-def episode_of(name: str, labels: dict[str, str]) -> str | None:
-    """The episode a container served: its ``bandpass.episode`` label (cold start) or, for a pooled
-    container, the id in its ``bandpass-e<episode>-`` name; None for a spare not yet handed out."""
+def served(episode: str | int) -> set[str]:
+    return POOL.served(episode)
+
+
+def episode_of(container_id: str, name: str, labels: dict[str, str]) -> str | None:
+    """The episode a container served: its ``bandpass.episode`` label (cold start), this process's record
+    of what it handed out (a pooled container keeps its spare's name), or the id in the
+    ``bandpass-e<episode>-`` name an older Bandpass renamed its claimed spares to; None otherwise (a spare,
+    or another process's pooled container)."""
     if labels.get("bandpass.episode"):
         return labels["bandpass.episode"]
-    m = _EPISODE_NAME.match(name.lstrip("/"))
+    ep = POOL.episode_served(container_id)
+    if ep is not None:
+        return ep
+    m = _LEGACY_EPISODE_NAME.match(name.lstrip("/"))
     return m.group(1) if m else None
 
 
-_EPISODE_NAME = re.compile(r"bandpass-e(\d+)-")
+_LEGACY_EPISODE_NAME = re.compile(r"bandpass-e(\d+)-")
 
 
 def remove_containers(client: docker.DockerClient, workspace: str, episode_ids: Iterable[int | str]) -> int:
-    """Remove this workspace's containers that served ``episode_ids`` (by label or pooled name), and the
-    never-acquired spares another process (for instance a SIGKILLed runner) left behind. One listing,
-    whatever the number of episodes."""
+    """Remove this workspace's containers that served ``episode_ids`` (``episode_of``), and the pool's
+    containers whose owner is gone or cannot be judged here (a killed runner's spares and the containers
+    it had handed out, which carry no episode). Never a live process's pool container, unless it served one
+    of ``episode_ids``. One listing, whatever the number of episodes."""
     wanted = {str(e) for e in episode_ids}
-    me = _owner()
+    local = lifeline.local_engine(client)
     n = 0
-    filters = {"label": [f"{LABEL}=1", f"bandpass.workspace={workspace}"]}
+    filters = {"label": [f"{LABEL}=1", f"{L.WORKSPACE}={workspace}"]}
     for c in client.api.containers(all=True, filters=filters):
         labels = c.get("Labels") or {}
-        names = [str(x).lstrip("/") for x in c.get("Names") or []]
-        eps = {episode_of(x, labels) for x in names} or {episode_of("", labels)}
-        orphan = (
-            labels.get(POOL_LABEL) == "1"
-            and labels.get(OWNER_LABEL) != me
-            and any(x.startswith(SPARE_PREFIX) for x in names)
-        )
-        if orphan or eps & wanted:
-            try:
-                n += force_remove(client, c["Id"])
-            except Exception as exc:  # noqa: BLE001 - the others still go; the next start reaps it
-                log.warning("could not remove %s: %s", c["Id"][:12], exc)
+        names = [str(x).lstrip("/") for x in c.get("Names") or []] or [""]
+        served = {episode_of(c["Id"], x, labels) for x in names} & wanted
+        if not served and labels.get(POOL_LABEL) == "1":
+            state, _ = owner_mod.liveness(
+                owner_mod.Owner.parse(labels.get(L.OWNER, "")),
+                created=float(c.get("Created") or 0),
+                local_engine=local,
+            )
+            if state == owner_mod.ALIVE:
+                continue
+        elif not served:
+            continue
+        try:
+            n += force_remove(client, c["Id"])
+            POOL.forget(c["Id"])
+        except Exception as exc:  # noqa: BLE001 - the others still go; the next start reaps it
+            log.warning("could not remove %s: %s", c["Id"][:12], exc)
     return n
 
 
@@ -325,7 +376,7 @@ def remove_episode_containers(workspace: str | Path, episode_ids: Sequence[int])
     if not episode_ids:
         return 0
     try:
-        from bandpass.engine.sandbox.docker_engine import get_client
+        from .docker_engine import get_client
 
         client = get_client()
         return remove_containers(client, str(workspace), episode_ids)
@@ -343,6 +394,8 @@ __all__ = [
     "enabled",
     "release",
     "episode_of",
+    "legacy_episode_prefix",
     "remove_containers",
     "remove_episode_containers",
+    "served",
 ]

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bandpass.engine.sandbox.emulator import Screen
-from bandpass.engine.sandbox.ghostty import native, union_fn
+from .emulator import Screen
+from .ghostty import native, union_fn
 
 #: History kept between two reads: far more than one write can scroll (a 64 KiB read of short lines is
 #: ~10k rows); when it overflows, the oldest rows of that one write are the ones lost.
@@ -94,7 +94,8 @@ class TextScreen(Screen):
             res = lib.ghostty_terminal_selection_format_buf(self._t, opts, buf, len(buf), self._written)
             if res:
                 raise RuntimeError(f"libghostty-vt: selection format failed (code {res})")
-        return ffi.buffer(buf, self._written[0])[:].decode("utf-8", "replace").split("\n")
+        text: bytes = ffi.buffer(buf, self._written[0])[:]
+        return text.decode("utf-8", "replace").split("\n")
 
     def _row_flag(self, y: int, tag: int, flag: int) -> bool:
         self._point_ref(self._ref, 0, y, tag)

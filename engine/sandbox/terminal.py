@@ -28,15 +28,21 @@ from typing import Any
 import docker
 import requests
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.events import EventBus, PtyInput, PtyOutput
-from bandpass.engine.sandbox.asciicast import CastWriter
-from bandpass.engine.sandbox.emulator import Screen
+from ..core.errors import BandpassError
+from ..core.events import EventBus, PtyInput, PtyOutput
+from .asciicast import CastWriter
+from .emulator import Screen
 
 #: OSC 133 markers our prompt emits: "A" prompt start, "D;<status>" command finished.
 MARKER_RE = re.compile(r"\x1b\]133;([A-D])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
+#: The verifier's observer reports (engine/run/observer.py): OSC 7717, an unassigned number, cut out of
+#: the text when a session observes them (the verifier's); the screen and the recording keep them.
+OBSERVER_RE = re.compile(r"\x1b\]7717;([^\x07\x1b]*)(?:\x07|\x1b\\)")
+_OBSERVER_PREFIX = "\x1b]7717;"
 #: Longest unterminated tail we hold back waiting for the rest of a marker split across reads.
 _MAX_HOLD = 64
+#: ... and of an observer report (a test id, the processes alive at the verifier's exit).
+_MAX_REPORT_HOLD = 16384
 _WRITE_CHUNK = 4096
 _RECENT_CAP = 1 << 20  # recent_output() keeps the last 1 MiB
 _OUTPUT_CAP = 4 << 20  # WaitResult.output keeps the last 4 MiB: a flood must not grow memory unbounded
@@ -108,10 +114,13 @@ class _TailBuffer:
 
 
 class _MarkerScanner:
-    """Strips OSC 133 markers from a stream that may split them anywhere, and reports them in order."""
+    """Strips OSC 133 markers from a stream that may split them anywhere, and reports them in order.
 
-    def __init__(self) -> None:
+    With ``observe``, OSC 7717 reports are cut out too and reported as ``("O", text)``."""
+
+    def __init__(self, observe: bool = False) -> None:
         self._hold = ""
+        self._observe = observe
 
     def feed(self, chunk: str) -> tuple[str, list[tuple[str, str | None]]]:
         text = self._hold + chunk
@@ -119,15 +128,22 @@ class _MarkerScanner:
         markers: list[tuple[str, str | None]] = []
         out: list[str] = []
         pos = 0
-        for m in MARKER_RE.finditer(text):
-            out.append(text[pos : m.start()])
-            markers.append((m.group(1), m.group(2)))
-            pos = m.end()
+        found = [(m.start(), m.end(), m.group(1), m.group(2)) for m in MARKER_RE.finditer(text)]
+        if self._observe and _OBSERVER_PREFIX in text:
+            found += [(m.start(), m.end(), "O", m.group(1)) for m in OBSERVER_RE.finditer(text)]
+            found.sort()
+        for start, end, kind, value in found:
+            out.append(text[pos:start])
+            markers.append((kind, value))
+            pos = end
         rest = text[pos:]
         # An unfinished marker starts either at its own "ESC ] 133 ;" or, if still shorter than that,
         # at the last ESC (the ST that ends a marker is itself an ESC, so both are checked).
-        for start in sorted({rest.rfind("\x1b]133;"), rest.rfind("\x1b")}):
-            if start != -1 and len(rest) - start <= _MAX_HOLD and _could_be_marker(rest[start:]):
+        starts = {rest.rfind("\x1b]133;"), rest.rfind("\x1b")}
+        if self._observe:
+            starts.add(rest.rfind(_OBSERVER_PREFIX))
+        for start in sorted(starts):
+            if start != -1 and self._could_hold(rest[start:]):
                 out.append(rest[:start])
                 self._hold = rest[start:]
                 break
@@ -135,10 +151,14 @@ class _MarkerScanner:
             out.append(rest)
         return "".join(out), markers
 
+    def _could_hold(self, tail: str) -> bool:
+        if len(tail) <= _MAX_HOLD and _could_be_marker(tail):
+            return True
+        return self._observe and len(tail) <= _MAX_REPORT_HOLD and _could_be_marker(tail, _OBSERVER_PREFIX)
 
-def _could_be_marker(tail: str) -> bool:
-    """True while ``tail`` is an unfinished prefix of an OSC 133 marker."""
-    prefix = "\x1b]133;"
+
+def _could_be_marker(tail: str, prefix: str = "\x1b]133;") -> bool:
+    """True while ``tail`` is an unfinished prefix of an OSC marker that starts with ``prefix``."""
     if len(tail) <= len(prefix):
         return prefix.startswith(tail)
     return tail.startswith(prefix) and "\x07" not in tail and not tail.endswith("\x1b\\")
@@ -162,6 +182,7 @@ class TerminalSession:
         user: str | None = None,
         env: dict[str, str] | None = None,
         shell: str = "bash",
+        observe: bool = False,
     ) -> None:
         self.client = client
         self.shell = shell  # the verifier passes an absolute path: a PATH lookup is the policy's to rig
@@ -182,7 +203,8 @@ class TerminalSession:
         self._reader: threading.Thread | None = None
         self._write_lock = threading.Lock()
         self._cond = threading.Condition()
-        self._scanner = _MarkerScanner()
+        self._scanner = _MarkerScanner(observe)
+        self._reports: list[str] = []  # observer reports (OSC 7717), in order: the verifier's only
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         # Everything below is guarded by _cond.
         self._alive = False
@@ -331,11 +353,18 @@ class TerminalSession:
             if stripped:
                 self._stripped.append(stripped)
                 self._recent.append(stripped)
-            for kind, _ in markers:
+            for kind, value in markers:
                 if kind == "A":
                     self._at_prompt = True
-            self._markers.extend(markers)
+                elif kind == "O":
+                    self._reports.append(value or "")
+            self._markers.extend(m for m in markers if m[0] != "O")
             self._cond.notify_all()
+
+    def reports(self) -> list[str]:
+        """The observer reports (OSC 7717) seen so far, in order (``observe`` sessions only)."""
+        with self._cond:
+            return list(self._reports)
 
     def screen_text(self) -> str:
         return self.screen.text()

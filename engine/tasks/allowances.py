@@ -36,6 +36,8 @@ RULES: dict[str, str] = {
 }
 
 FIELD = "[metadata.bandpass.guard]"
+#: The other keys of ``[metadata.bandpass]``: the task's reward declarations (engine/tasks/rewards.py).
+BANDPASS_KEYS = ("verify_mode", "primary_reward", "reward_files")
 
 
 @dataclass
@@ -53,9 +55,11 @@ def parse(metadata: dict[str, Any]) -> tuple[Allowances, list[tuple[str, str]]]:
     bp = metadata.get("bandpass", {})
     if not isinstance(bp, dict):
         return Allowances(), [("[metadata.bandpass]", f"expected a table, got {bp!r}")]
-    unknown = sorted(set(bp) - {"guard", "verify_mode"})  # verify_mode: engine/tasks/artifacts.py reads it
+    unknown = sorted(set(bp) - {"guard", *BANDPASS_KEYS})
     for key in unknown:
-        problems.append((f"[metadata.bandpass].{key}", "unknown key (known: guard, verify_mode)"))
+        problems.append(
+            (f"[metadata.bandpass].{key}", f"unknown key (known: {', '.join(['guard', *BANDPASS_KEYS])})")
+        )
     guard = bp.get("guard", {})
     if not isinstance(guard, dict):
         return Allowances(), [*problems, (FIELD, f"expected a table, got {guard!r}")]

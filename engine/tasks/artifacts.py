@@ -43,6 +43,8 @@ FRESH = (CLEAN_ROOM, SERVICE)
 _HARBOR_MODES = {"separate": CLEAN_ROOM, "shared": SERVICE}
 #: Harbor's conventional agent publish directory: always carried, as Harbor does.
 CONVENTION_DIR = "/logs/artifacts"
+#: Harbor's name for the agent's compose service: an artifact of it is an ordinary one.
+MAIN_SERVICE = "main"
 #: Where an artifact may never be: the harness's own places and the kernel's.
 _REFUSED = ("/", "/proc", "/sys", "/dev", "/logs", "/logs/verifier", "/tests")
 
@@ -67,6 +69,8 @@ def parse(
         problems.append(("artifacts", f"expected an array of paths or {{source = ...}} tables, got {raw!r}"))
         raw = []
     for i, entry in enumerate(raw):
+        if isinstance(entry, dict) and entry.get("service") not in (None, "", MAIN_SERVICE):
+            continue  # collected from a compose service (service_entries), not carried from main
         source = entry.get("source") if isinstance(entry, dict) else entry
         if not isinstance(source, str) or not source.strip():
             problems.append((f"artifacts[{i}]", f"expected a path or a table with a source, got {entry!r}"))
@@ -100,6 +104,30 @@ def parse(
     return paths, mode, network, problems, warnings
 
 
+def service_entries(raw: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Harbor's artifacts collected from a compose service (``{ source = "/data/db.json", service =
+    "db" }``): ``(service, absolute source)`` pairs, and ``(field, problem)`` for an entry Harbor refuses
+    too (a relative source: a service has no workdir of Bandpass's)."""
+    out: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = []
+    for i, entry in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(entry, dict) or entry.get("service") in (None, "", MAIN_SERVICE):
+            continue
+        source, service = entry.get("source"), entry.get("service")
+        if not isinstance(service, str) or not isinstance(source, str) or not source.startswith("/"):
+            problems.append(
+                (f"artifacts[{i}]", f"a service's artifact needs an absolute source, got {source!r}")
+            )
+            continue
+        if ".." in source.split("/"):
+            problems.append((f"artifacts[{i}]", f"must not contain '..' components, got {source!r}"))
+            continue
+        pair = (service, posixpath.normpath(source))
+        if pair not in out:
+            out.append(pair)
+    return out, problems
+
+
 def roots(workdir: str, declared: list[str]) -> list[str]:
     """Every artifact root, the workdir first, without one nested in another."""
     out: list[str] = []
@@ -109,6 +137,32 @@ def roots(workdir: str, declared: list[str]) -> list[str]:
         out = [r for r in out if not r.startswith(p.rstrip("/") + "/")]
         out.append(p)
     return out
+
+
+def declare(toml_text: str, paths: list[str]) -> str:
+    """``task.toml`` text whose top-level ``artifacts`` (Harbor 0.25's field) also lists ``paths``: what an
+    export writes for a version that adopted artifacts from its oracle's footprint, so the exported task
+    says what its verifier reads and runs as verified, in Bandpass or in Harbor's separate verifier.
+
+    Without an ``artifacts`` key the line goes first (a top-level key must precede every table) and the
+    rest of the file is kept byte for byte; with one, the document is written again with the merged list
+    (TOML cannot extend a key in place; comments are lost then)."""
+    import json
+    import tomllib
+
+    import tomli_w
+
+    doc = tomllib.loads(toml_text)
+    declared = doc.get("artifacts", [])
+    have = {e.get("source") if isinstance(e, dict) else e for e in declared if isinstance(declared, list)}
+    new = [p for p in paths if p not in have]
+    if not new:
+        return toml_text
+    if "artifacts" not in doc:
+        line = "artifacts = [" + ", ".join(json.dumps(p) for p in new) + "]"
+        return f"{line}  # adopted by Bandpass: what the oracle showed its verifier reads\n{toml_text}"
+    doc["artifacts"] = [*declared, *new]
+    return tomli_w.dumps(doc)
 
 
 def under(path: str, root: str) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bandpass.engine.core import outcomes
+from ..core import outcomes
 
 __all__ = ["POLICY", "Cause", "outcome_for"]
 

@@ -32,7 +32,9 @@ the other trials are imported. Secrets are masked in everything stored (errors, 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,15 +42,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.redact import Redactor
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.tasks.harbor_errors import outcome_for
-from bandpass.engine.tasks.importer import import_one
-from bandpass.engine.tasks.taskdir import TaskInvalid, find_task_dirs, load_task
-from bandpass.store import queries
-from bandpass.store.db import session
-from bandpass.store.models import pk
+from ...store import queries
+from ...store.db import session
+from ...store.models import pk
+from ..core.errors import BandpassError
+from ..core.redact import Redactor
+from ..core.workspace import Workspace
+from . import rewards
+from .harbor_errors import outcome_for
+from .importer import import_one
+from .taskdir import TaskInvalid, find_task_dirs, load_task
 
 #: Stored text fields are capped: a verifier that prints megabytes must not bloat the database.
 MAX_TEXT = 200_000
@@ -160,29 +163,39 @@ def _parse_time(value: Any) -> datetime | None:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)  # Harbor writes naive local-less times
 
 
+def rewards_of(
+    verifier_result: Any, verifier_dir: Path, primary: str = ""
+) -> tuple[float | None, dict[str, float]]:
+    """(scalar, components) of a trial: Harbor's ``verifier_result.rewards`` (every key kept), else the
+    reward files it left; the scalar by Bandpass's one rule (engine/tasks/rewards.py: ``"reward"``, a
+    single key, ``reward.txt`` beside several keys, a declared primary)."""
+    txt_path = verifier_dir / rewards.REWARD_TXT
+    txt: float | None = None
+    with contextlib.suppress(OSError, rewards.RewardFileError):
+        txt = rewards.parse_txt(txt_path.read_bytes()) if txt_path.is_file() else None
+    comps = _get(verifier_result, "rewards")
+    if isinstance(comps, dict) and comps:
+        kept = {
+            str(k): float(v)
+            for k, v in comps.items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+        }
+        if kept:
+            return rewards.scalar_of(kept, txt, primary)[0], kept
+    files = {}
+    for name in rewards.REWARD_FILES:
+        with contextlib.suppress(OSError):
+            if (verifier_dir / name).is_file():
+                files[name] = (verifier_dir / name).read_bytes()
+    reading = rewards.read(files.get(rewards.REWARD_JSON), files.get(rewards.REWARD_TXT), primary=primary)
+    if reading.reward is None and rewards.REWARD_JSON in files and txt is not None and not reading.components:
+        return txt, {"reward": txt}  # a reward.json Harbor would refuse beside a readable reward.txt
+    return reading.reward, reading.components
+
+
 def reward_of(verifier_result: Any, verifier_dir: Path) -> float | None:
-    """``verifier_result.rewards`` (``reward`` key, else a single value), else the reward files."""
-    rewards = _get(verifier_result, "rewards")
-    if isinstance(rewards, dict) and rewards:
-        value = rewards.get("reward", next(iter(rewards.values())) if len(rewards) == 1 else None)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    rj = verifier_dir / "reward.json"
-    if rj.is_file():
-        try:
-            data = json.loads(rj.read_text())
-            value = data.get("reward") if isinstance(data, dict) else data
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                return float(value)
-        except (json.JSONDecodeError, OSError):
-            pass
-    rt = verifier_dir / "reward.txt"
-    if rt.is_file():
-        try:
-            return float(rt.read_text().strip())
-        except (ValueError, OSError):
-            pass
-    return None
+    """The scalar of :func:`rewards_of`."""
+    return rewards_of(verifier_result, verifier_dir)[0]
 
 
 def _exception_types(res: dict[str, Any]) -> list[str]:
@@ -223,11 +236,12 @@ def _job_stats_result(job_result: Any, trial_name: str) -> str | None:
                 return str(exc)
         for value, entries in (_get(data, "reward_stats", "reward") or {}).items():
             if isinstance(entries, list) and trial_name in entries:
-                return _reward_text(value)
+                return str(_reward_text(value))  # a JSON object's key: text either way
     return None
 
 
-def _reward_text(value: Any) -> Any:
+def _reward_text(value: Any) -> object:
+    """A reward as Harbor's exporter writes it: a number as its float's text, anything else as it is."""
     try:
         return str(float(value))
     except (TypeError, ValueError):
@@ -326,6 +340,7 @@ def _task_dir_candidates(task_path: str, job_dir: Path) -> list[Path]:
 
 class _Importer:
     def __init__(self, ws: Workspace, result: JobsImport) -> None:
+        self._primaries: dict[int, str] = {}  # version id -> declared primary reward key
         self.ws = ws
         self.result = result
         self.redact = Redactor()
@@ -354,6 +369,22 @@ class _Importer:
             dest.write_text(self.redact.text(src.read_text(encoding="utf-8", errors="replace")))
             kept.append(self.ws.rel(dest))
         return kept
+
+    def primary_of(self, version_id: int) -> str:
+        """The reward key the task (``[metadata.bandpass] primary_reward``) or the curator declared."""
+        if version_id not in self._primaries:
+            self._primaries[version_id] = self._primary(version_id)
+        return self._primaries[version_id]
+
+    def _primary(self, version_id: int) -> str:
+        with session(self.ws.engine) as s:
+            v = queries.get_version(s, version_id)
+        try:
+            spec = load_task(self.ws.abs(v.path)) if v is not None else None
+        except TaskInvalid:
+            spec = None
+        own = rewards.declared(spec.metadata)[0].primary if spec is not None else ""
+        return own or (self.ws.config.rewards.primary.get(spec.name, "") if spec is not None else "")
 
     def strategy_of(self, version_id: int) -> str:
         """The task's ``multi_step_reward_strategy`` (Harbor's default on a multi-step task: mean)."""
@@ -427,7 +458,7 @@ class _Importer:
             raise TrialError(f"{trial / 'result.json'}: no agent_info.model_info.name nor agent name")
         vid, task_name = self.version_for(trial, job_dir, res)
         exc_types = _exception_types(res)
-        reward = reward_of(res.get("verifier_result"), trial / "verifier")
+        reward, components = rewards_of(res.get("verifier_result"), trial / "verifier", self.primary_of(vid))
         if reward is None and _steps(res):
             reward = _step_reward(res, self.strategy_of(vid))
         outcome, unknown = outcome_for(exc_types, reward)
@@ -482,6 +513,7 @@ class _Importer:
                 agent_cast=cast_rel,
                 verifier_output=self.redact.text(verifier_out)[:MAX_TEXT],
             )
+            queries.set_episode_rewards(s, eid, components, None)
             ep.ended_at = _parse_time(res.get("finished_at")) or ep.ended_at
             s.add(ep)
             for st in steps:

@@ -48,7 +48,7 @@ TOP_LEVEL: Notes = {
     "source": None,
     "artifacts": None,  # read: carried into the clean room (engine/tasks/artifacts.py)
     "multi_step_reward_strategy": None,  # read with [[steps]]
-    "steps": None,  # multi-step tasks: imported, refused when run
+    "steps": None,  # multi-step tasks: run step by step (engine/tasks/steps.py)
 }
 
 SECTIONS: dict[str, Notes] = {
@@ -68,7 +68,7 @@ SECTIONS: dict[str, Notes] = {
         "allowed_hosts": "no allowlist is enforced: the network is all or nothing",
         "environment_mode": None,  # read: shared = service, separate = clean room (own image: unsupported)
         "environment": "the verifier runs in the task's own image, not this one",
-        "collect": "collect hooks are not run",
+        "collect": None,  # run after the agent phase, in main or a compose service
     },
     "environment": {
         "build_timeout_sec": None,
@@ -88,7 +88,7 @@ SECTIONS: dict[str, Notes] = {
         "gpu_types": "no GPU is attached",
         "tpu": "no TPU is attached",
         "env": "these variables are not set in the container",
-        "healthcheck": "the healthcheck is not run before the agent starts",
+        "healthcheck": None,  # run before the agent starts
         "skills_dir": "skills are not copied for the agent",
         "mcp_servers": "no MCP server is offered to the agent",
     },

@@ -26,8 +26,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from bandpass.engine.core.events import BuildLog, EventBus
-from bandpass.engine.tasks.taskdir import TaskSpec
+from ..core.events import BuildLog, EventBus
+from .taskdir import TaskSpec
 
 BASE_TAG = "bandpass/base:bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -475,7 +475,39 @@ def build_task_image(
     get their own, normally none.
     """
     task_dir = Path(task_dir)
-    tag = task_image_tag(task_dir, version_hash)
+    context = task_dir / "environment"
+    return build_image(
+        client,
+        context,
+        context / "Dockerfile",
+        task_image_tag(task_dir, version_hash),
+        labels={"bandpass.task": slugify(task_dir.name), "bandpass.version": version_hash},
+        aliases=aliases,
+        timeout_sec=timeout_sec,
+        network=network,
+        on_log=on_log,
+        bus=bus,
+    )
+
+
+def build_image(
+    client: docker.DockerClient,
+    context: Path,
+    dockerfile: Path,
+    tag: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    aliases: Mapping[str, str] | None = None,
+    build_args: Mapping[str, str] | None = None,
+    target: str | None = None,
+    timeout_sec: float = 600,
+    network: str = "host",
+    on_log: LogFn | None = None,
+    bus: EventBus | None = None,
+) -> BuildResult:
+    """Build ``dockerfile`` over ``context`` as ``tag`` (cached: an existing tag is the build), every
+    ``FROM`` this machine cannot pull rewritten through the alias map and reported. What
+    :func:`build_task_image` and a compose service's build (:func:`build_service_images`) share."""
     aliases = DEFAULT_IMAGE_ALIASES if aliases is None else aliases
     started = time.monotonic()
     lines: list[str] = []
@@ -487,7 +519,9 @@ def build_task_image(
         if bus is not None:
             bus.publish(BuildLog(image=tag, line=line))
 
-    def result(ok: bool, used: list[tuple[str, str]], *, cached: bool = False, error: str | None = None):
+    def result(
+        ok: bool, used: list[tuple[str, str]], *, cached: bool = False, error: str | None = None
+    ) -> BuildResult:
         return BuildResult(
             tag=tag,
             ok=ok,
@@ -503,16 +537,14 @@ def build_task_image(
     except docker.errors.ImageNotFound:
         existing = None
     if existing is not None:
-        labels = (existing.attrs.get("Config") or {}).get("Labels") or {}
+        found = (existing.attrs.get("Config") or {}).get("Labels") or {}
         try:
-            used = [tuple(p) for p in json.loads(labels.get("bandpass.aliases", "[]"))]
+            used = [tuple(p) for p in json.loads(found.get("bandpass.aliases", "[]"))]
         except (ValueError, TypeError):
             used = []
         emit(f"[bandpass] {tag} cached")
         return result(True, used, cached=True)
 
-    context = task_dir / "environment"
-    dockerfile = context / "Dockerfile"
     if not dockerfile.is_file():
         emit(f"[bandpass] no Dockerfile at {dockerfile}")
         return result(False, [], error="no Dockerfile")
@@ -537,16 +569,108 @@ def build_task_image(
             context=context,
             dockerfile=df_path,
             tag=tag,
-            labels={
-                "bandpass.task": slugify(task_dir.name),
-                "bandpass.version": version_hash,
-                "bandpass.aliases": json.dumps(used),
-            },
+            labels={**(labels or {}), "bandpass.aliases": json.dumps(used)},
             network=network,
             timeout_sec=timeout_sec,
             emit=emit,
             finish=lambda ok, err: result(ok, used, error=err),
+            build_args=dict(build_args or {}) or None,
+            target=target,
         )
+
+
+@dataclass
+class ServiceImages:
+    """The images of a compose task's services (engine/tasks/compose.py): the tag each service runs, the
+    aliases used, and the failures (a build that failed, an ``image:`` this machine cannot pull)."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    builds: dict[str, BuildResult] = field(default_factory=dict)
+    failed: dict[str, BuildResult] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def aliases_used(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for b in self.builds.values():
+            out += [a for a in b.aliases_used if a not in out]
+        return out
+
+    def failure(self) -> tuple[str, BuildResult] | None:
+        return next(iter(self.failed.items()), None)
+
+
+def service_image_tag(task_dir: Path, service: str, version_hash: str) -> str:
+    return f"bandpass-svc/{slugify(task_dir.name)}-{slugify(service)}:{version_hash[:16]}"
+
+
+def build_service_images(
+    client: docker.DockerClient,
+    spec: TaskSpec,
+    version_hash: str,
+    *,
+    aliases: Mapping[str, str] | None = None,
+    timeout_sec: float = 600,
+    bus: EventBus | None = None,
+) -> ServiceImages:
+    """Builds each service of the task's compose file that has a ``build:`` context (offline, its FROMs
+    through the alias map, cached per version) and finds each ``image:`` service's image in the engine (or
+    its alias): no registry is reachable here, so an image this machine does not hold is a failure that
+    says so — never a pull."""
+    out = ServiceImages()
+    if spec.compose is None:
+        return out
+    aliases = DEFAULT_IMAGE_ALIASES if aliases is None else aliases
+    env_dir = spec.environment_dir
+    for svc in spec.compose.services:
+        if svc.build_context is not None:
+            context = env_dir / svc.build_context
+            res = build_image(
+                client,
+                context,
+                context / svc.dockerfile,
+                service_image_tag(spec.path, svc.name, version_hash),
+                labels={"bandpass.task": slugify(spec.path.name), "bandpass.service": svc.name},
+                aliases=aliases,
+                build_args=dict(svc.build_args),
+                target=svc.target,
+                timeout_sec=timeout_sec,
+                bus=bus,
+            )
+            res.log = f"[bandpass] service {svc.name}: build of environment/{svc.build_context}\n{res.log}"
+            out.builds[svc.name] = res
+            if res.ok:
+                out.tags[svc.name] = res.tag
+            else:
+                out.failed[svc.name] = res
+            continue
+        ref = str(svc.image)
+        alias = {normalize_ref(k): v for k, v in aliases.items()}.get(normalize_ref(ref))
+        if image_exists(client, ref):
+            out.tags[svc.name] = ref
+        elif alias is not None and image_exists(client, alias):
+            out.tags[svc.name] = alias
+            out.builds[svc.name] = BuildResult(
+                tag=alias,
+                ok=True,
+                log=f"[bandpass] service {svc.name}: image {ref} -> {alias} (alias)",
+                aliases_used=[(ref, alias)],
+                cached=True,
+            )
+        else:
+            out.failed[svc.name] = BuildResult(
+                tag=ref,
+                ok=False,
+                log=f"[bandpass] service {svc.name}: image {ref}: not in the engine and no alias; no "
+                "registry "
+                "is reachable here — add it to [images.aliases] in bandpass.toml or load it "
+                "(`docker load`)",
+                error="no image",
+            )
+    return out
 
 
 def _stream_build(
@@ -560,6 +684,8 @@ def _stream_build(
     timeout_sec: float,
     emit: LogFn,
     finish: Callable[[bool, str | None], BuildResult],
+    build_args: dict[str, str] | None = None,
+    target: str | None = None,
 ) -> BuildResult:
     """Run the build on a worker thread so the caller's deadline holds even while a RUN step is silent.
 
@@ -595,6 +721,8 @@ def _stream_build(
                 decode=True,
                 network_mode=network,
                 labels=labels,
+                buildargs=build_args,
+                target=target,
             ):
                 if stop.is_set():
                     break
@@ -749,8 +877,11 @@ __all__ = [
     "BASE_TAG",
     "DEFAULT_IMAGE_ALIASES",
     "BuildResult",
+    "ServiceImages",
     "build_base_image",
     "build_failure_blame",
+    "build_image",
+    "build_service_images",
     "build_task_image",
     "from_refs",
     "image_contains",
@@ -759,6 +890,7 @@ __all__ = [
     "normalize_ref",
     "resolve_workdir",
     "rewrite_from",
+    "service_image_tag",
     "slugify",
     "task_image_tag",
 ]

@@ -25,9 +25,11 @@ from pathlib import Path
 
 from sqlmodel import Session
 
-from bandpass.engine.core.errors import InvalidInput
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.tasks.taskdir import (
+from ...store import queries
+from ...store.db import session
+from ..core.errors import InvalidInput
+from ..core.workspace import Workspace
+from .taskdir import (
     TaskInvalid,
     TaskSpec,
     find_task_dirs,
@@ -35,8 +37,6 @@ from bandpass.engine.tasks.taskdir import (
     load_task,
     version_hash,
 )
-from bandpass.store import queries
-from bandpass.store.db import session
 
 __all__ = ["ImportItem", "ImportReport", "import_one", "import_paths"]
 
@@ -74,7 +74,7 @@ class ImportReport:
 def _spec_for(src: Path, scratch: Path) -> tuple[TaskSpec, Path, str]:
     """Returns the validated spec, the Harbor directory to store, and the origin label."""
     if is_tb1_dir(src):
-        from bandpass.engine.tasks.tb1 import convert_tb1  # PyYAML only when a TB1 task is met
+        from .tb1 import convert_tb1  # PyYAML only when a TB1 task is met
 
         dst = scratch / src.name
         spec = convert_tb1(src, dst)

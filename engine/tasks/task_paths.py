@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from bandpass.engine.tasks.taskdir import TaskSpec, task_files
+from .taskdir import TaskSpec, task_files
 
 __all__ = ["PATH_RE", "instruction_paths", "verifier_inputs"]
 
@@ -27,10 +27,10 @@ def verifier_inputs(spec: TaskSpec) -> list[str]:
     writes nor a file it is told to fix): if the agent's image holds one, the agent can change what the
     verifier reads, or runs."""
     named = instruction_paths(spec)
-    tests_root = spec.path / "tests"
+    roots = [spec.path / "tests", *(spec.path / "steps" / n / "tests" for n in spec.steps)]
     found: set[str] = set()
     for p in task_files(spec.path):
-        if tests_root not in p.parents:
+        if not any(r in p.parents for r in roots):
             continue
         try:
             text = p.read_text(encoding="utf-8")

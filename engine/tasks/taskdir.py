@@ -18,9 +18,11 @@ something: what that changes), or a key that looks like a Harbor key gone wrong 
 "did you mean", or a key of another table), whose setting Harbor loses too; a value Harbor accepts and
 Bandpass handles as Harbor does — a task's own extension keys included — is silent. Problems are what
 neither can run: a wrong type on a key both read, a missing instruction or verifier. ``solve.sh``/``test.sh``
-need no exec bit: Harbor and Bandpass run them through bash. What Bandpass cannot run faithfully (a multi-
-step task, a separate verifier image, compose services) is listed in ``unsupported``: the task imports, and
-the audit says it could not audit it.
+need no exec bit: Harbor and Bandpass run them through bash. Compose services (``environment/docker-compose.
+yaml``: engine/tasks/compose.py) and multi-step tasks (``[[steps]]``: engine/tasks/steps.py) are read as
+Harbor reads them. What Bandpass cannot run faithfully (a separate verifier image, a Windows task, a service
+that asks for privileges this machine does not give) is listed in ``unsupported``: the task imports, and the
+audit says it could not audit it.
 
 Network: a task that sets ``network_mode`` (Harbor's ``no-network``/``public``/``allowlist``; the older
 ``none``/``bridge`` are read with a warning) or ``allow_internet`` gets exactly that. A task that says
@@ -36,21 +38,26 @@ iterate one error at a time.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
 import os
 import re
+import shutil
 import stat
+import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.tasks import allowances, harbor_schema, script_refs
-from bandpass.engine.tasks import artifacts as artifact_spec
-from bandpass.engine.tasks.script_refs import DOWNLOADS_RE
+from ..core.errors import BandpassError
+from . import allowances, harbor_schema, rewards, script_refs
+from . import artifacts as artifact_spec
+from . import compose as compose_spec
+from . import steps as step_spec
+from .script_refs import DOWNLOADS_RE
 
 __all__ = [
     "DIFFICULTIES",
@@ -175,6 +182,25 @@ class TaskSpec:
     unsupported: list[str] = field(default_factory=list)
     harbor_refusals: list[str] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)  # multi-step tasks: the step names, in order
+    #: Each step's settings (engine/tasks/steps.py), in order; the task's reward from theirs by
+    #: ``reward_strategy`` (Harbor's ``multi_step_reward_strategy``: mean | final).
+    step_specs: list[step_spec.StepSpec] = field(default_factory=list)
+    reward_strategy: str = step_spec.MEAN
+    #: The task's compose services (engine/tasks/compose.py); None without environment/docker-compose.yaml.
+    compose: compose_spec.ComposeInfo | None = None
+    #: Harbor's ``[environment] env`` (the compose file is interpolated from it) and
+    #: ``[environment.healthcheck]`` (run before the agent starts).
+    environment_env: dict[str, str] = field(default_factory=dict)
+    healthcheck: step_spec.Healthcheck | None = None
+    #: Harbor's artifacts collected from a compose service ((service, absolute path): carried into the clean
+    #: room at that path, and kept with the recordings) and ``[[verifier.collect]]`` hooks
+    service_artifacts: list[tuple[str, str]] = field(default_factory=list)
+    collect: list[step_spec.CollectHook] = field(default_factory=list)
+    #: Set on the spec one step of a multi-step task runs with (``steps.for_step``): the step's name, its
+    #: solution folder and its merged tests folder.
+    current_step: str = ""
+    solution_override: Path | None = None
+    tests_override: Path | None = None
     has_solution: bool = True
     #: Declared artifact paths (Harbor's top-level ``artifacts``), carried into the clean room with the
     #: workdir; ``verify_mode`` is "" (Bandpass's default, the clean room), ``clean_room`` or ``service``
@@ -202,11 +228,15 @@ class TaskSpec:
 
     @property
     def solution_dir(self) -> Path:
-        return self.path / "solution"
+        return self.solution_override or self.path / "solution"
 
     @property
     def tests_dir(self) -> Path:
-        return self.path / "tests"
+        return self.tests_override or self.path / "tests"
+
+    @property
+    def has_services(self) -> bool:
+        return self.compose is not None and bool(self.compose.services)
 
     @property
     def multi_step(self) -> bool:
@@ -215,6 +245,40 @@ class TaskSpec:
     def version_hash(self) -> str:
         """Hash of the files as they are now (not cached: the directory may have been edited)."""
         return version_hash(self.path)
+
+    def for_step(self, step: step_spec.StepSpec, tests_dir: Path) -> TaskSpec:
+        """The spec one step of a multi-step task runs with: its instruction, timeouts, verifier env,
+        artifacts (the task's and the step's), verifier mode, solution and tests. ``tests_dir`` is where
+        :meth:`merge_step_tests` put the step's tests."""
+        solution = step.dir(self.path) / "solution"
+        return dataclasses.replace(
+            self,
+            instruction=step.instruction,
+            agent_timeout_sec=step.agent_timeout_sec
+            if step.agent_timeout_sec is not None
+            else self.agent_timeout_sec,
+            verifier_timeout_sec=step.verifier_timeout_sec,
+            verifier_env={**self.verifier_env, **step.verifier_env},
+            artifacts=[*self.artifacts, *(a for a in step.artifacts if a not in self.artifacts)],
+            verify_mode=step.verify_mode or self.verify_mode,
+            service_artifacts=[
+                *self.service_artifacts,
+                *(a for a in step.service_artifacts if a not in self.service_artifacts),
+            ],
+            collect=[*self.collect, *step.collect],
+            solution_override=solution if (solution / "solve.sh").is_file() else None,
+            tests_override=tests_dir,
+            current_step=step.name,
+        )
+
+    def merge_step_tests(self, step: step_spec.StepSpec) -> Path:
+        """A temporary folder holding the task's ``tests/`` with the step's ``tests/`` copied over it
+        (Harbor uploads both into ``/tests``, the step's last). The caller removes it."""
+        out = Path(tempfile.mkdtemp(prefix=f"bandpass-step-tests-{step.name[:20]}-"))
+        for src in (self.path / "tests", step.dir(self.path) / "tests"):
+            if src.is_dir():
+                shutil.copytree(src, out, dirs_exist_ok=True, symlinks=False)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -404,9 +468,11 @@ def _unknown_key(chk: _Checker, what: str, key: str, known: list[str]) -> None:
         chk.warn(CONFIG, what, "not a Harbor key; kept, and ignored (Harbor ignores it too)" + hint)
 
 
-def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
+def _check_keys(doc: dict[str, Any], chk: _Checker, *, compose: bool = False) -> None:
     """Harbor keys Bandpass does not act on are warnings saying what that changes, when their value asks
-    for something; unknown keys are silent unless they look like a Harbor key gone wrong (_unknown_key)."""
+    for something; unknown keys are silent unless they look like a Harbor key gone wrong (_unknown_key).
+    ``[environment] env`` of a compose task is silent: Harbor then only interpolates the compose file from
+    it (its docker environment sets it in no container), and so does Bandpass (engine/sandbox/services.py)."""
     environment = doc.get("environment")
     for key, value in doc.items():
         if key in harbor_schema.SECTIONS:
@@ -415,6 +481,8 @@ def _check_keys(doc: dict[str, Any], chk: _Checker) -> None:
             notes = harbor_schema.SECTIONS[key]
             for sub, subval in value.items():
                 if sub in notes:
+                    if compose and (key, sub) == ("environment", "env"):
+                        continue
                     w = harbor_schema.ignored_key_warning(
                         f"[{key}]",
                         sub,
@@ -551,17 +619,22 @@ def _read_metadata(meta: dict[str, Any], chk: _Checker) -> tuple[str | None, str
         tags = []
     for fld, problem in allowances.parse(meta)[1]:  # Bandpass's own table: malformed is a problem
         chk.problem(CONFIG, fld, problem)
+    for fld, problem in rewards.declared(meta)[1]:
+        chk.problem(CONFIG, fld, problem)
     return difficulty, category, list(tags)
 
 
 def _read_steps(doc: dict[str, Any], root: Path, chk: _Checker) -> tuple[list[str], str]:
-    """Multi-step tasks (``[[steps]]``): their names and instructions, checked as Harbor checks them.
-    Bandpass imports them and refuses to run them (``unsupported``)."""
+    """Multi-step tasks (``[[steps]]``): their names and instructions, checked as Harbor checks them (the
+    settings of each are read by :func:`_read_step_specs` once the workdir is known)."""
     steps = doc.get("steps")
     if steps is None:
         return [], ""
     if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
         chk.problem(CONFIG, "[[steps]]", f"expected an array of tables, got {_show(steps)}")
+        return [], ""
+    if not steps:
+        chk.problem(CONFIG, "[[steps]]", "is empty (Harbor needs at least one step)")
         return [], ""
     names: list[str] = []
     texts: list[str] = []
@@ -586,16 +659,61 @@ def _read_steps(doc: dict[str, Any], root: Path, chk: _Checker) -> tuple[list[st
         if not (root / "steps" / name / TEST).is_file() and not (root / TEST).is_file():
             chk.problem(f"steps/{name}/{TEST}", None, f"missing, and there is no shared {TEST}")
     strategy = doc.get("multi_step_reward_strategy")
-    if strategy is not None and strategy not in ("mean", "final"):
+    if strategy is not None and strategy not in (step_spec.MEAN, step_spec.FINAL):
         chk.problem(
             CONFIG, "multi_step_reward_strategy", f'expected "mean" or "final", got {_show(strategy)}'
         )
-    if names:
-        chk.unsupported.append(
-            f"{CONFIG}: [[steps]]: a multi-step task ({len(names)} steps: {', '.join(names)}); Bandpass "
-            "imports it but does not run it"
-        )
     return names, "\n\n".join(texts)
+
+
+def _read_step_specs(
+    doc: dict[str, Any], names: list[str], root: Path, workdir: str, chk: _Checker
+) -> list[step_spec.StepSpec]:
+    """Each step's settings (engine/tasks/steps.py); what Bandpass does not act on is a warning, a separate
+    verifier image is unsupported (as for the task)."""
+    out: list[step_spec.StepSpec] = []
+    by_name = {s.get("name"): (i, s) for i, s in enumerate(doc.get("steps") or []) if isinstance(s, dict)}
+    for name in names:
+        i, raw = by_name[name]
+        step = step_spec.parse_step(raw, i, root, workdir, lambda f, m: chk.problem(CONFIG, f, m))
+        if step is None:
+            continue
+        where = f"[[steps]][{i}]"
+        for sec in ("agent", "verifier"):
+            table = raw.get(sec)
+            if isinstance(table, dict) and table.get("user") is not None:
+                chk.warn(CONFIG, f"{where}.{sec}.user", f"the step's {sec} runs as the image's default user")
+        verifier: dict[str, Any] = raw["verifier"] if isinstance(raw.get("verifier"), dict) else {}
+        task_verifier: dict[str, Any] = doc["verifier"] if isinstance(doc.get("verifier"), dict) else {}
+        mode = verifier.get("environment_mode") or (
+            "separate" if verifier.get("environment") is not None else None
+        )
+        if mode is None:
+            mode = task_verifier.get("environment_mode") or (
+                "separate" if task_verifier.get("environment") is not None else "shared"
+            )
+        if mode == "separate":  # Harbor's separate verifier: its own image, when the step or task has one
+            image = [
+                f for f in (f"steps/{name}/tests/Dockerfile", "tests/Dockerfile") if (root / f).is_file()
+            ]
+            for where_env in (verifier.get("environment"), task_verifier.get("environment")):
+                if isinstance(where_env, dict) and where_env.get("docker_image"):
+                    image.append(f"docker_image = {_show(where_env['docker_image'])}")
+            if image:
+                chk.unsupported.append(
+                    f"{CONFIG}: {where}.verifier: step {name!r} is verified in a separate image "
+                    f"({', '.join(image)}), which is not built; Bandpass would run its tests in the task's "
+                    "own image"
+                )
+        if not step_spec.has_solution_files(root, name):
+            chk.warn(
+                f"steps/{name}/{SOLVE}",
+                None,
+                "missing, and there is no shared solution/solve.sh: the audit cannot prove this step "
+                "solvable",
+            )
+        out.append(step)
+    return out
 
 
 def _read_verifier_mode(verifier: dict[str, Any], root: Path, chk: _Checker) -> None:
@@ -661,7 +779,7 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
                 chk.warn(INSTRUCTION, None, "is empty: the agent is given no prompt")
             instruction = text or ""
 
-    _check_keys(doc, chk)
+    _check_keys(doc, chk, compose=(root / COMPOSE).is_file())
     task = _table(doc, "task", chk)
     meta = _table(doc, "metadata", chk)
     agent = _table(doc, "agent", chk)
@@ -704,7 +822,9 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
 
     # --- files
     has_solution = _check_script(root, SOLVE, chk, "", required=False)
-    download = script_refs.follow(root, [SOLVE, TEST], TASK_MOUNTS).first_download()
+    download = script_refs.follow(
+        root, [SOLVE, TEST, *(f"steps/{n}/{f}" for n in steps for f in (SOLVE, TEST))], TASK_MOUNTS
+    ).first_download()
     network, network_mode = _resolve_network(env, chk, relies_on_default=download[1] if download else None)
     docker_image = chk.string(env, "environment", "docker_image", nonempty=True)
     declared_workdir = chk.string(env, "environment", "workdir", nonempty=True)
@@ -713,19 +833,35 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
             CONFIG, "[environment].workdir", f"expected an absolute path, got {_show(declared_workdir)}"
         )
 
+    environment_env = chk.string_table(env, "environment", "env")
+    healthcheck = step_spec.parse_healthcheck(
+        env.get("healthcheck"), "[environment].healthcheck", lambda f, m: chk.problem(CONFIG, f, m)
+    )
     df = root / DOCKERFILE
-    compose = root / COMPOSE
-    if compose.is_file():
-        chk.unsupported.append(
-            f"{COMPOSE}: compose services are not started; Bandpass "
-            + ("builds environment/Dockerfile alone" if df.is_file() else "has no Dockerfile to build")
+    compose_info: compose_spec.ComposeInfo | None = None
+    if (root / COMPOSE).is_file():
+        compose_info, c_problems, c_warnings, c_unsupported = compose_spec.read_compose(
+            root / "environment", environment_env
         )
-    if not df.is_file() and docker_image is None and not compose.is_file():
+        for message in c_problems:
+            chk.problems.append(TaskProblem(COMPOSE, None, message.removeprefix(f"{COMPOSE}: ")))
+        chk.warnings += c_warnings
+        chk.unsupported += c_unsupported
+        if not df.is_file() and docker_image is None:
+            chk.unsupported.append(
+                f"{COMPOSE}: services.main: the agent's service has no environment/Dockerfile to build "
+                "(and [environment].docker_image is not set)"
+            )
+    elif not df.is_file() and docker_image is None:
         chk.problem(DOCKERFILE, None, "missing (and [environment].docker_image is not set)")
     workdir = declared_workdir
     if workdir is None and df.is_file():
         with contextlib.suppress(OSError):
             workdir = dockerfile_workdir(df.read_text(encoding="utf-8", errors="replace"))
+    workdir_from_compose = False
+    if workdir is None and compose_info is not None and compose_info.main_working_dir:
+        workdir, workdir_from_compose = compose_info.main_working_dir, True
+    step_specs = _read_step_specs(doc, steps, root, workdir or DEFAULT_WORKDIR, chk) if steps else []
     windows = isinstance(os_name, str) and os_name.lower() == "windows"
     if windows and not has_solution:
         has_solution = (root / "solution" / "solve.bat").is_file()
@@ -743,6 +879,29 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
     )
     for fld, problem in artifact_problems:
         chk.problem(CONFIG, fld, problem)
+    service_artifacts, service_problems = artifact_spec.service_entries(doc.get("artifacts", []))
+    for fld, problem in service_problems:
+        chk.problem(CONFIG, fld, problem)
+    collect = step_spec.parse_collect(
+        verifier.get("collect"), "[verifier].collect", lambda f, m: chk.problem(CONFIG, f, m)
+    )
+    known_services = {compose_spec.MAIN, *(compose_info.names if compose_info is not None else [])}
+    for where, service in [
+        *(("artifacts", s) for s, _ in service_artifacts),
+        *(("[verifier].collect", h.service) for h in collect),
+        *(
+            (f"[[steps]] {st.name}", s)
+            for st in step_specs
+            for s in [*(a for a, _ in st.service_artifacts), *(h.service for h in st.collect)]
+        ),
+    ]:
+        if service not in known_services:
+            chk.warn(
+                CONFIG,
+                where,
+                f"service {service!r} is not a service of {COMPOSE}: nothing is collected from it (Harbor "
+                "refuses to start such a trial)",
+            )
     for fld, warning in artifact_warnings:
         chk.warn(CONFIG, fld, warning)
 
@@ -766,7 +925,7 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
         network=network,
         network_mode=network_mode,
         workdir=workdir or DEFAULT_WORKDIR,
-        workdir_declared=declared_workdir is not None,
+        workdir_declared=declared_workdir is not None or workdir_from_compose,
         docker_image=docker_image,
         difficulty=difficulty,
         category=category,
@@ -781,7 +940,14 @@ def _inspect(path: str | os.PathLike[str]) -> tuple[TaskSpec | None, list[TaskPr
         unsupported=chk.unsupported,
         harbor_refusals=[f"{CONFIG}: {f}: {m}" for f, m in harbor_schema.harbor_refusals(doc)],
         steps=steps,
-        has_solution=has_solution,
+        step_specs=step_specs,
+        reward_strategy=str(doc.get("multi_step_reward_strategy") or step_spec.MEAN),
+        compose=compose_info,
+        environment_env=environment_env,
+        healthcheck=healthcheck,
+        service_artifacts=service_artifacts,
+        collect=collect,
+        has_solution=has_solution if not steps else all(step_spec.has_solution_files(root, n) for n in steps),
         artifacts=declared,
         verify_mode=verify_mode,
         verifier_network=network if verifier_net is None else verifier_net,

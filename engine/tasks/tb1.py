@@ -47,9 +47,10 @@ from typing import Any
 import tomli_w
 import yaml
 
-from bandpass.engine.tasks import dockerfile as dockerfile_reader
-from bandpass.engine.tasks import script_refs
-from bandpass.engine.tasks.taskdir import (
+from ..core.plural import listed
+from . import dockerfile as dockerfile_reader
+from . import script_refs
+from .taskdir import (
     DEFAULT_BUILD_TIMEOUT_SEC,
     DEFAULT_MEMORY_MB,
     DIFFICULTIES,
@@ -275,8 +276,8 @@ def _read_compose(src: Path, warnings: list[str]) -> _Compose:
     others = [s for s in services if s != main]
     if others:
         out.unsupported.append(
-            f"{name}: service(s) {', '.join(others)} are not started: Bandpass runs a task in one container "
-            "(tests that talk to them fail)"
+            f"{name}: {listed('service', others)} {'is' if len(others) == 1 else 'are'} not started: "
+            "Bandpass runs a task in one container (tests that talk to them fail)"
         )
     svc = services[main] if isinstance(services[main], dict) else {}
     build = svc.get("build")

@@ -7,11 +7,11 @@ rollout worker commits per episode so a crash loses at most the episode in fligh
 One module per aggregate: tasks, audits, episodes, batches and their queue (batch_queue), tags (and the
 tagging queue), calibration reads, exports, generations, bulk inserts, diagnoses (and the episode
 browser), reviews (Claude's suggestions), search (the full-text index), endstate (end states, phase
-timings, regrade links) and ledger (band decisions). The first ones' public names are re-exported here,
-so callers write ``from bandpass.store import queries; queries.x(...)`` or ``from bandpass.store.queries
-import x`` whichever module holds it; the last five are used as modules (``from bandpass.store.queries
-import diagnoses as dq``), their names being their own (``finished_episodes`` means one thing in reviews
-and another in endstate).
+timings, regrade links), ledger (band decisions) and task_steps (the steps of multi-step episodes). The
+first ones' public names are re-exported here, so callers write ``from bandpass.store import queries;
+queries.x(...)`` or ``from bandpass.store.queries import x`` whichever module holds it; the last six are
+used as modules (``from bandpass.store.queries import diagnoses as dq``), their names being their own
+(``finished_episodes`` means one thing in reviews and another in endstate).
 
 Nothing is imported until it is used (PEP 562 ``__getattr__``): ``bandpass episodes`` lists through
 ``queries.diagnoses`` on plain sqlite3 and must not pay for the ORM the other modules load. Two names are
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names below are, for the type checker; at run time each loads on first use
     # The models, as the single module used to expose them (callers write ``queries.Task``).
-    from bandpass.store.models import (
+    from ..models import (
         Audit,
         Batch,
         Episode,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # what the names below are, for the type checker; at run time
         TaskVersion,
         utcnow,
     )
-    from bandpass.store.queries.audits import (
+    from .audits import (
         audits_for_version,
         image_builds,
         latest_audit,
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # what the names below are, for the type checker; at run time
         record_audit,
         record_image_build,
     )
-    from bandpass.store.queries.batch_queue import (
+    from .batch_queue import (
         claim_next_episode,
         finished_outcomes,
         latest_unfinished_batch_id,
@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # what the names below are, for the type checker; at run time
         requeue_for_retry,
         requeue_stale,
     )
-    from bandpass.store.queries.batches import (
+    from .batches import (
         BatchAttempts,
         BatchProgress,
         FollowedEpisode,
@@ -76,10 +76,10 @@ if TYPE_CHECKING:  # what the names below are, for the type checker; at run time
         set_batch_adaptive,
         set_batch_executor,
     )
-    from bandpass.store.queries.bulk import (
+    from .bulk import (
         bulk_insert,
     )
-    from bandpass.store.queries.calibration import (
+    from .calibration import (
         CalibrationSource,
         TraceSource,
         agents_by_recency,
@@ -88,28 +88,30 @@ if TYPE_CHECKING:  # what the names below are, for the type checker; at run time
         tag_counts,
         trace_sources,
     )
-    from bandpass.store.queries.episodes import (
+    from .episodes import (
         add_step,
         create_episode,
         delete_steps,
         episode_by_source,
         episode_created_at,
         episode_evidence,
+        episode_rewards,
         episode_task_name,
         episodes,
         finish_episode,
         get_episode,
         mark_episode_running,
         set_episode_evidence,
+        set_episode_rewards,
         steps,
         steps_after,
         task_names_for_episodes,
     )
-    from bandpass.store.queries.exports import (
+    from .exports import (
         list_exports,
         record_export,
     )
-    from bandpass.store.queries.generations import (
+    from .generations import (
         create_generation,
         generation_created_at,
         generation_yield,
@@ -119,7 +121,7 @@ if TYPE_CHECKING:  # what the names below are, for the type checker; at run time
         recent_generations,
         update_generation,
     )
-    from bandpass.store.queries.tags import (
+    from .tags import (
         ReviewRow,
         TagRow,
         active_tag_count,
@@ -133,7 +135,7 @@ if TYPE_CHECKING:  # what the names below are, for the type checker; at run time
         tag_rows,
         tags_for_episode,
     )
-    from bandpass.store.queries.tasks import (
+    from .tasks import (
         InstructionRow,
         TaskRow,
         add_task_version,
@@ -218,12 +220,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "episode_by_source",
         "episode_created_at",
         "episode_evidence",
+        "episode_rewards",
         "episode_task_name",
         "episodes",
         "finish_episode",
         "get_episode",
         "mark_episode_running",
         "set_episode_evidence",
+        "set_episode_rewards",
         "steps",
         "steps_after",
         "task_names_for_episodes",
@@ -352,6 +356,7 @@ __all__ = [
     "episode_by_source",
     "episode_created_at",
     "episode_evidence",
+    "episode_rewards",
     "episode_task_name",
     "episodes",
     "finish_episode",
@@ -390,6 +395,7 @@ __all__ = [
     "set_batch_adaptive",
     "set_batch_executor",
     "set_episode_evidence",
+    "set_episode_rewards",
     "set_review_state",
     "set_version_aliases",
     "steps",

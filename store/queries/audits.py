@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import (
+from ..models import (
     Audit,
     ImageBuild,
     ProbeCache,

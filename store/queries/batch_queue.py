@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import (
+from ..models import (
     Batch,
     Episode,
     Step,
     utcnow,
 )
-from bandpass.store.queries.batches import adaptive_open
+from .batches import adaptive_open
+from .claims import claim_queued
 
 
 def claim_next_episode(s: Session, batch_id: str) -> Episode | None:
@@ -29,26 +30,13 @@ def claim_next_episode(s: Session, batch_id: str) -> Episode | None:
     Ordered by attempt first, so every task gets its first attempt before any gets its second: a batch
     stopped early still covers every task, and workers spread over task images instead of queueing on one.
     """
-    nxt = (
-        select(Episode.id)
-        .where(Episode.batch_id == batch_id, Episode.status == "queued")
-        .order_by(col(Episode.attempt), col(Episode.id))
-        .limit(1)
-        .scalar_subquery()
+    return claim_queued(
+        s,
+        Episode,
+        where=[Episode.batch_id == batch_id],
+        order_by=[col(Episode.attempt), col(Episode.id)],
+        values={"started_at": utcnow()},
     )
-    stmt = (
-        update(Episode)
-        .where(col(Episode.id) == nxt, col(Episode.status) == "queued")
-        .values(status="running", started_at=utcnow())
-        .returning(col(Episode.id))
-        .execution_options(synchronize_session=False)
-    )
-    claimed = s.execute(stmt).scalar_one_or_none()
-    if claimed is None:
-        return None
-    s.flush()
-    ep = s.get(Episode, claimed, populate_existing=True)
-    return ep
 
 
 def requeue_episodes(s: Session, episode_ids: Sequence[int]) -> list[int]:

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, update
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import (
+from ..models import (
     Batch,
     Episode,
     Task,

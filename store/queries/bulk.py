@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import insert as _sa_insert
 from sqlmodel import Session
 
-from bandpass.store.models import (
+from ..models import (
     Episode,
     Task,
     TaskVersion,

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import (
+from ..models import (
     Audit,
     Episode,
     FailureTag,
@@ -24,7 +24,7 @@ from bandpass.store.models import (
     Task,
     TaskVersion,
 )
-from bandpass.store.queries.filters import latest_audit_ids, latest_version_ids
+from .filters import latest_audit_ids, latest_version_ids
 
 
 @dataclass

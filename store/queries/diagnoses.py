@@ -9,14 +9,14 @@ never loads the ORM (this package loads a module only when it is used).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # the ORM is imported where used (see store.db.connect): listings start without it
     from sqlmodel import Session
 
-    from bandpass.store.models import Diagnosis
+    from ..models import Diagnosis
 
 _EPISODE_COLS = (
     "e.id, e.agent, e.batch_id, e.outcome, e.reward, e.error, e.verifier_output, e.agent_cast, "
@@ -26,6 +26,21 @@ _EPISODE_COLS = (
 _ENDSTATE_COLS = ", es.changes_json, es.findings_json"
 _ENDSTATE_JOIN = " LEFT JOIN episode_endstate es ON es.episode_id = e.id"
 _FROM = " FROM episode e JOIN task_version v ON v.id = e.task_version_id JOIN task t ON t.id = v.task_id"
+
+
+class DiagnosisRow(TypedDict):
+    """One diagnosis as review hands it to the store: the ``diagnosis`` table's columns but the time of
+    writing (evidence and checks already serialised to JSON)."""
+
+    episode_id: int
+    code: str
+    tag: str
+    confidence: float
+    summary: str
+    evidence_json: str
+    checks_json: str
+    signature: str
+    rules_version: int
 
 
 @dataclass
@@ -45,6 +60,9 @@ class DiagnosisInput:
     changes_json: str | None = None  # the end state's change list (None: no end state stored)
     findings_json: str | None = None  # the tamper guard's findings on it
     steps: list[tuple[Any, ...]] = field(default_factory=list)  # (index, marker_time, action, obs, cuts, raw)
+    #: a multi-step task's steps: (position, name, outcome, reward, marker_time, verifier_output, counted,
+    #: detail), in order (store/queries/task_steps.py)
+    task_steps: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 def _sql(s: Session | sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -85,23 +103,48 @@ def diagnosis_inputs(s: Session, episode_ids: Sequence[int], chunk: int = 500) -
                 ids,
             )
         }
-        for r in _sql(
-            s,
-            'SELECT episode_id, "index", marker_time, action_json, observation, cuts_json, raw_reply'
-            f' FROM step WHERE episode_id IN ({marks}) ORDER BY episode_id, "index"',
-            ids,
-        ):
-            ep = eps.get(r[0])
-            if ep is not None:
-                ep.steps.append(r[1:])
+        _attach(
+            eps,
+            lambda ep: ep.steps,
+            _sql(
+                s,
+                'SELECT episode_id, "index", marker_time, action_json, observation, cuts_json, raw_reply'
+                f' FROM step WHERE episode_id IN ({marks}) ORDER BY episode_id, "index"',
+                ids,
+            ),
+        )
+        _attach(
+            eps,
+            lambda ep: ep.task_steps,
+            _sql(
+                s,
+                "SELECT episode_id, position, name, outcome, reward, marker_time, verifier_output, counted,"
+                f" detail FROM episode_task_step WHERE episode_id IN ({marks}) ORDER BY episode_id, position",
+                ids,
+            ),
+        )
         yield from eps.values()
 
 
-def save_diagnoses(s: Session, rows: Sequence[dict[str, Any]]) -> int:
+def _attach(
+    eps: dict[int, DiagnosisInput],
+    into: Callable[[DiagnosisInput], list[tuple[Any, ...]]],
+    rows: list[tuple[Any, ...]],
+) -> None:
+    """Appends each row (its episode's id first) to that episode's list ``into(ep)``, less the id, in the
+    rows' order; a row of an episode not in ``eps`` is dropped. One place for the agent's steps and a
+    multi-step task's steps, which an episode's diagnosis input gathers the same way."""
+    for r in rows:
+        ep = eps.get(r[0])
+        if ep is not None:
+            into(ep).append(r[1:])
+
+
+def save_diagnoses(s: Session, rows: Sequence[DiagnosisRow]) -> int:
     """Inserts or replaces diagnoses (one per episode) in one executemany."""
     if not rows:
         return 0
-    from bandpass.store.models import utcnow
+    from ..models import utcnow
 
     now = utcnow().isoformat(sep=" ")
     s.connection().exec_driver_sql(
@@ -127,7 +170,7 @@ def save_diagnoses(s: Session, rows: Sequence[dict[str, Any]]) -> int:
 
 
 def get_diagnosis(s: Session, episode_id: int) -> Diagnosis | None:
-    from bandpass.store.models import Diagnosis
+    from ..models import Diagnosis
 
     return s.get(Diagnosis, episode_id)
 
@@ -238,13 +281,16 @@ class FailureRow:
     confidence: float
     summary: str
     signature: str
+    tag: str  # the diagnosis's suggested tag ("" when it suggests none)
+    reward: float | None  # the verifier's
 
 
 def failure_rows(s: Session, *, task: str | None = None) -> list[FailureRow]:
     """Finished episodes that did not pass, with their diagnosis (undiagnosed ones get empty fields)."""
     sql = (
         "SELECT e.id, t.name, e.agent, e.batch_id, e.outcome, COALESCE(d.code, ''),"
-        " COALESCE(d.confidence, 0.0), COALESCE(d.summary, ''), COALESCE(d.signature, '')"
+        " COALESCE(d.confidence, 0.0), COALESCE(d.summary, ''), COALESCE(d.signature, ''),"
+        " COALESCE(d.tag, ''), e.reward"
         f"{_FROM} LEFT JOIN diagnosis d ON d.episode_id = e.id"
         " WHERE e.status = 'done' AND e.outcome != 'passed'"
         + (" AND t.name = ?" if task is not None else "")

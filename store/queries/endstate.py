@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import Episode, EpisodeEndState, TaskVersion, utcnow
+from ..models import Episode, EpisodeEndState, TaskVersion, utcnow
 
 
 def record_endstate(
@@ -128,6 +128,28 @@ def set_version_verify_mode(s: Session, version_id: int, mode: str) -> None:
     tv.verify_mode = mode
     s.add(tv)
     s.flush()
+
+
+def set_version_footprint(s: Session, version_id: int, footprint: dict[str, Any], adopted: list[str]) -> None:
+    """Records the footprint that settled how a version is verified and the artifacts it adopted from it
+    (``footprint`` {} means "not learnt": the next rollout learns it again)."""
+    tv = s.get(TaskVersion, version_id)
+    if tv is None:
+        raise KeyError(f"task version {version_id} does not exist")
+    tv.footprint_json = json.dumps(footprint, sort_keys=True) if footprint else ""
+    tv.adopted_artifacts_json = json.dumps(adopted)
+    s.add(tv)
+    s.flush()
+
+
+def adopted_artifacts(version: TaskVersion) -> list[str]:
+    """The paths a version adopted from its oracle's footprint (none for a row from before schema 18)."""
+    return list(json.loads(getattr(version, "adopted_artifacts_json", "") or "[]"))
+
+
+def version_footprint(version: TaskVersion) -> dict[str, Any]:
+    """The footprint learnt for a version, {} when none was."""
+    return dict(json.loads(getattr(version, "footprint_json", "") or "{}"))
 
 
 def verified_how(s: Session, version_ids: list[int]) -> dict[int, str]:

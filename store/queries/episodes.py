@@ -15,14 +15,14 @@ from typing import Any
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import (
+from ..models import (
     Episode,
     Step,
     Task,
     TaskVersion,
     utcnow,
 )
-from bandpass.store.queries.filters import where_equal
+from .filters import where_equal
 
 
 def create_episode(
@@ -80,6 +80,28 @@ def set_episode_evidence(s: Session, episode_id: int, evidence: dict[str, Any] |
     ep.evidence_json = json.dumps(evidence, sort_keys=True) if evidence else ""
     s.add(ep)
     s.flush()
+
+
+def set_episode_rewards(
+    s: Session, episode_id: int, rewards: dict[str, float] | None, verifier: dict[str, Any] | None
+) -> None:
+    """Stores the reward's components (every key of reward.json) and the verifier's evidence."""
+    ep = s.get(Episode, episode_id)
+    if ep is None:
+        raise KeyError(f"episode {episode_id} does not exist")
+    ep.rewards_json = json.dumps(rewards) if rewards else ""  # in the order the verifier wrote them
+    ep.verifier_json = json.dumps(verifier, sort_keys=True) if verifier else ""
+    s.add(ep)
+    s.flush()
+
+
+def episode_rewards(ep: Episode) -> dict[str, float]:
+    """The episode's reward components ({} when none were stored)."""
+    try:
+        data = json.loads(ep.rewards_json or "{}")
+    except ValueError:
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def episode_evidence(s: Session, episode_id: int) -> dict[str, Any]:

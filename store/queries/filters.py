@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlmodel import SQLModel, col, func, select
 
-from bandpass.store.models import Audit, TaskVersion
+from ..models import Audit, TaskVersion
 
 
 def where_equal(q: Any, table: type[SQLModel], /, **filters: Any) -> Any:

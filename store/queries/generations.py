@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import Integer, func
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import (
+from ..models import (
     Generation,
 )
-from bandpass.store.queries.filters import where_equal
+from .filters import where_equal
 
 
 def generation_yield(s: Session) -> list[tuple[str, int, int]]:

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import BandLedgerEntry, Task, TaskVersion
+from ..models import BandLedgerEntry, Task, TaskVersion
 
 #: The columns that identify what a decision was made from: a new row is written only when one differs
 #: from the latest row of the same (task version, model).

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import func, text
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import Episode, FailureTag, ReviewSuggestion, Task, TaskVersion, pk
+from ..models import Episode, FailureTag, ReviewSuggestion, Task, TaskVersion, pk
 
 
 def add_review(s: Session, **fields: Any) -> ReviewSuggestion:

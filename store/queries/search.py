@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from bandpass.store.models import utcnow
+from ..models import utcnow
 
 AGENT, VERIFIER = "agent", "verifier"
 TERMINALS = (AGENT, VERIFIER)

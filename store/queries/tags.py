@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import (
+from ..models import (
     Episode,
     FailureTag,
     ReviewState,

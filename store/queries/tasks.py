@@ -15,14 +15,14 @@ from typing import Any
 from sqlalchemy import Integer, func
 from sqlmodel import Session, col, select
 
-from bandpass.store.models import (
+from ..models import (
     Audit,
     Episode,
     FailureTag,
     Task,
     TaskVersion,
 )
-from bandpass.store.queries.filters import latest_audit_ids, latest_version_ids
+from .filters import latest_audit_ids, latest_version_ids
 
 
 def get_task(s: Session, name: str) -> Task | None:
@@ -138,6 +138,14 @@ class TaskRow:
     source: str = ""  # where the task was imported from: with the name, its identity
     warnings: list[str] = field(default_factory=list)  # what the import noticed (ignored keys, conversion)
     unsupported: list[str] = field(default_factory=list)  # what Bandpass cannot run as the author meant
+    #: Where the version is verified and why (the footprint learnt by the audit or before its first
+    #: rollout: mode, why, source; {} when not learnt) and the artifacts it adopted from it.
+    verify_mode: str = ""
+    footprint: dict[str, Any] = field(default_factory=dict)
+    adopted_artifacts: list[str] = field(default_factory=list)
+    #: the latest audit's seconds per phase and cost in oracle-episode equivalents (engine/audit/phases.py)
+    audit_phases: dict[str, float] = field(default_factory=dict)
+    audit_cost: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -164,17 +172,25 @@ def task_rows(s: Session) -> list[TaskRow]:
             TaskVersion.warnings_json,
             TaskVersion.unsupported_json,
             Task.source_path,
+            TaskVersion.verify_mode,
+            TaskVersion.footprint_json,
+            TaskVersion.adopted_artifacts_json,
         )
         .join(Task, col(Task.id) == col(TaskVersion.task_id))
         .where(col(TaskVersion.id).in_(latest_ids))
     ).all()
     counts = dict(s.exec(select(TaskVersion.task_id, func.count()).group_by(col(TaskVersion.task_id))).all())
     audits = {
-        vid: (verdict, reasons)
-        for vid, verdict, reasons in s.exec(
-            select(Audit.task_version_id, Audit.verdict, Audit.reasons_json).where(
-                col(Audit.id).in_(latest_audit_ids())
-            )
+        vid: (verdict, reasons, phases, cost)
+        for vid, verdict, reasons, phases, cost in s.exec(
+            select(  # type: ignore[call-overload]  # more than 4 columns (see above)
+                Audit.task_version_id,
+                Audit.verdict,
+                Audit.reasons_json,
+                # read in SQLite: a corpus's audit details are large, the phases a few numbers
+                func.json_extract(Audit.details_json, "$.phases"),
+                func.json_extract(Audit.details_json, "$.cost"),
+            ).where(col(Audit.id).in_(latest_audit_ids()))
         )
     }
     ep_stats: dict[int, tuple[int, int, int]] = {}
@@ -199,8 +215,10 @@ def task_rows(s: Session) -> list[TaskRow]:
         tag_stats[vid] = (int(total), int(n_blocking or 0))
 
     rows = []
-    for vid, task_id, name, vhash, category, difficulty, origin, path, aliases, warns, unsup, src in versions:
-        verdict, reasons = audits.get(vid, ("", "[]"))
+    for row in versions:
+        vid, task_id, name, vhash, category, difficulty, origin, path, aliases, warns, unsup, src = row[:12]
+        mode, footprint, adopted = row[12:]
+        verdict, reasons, phases, cost = audits.get(vid, ("", "[]", None, None))
         total, passed, infra = ep_stats.get(vid, (0, 0, 0))
         tags, blocking = tag_stats.get(vid, (0, 0))
         rows.append(
@@ -216,6 +234,8 @@ def task_rows(s: Session) -> list[TaskRow]:
                 path=path,
                 audit=verdict,
                 audit_reasons=json.loads(reasons),
+                audit_phases=json.loads(phases) if phases else {},
+                audit_cost=json.loads(cost) if cost else {},
                 episodes=total,
                 passed=passed,
                 infra_errors=infra,
@@ -225,6 +245,9 @@ def task_rows(s: Session) -> list[TaskRow]:
                 source=src or "",
                 warnings=json.loads(warns or "[]"),
                 unsupported=json.loads(unsup or "[]"),
+                verify_mode=mode or "",
+                footprint=json.loads(footprint or "{}"),
+                adopted_artifacts=json.loads(adopted or "[]"),
             )
         )
     rows.sort(key=lambda r: r.name)

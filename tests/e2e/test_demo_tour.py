@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from textual.widgets import DataTable, TextArea
 
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.workspace import Workspace
@@ -37,8 +38,11 @@ from bandpass.tui.screens.runs import RunsScreen
 from bandpass.tui.screens.settings import SettingsScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.screens.tasks import TasksScreen
+from bandpass.tui.widgets.batch_watch import BatchWatch
+from bandpass.tui.widgets.virtual_table import VirtualTable
+from tests.support.narrow import present
 from tests.support.paths import REPO
-from tests.support.waiting import wait_for
+from tests.support.waiting import S, wait_for, wait_for_screen
 
 # Slow (builds the whole demo and opens every screen): the full suite runs it, `scripts/test --fast` does not.
 pytestmark = pytest.mark.slow
@@ -105,10 +109,9 @@ def _text(widget: Any) -> str:
     return console.export_text()
 
 
-async def _key(pilot: Any, key: str, screen: type) -> Any:
+async def _key(pilot: Any, key: str, screen: type[S]) -> S:
     await pilot.press(key)
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, screen), what=f"{key} opens {screen.__name__}")
-    return pilot.app.screen
+    return await wait_for_screen(pilot, screen, what=f"{key} opens {screen.__name__}")
 
 
 async def test_every_screen_of_the_demo_shows_data(demo: Workspace) -> None:
@@ -124,22 +127,21 @@ async def test_every_screen_of_the_demo_shows_data(demo: Workspace) -> None:
 
         tasks = await _key(pilot, "1", TasksScreen)
         await wait_for(pilot, lambda: tasks.last_load_s is not None, what="tasks loaded")
-        assert tasks.query_one("#task-table").row_count == 9  # 8 examples + 1 generated
+        assert tasks.query_one("#task-table", VirtualTable).row_count == 9  # 8 examples + 1 generated
 
         eps = await _key(pilot, "8", EpisodesScreen)
         # Opened from Tasks: the highlighted task's episodes, both checkpoints' and the audit samples'.
         await wait_for(pilot, lambda: len(eps.shown) >= 8, what="episodes listed")
         assert eps.task_name == "access-log-report"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="replay opened")
-        replay = app.screen
+        replay = await wait_for_screen(pilot, ReplayScreen, what="replay opened")
         await wait_for(pilot, lambda: bool(getattr(replay, "players", None)), what="cast loaded")
         assert not replay.error
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is eps, what="back to episodes")
         await pilot.press("space", "down", "space", "c")
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare opened")
-        assert all(r["steps"] is not None for r in app.screen.records)
+        compare = await wait_for_screen(pilot, CompareScreen, what="compare opened")
+        assert all(r["steps"] is not None for r in compare.records)
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is eps, what="back to episodes")
         await pilot.press("escape")
@@ -152,39 +154,41 @@ async def test_every_screen_of_the_demo_shows_data(demo: Workspace) -> None:
 
         calib = await _key(pilot, "5", CalibrationScreen)
         await wait_for(pilot, lambda: calib.report is not None, what="report built")
-        assert calib.report.model in ("demo-step10", "demo-step40")
+        report = present(calib.report)
+        assert report.model in ("demo-step10", "demo-step40")
         decided = {
             "demo-step10": {"in": 2, "undecided": 7},
             "demo-step40": {"in": 2, "above": 1, "undecided": 6},
         }
-        counts = {k: v for k, v in calib.report.band_counts().items() if v}
-        assert counts == decided[calib.report.model]
+        counts = {k: v for k, v in report.band_counts().items() if v}
+        assert counts == decided[report.model]
         await pilot.press("h")
         await wait_for(pilot, lambda: calib.comparison is not None, what="comparison built")
-        assert calib.comparison.models == ["demo-step10", "demo-step40"]
-        assert [lv.task for lv in calib.comparison.leavers] == ["access-log-report"]
-        assert [p.verdict for p in calib.comparison.paired] == ["better"]
+        comparison = present(calib.comparison)
+        assert comparison.models == ["demo-step10", "demo-step40"]
+        assert [lv.task for lv in comparison.leavers] == ["access-log-report"]
+        assert [p.verdict for p in comparison.paired] == ["better"]
         await pilot.press("l")  # the ledger: what another round would cost
         assert calib.next_round is not None and calib.next_round.episodes > 0
 
         runs = await _key(pilot, "2", RunsScreen)
-        watch = runs.query_one("#runs-watch")
+        watch = runs.query_one("#runs-watch", BatchWatch)
         # Nothing runs in the demo; the checkpoints' recorded batches are listed with their outcomes.
         await wait_for(pilot, lambda: watch.row_count == 2 and watch.display, what="recent batches listed")
         assert {str(k.value) for k in watch.rows} == {"sample:demo-step10", "sample:demo-step40"}
 
         gen = await _key(pilot, "3", GenerateScreen)
-        history = gen.query_one("#gen-history")
+        history = gen.query_one("#gen-history", DataTable)
         await wait_for(pilot, lambda: history.row_count == 2, what="generation history")
         history.focus()
         await pilot.press("o")
-        await wait_for(pilot, lambda: isinstance(app.screen, GenerationScreen), what="attempt opened")
-        await wait_for(pilot, lambda: app.screen.reading is not None, what="transcript read")
+        attempt = await wait_for_screen(pilot, GenerationScreen, what="attempt opened")
+        await wait_for(pilot, lambda: attempt.reading is not None, what="transcript read")
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is gen, what="back to generate")
 
         settings = await _key(pilot, "4", SettingsScreen)
-        assert "demo-step40" in settings.query_one("TextArea").text
+        assert "demo-step40" in settings.query_one(TextArea).text
 
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help opened")

@@ -246,8 +246,8 @@ def test_dockerd_stopped_mid_run_then_back(
             running = [e.id for e in queries.episodes(s, batch_id=bid) if e.status == "running"]
         with contextlib.suppress(Exception):
             live = {
-                sandbox_pool.episode_of(c.name, c.labels) for c in _ws_containers(client, ws)
-            }  # pooled: by name
+                sandbox_pool.episode_of(c.id, c.name, c.labels) for c in _ws_containers(client, ws)
+            }  # pooled: by the pool's record (this process runs the batch)
             if any(str(i) in live for i in running):
                 break
         time.sleep(0.05)
@@ -348,7 +348,7 @@ async def test_sixteen_episodes_while_the_tui_reads(workspace: Workspace, tmp_pa
         reads["tui"] += 1
         return data
 
-    tasks_screen.load_tasks = counted  # type: ignore[assignment]
+    tasks_screen.load_tasks = counted
     proc = subprocess.Popen(
         [sys.executable, "-c", READER, str(ws.root), str(tmp_path / "stop-reading")],
         cwd=REPO,
@@ -365,13 +365,17 @@ async def test_sixteen_episodes_while_the_tui_reads(workspace: Workspace, tmp_pa
             while not done.is_set():  # reload Tasks over and over while the batch writes
                 loads = reads["tui"] + len(errors)
                 await pilot.press("r")
-                await wait_for(pilot, lambda loads=loads: reads["tui"] + len(errors) > loads or done.is_set())
+
+                def reloaded(loads: int = loads) -> bool:
+                    return reads["tui"] + len(errors) > loads or done.is_set()
+
+                await wait_for(pilot, reloaded)
         for t in threads:
             t.join(timeout=120)
         (tmp_path / "stop-reading").touch()
         stdout, stderr = proc.communicate(timeout=60)
     finally:
-        tasks_screen.load_tasks = original  # type: ignore[assignment]
+        tasks_screen.load_tasks = original
         if proc.poll() is None:
             proc.kill()
             proc.communicate()

@@ -1,5 +1,5 @@
 """Bandpass installs as one package, ``bandpass``: an environment it is installed into gains no generic
-top-level ``engine``, ``store`` or ``tui`` (README, "Architecture": One namespace)."""
+top-level ``engine``, ``store`` or ``tui`` (docs/design/architecture.md: One namespace)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from bandpass.store.db import session
 from tests.support.paths import REPO
 from tests.support.replay_data import make_episode
 from tests.support.servers.anthropic_server import Reply, running_server, text, tool
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_for_screen
 
 HAIKU = "claude-haiku-4-5"
 
@@ -52,7 +52,7 @@ def _forged(ws: Workspace) -> tuple[int, int, int]:
     good = make_episode(ws, task="alpha", outcome="failed", with_casts=False)
     with session(ws.engine) as s:
         q.finish_episode(s, tamper, outcome="agent_error:verifier_tamper", reward=1.0)
-        q.finish_episode(s, infra, outcome="infra_error:container_died", reward=None)  # type: ignore[arg-type]
+        q.finish_episode(s, infra, outcome="infra_error:container_died", reward=None)
         q.finish_episode(s, good, outcome="passed", reward=1.0)
     return tamper, infra, good
 
@@ -113,8 +113,7 @@ async def test_the_episodes_screen_shows_the_counted_reward(workspace: Workspace
     app = BandpassApp(workspace, bus=EventBus())
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("8")
-        await wait_for(pilot, lambda: isinstance(app.screen, EpisodesScreen), what="episodes")
-        screen = app.screen
+        screen = await wait_for_screen(pilot, EpisodesScreen, what="episodes")
         await wait_for(pilot, lambda: len(screen.shown) == 3, what="three episodes")
         cells = {r[1]: r for r in screen.table_rows()}
         assert "0 (verifier gave 1: void)" in cells[str(tamper)]

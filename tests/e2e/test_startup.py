@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bandpass.engine.core.workspace import Workspace
 from tests.support.paths import REPO as ROOT
 from tests.support.replay_data import make_episode
 
@@ -71,7 +72,7 @@ _CLI = (
 )
 
 
-def test_episodes_lists_from_the_store_without_loading_the_orm(workspace) -> None:
+def test_episodes_lists_from_the_store_without_loading_the_orm(workspace: Workspace) -> None:
     """Nor docker-py: every command loads the reaper's module (its reporter), which must stay light."""
     eid = make_episode(workspace, task="listed-task")
     code = _CLI + "print('orm' if 'sqlalchemy' in sys.modules else 'plain', 'docker' in sys.modules)\n"
@@ -90,7 +91,9 @@ def test_episodes_lists_from_the_store_without_loading_the_orm(workspace) -> Non
 
 
 @pytest.mark.parametrize("args", [["--help"], ["episodes"], ["show", "{eid}"]], ids=lambda a: a[0])
-def test_commands_that_show_no_screen_do_not_load_the_terminal_library(workspace, args: list[str]) -> None:
+def test_commands_that_show_no_screen_do_not_load_the_terminal_library(
+    workspace: Workspace, args: list[str]
+) -> None:
     eid = make_episode(workspace)
     argv = ["--workspace", str(workspace.root), *(a.format(eid=eid) for a in args)]
     assert _run(_CLI, *argv) == "not loaded"

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+# The two-raylet cluster started with the ray CLI (tests/support/ray_cluster.py), for the executor and
+# audit tests that need real raylets: its fixtures, registered here so those modules use them by name.
+from tests.support.ray_cluster import cluster, nodes, ray_cli_cluster  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +23,7 @@ def ray_cluster() -> Iterator[Any]:
     except ImportError:  # like Docker, never skipped silently: CI must install the extra
         pytest.fail("Ray is not installed: pip install -e '.[dev,cluster]' ")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     try:
         yield ray
     finally:

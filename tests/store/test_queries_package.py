@@ -39,8 +39,15 @@ def test_the_type_checker_and_the_runtime_see_the_same_names() -> None:
 
     tree = ast.parse((REPO / "store" / "queries" / "__init__.py").read_text())
     guarded = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    here = ["bandpass", "store", "queries"]  # relative imports (from ..models import X) resolve from here
+
+    def absolute(imp: ast.ImportFrom) -> str | None:
+        if not imp.level:
+            return imp.module
+        return ".".join(here[: len(here) - imp.level + 1] + ([imp.module] if imp.module else []))
+
     typed = {
-        (imp.module, alias.name)
+        (absolute(imp), alias.name)
         for imp in guarded.body
         if isinstance(imp, ast.ImportFrom)
         for alias in imp.names

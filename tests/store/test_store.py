@@ -7,18 +7,18 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import SQLModel, create_engine
+from sqlmodel import Session, SQLModel, create_engine
 
 import bandpass.store.models  # noqa: F401 - registers the tables on SQLModel.metadata
 from bandpass.engine.core.workspace import Workspace
 from bandpass.store import queries as q
 from bandpass.store.db import SCHEMA_VERSION, StoreError, migrate, open_engine, schema_version, session
-from bandpass.store.models import Episode, pk
+from bandpass.store.models import Episode, TaskVersion, pk
 
 
-def _version(s, name: str = "t1", h: str = "a" * 64):
+def _version(s: Session, name: str = "t1", h: str = "a" * 64) -> TaskVersion:
     task, _ = q.get_or_create_task(s, name)
     return q.add_task_version(s, task, version_hash=h, path=f"tasks/{name}", instruction="do it")
 
@@ -34,14 +34,15 @@ def test_workspace_creates_layout_and_db(tmp_path: Path) -> None:
 def test_round_trip_task_episode_steps_tags(workspace: Workspace) -> None:
     with session(workspace.engine) as s:
         tv = _version(s)
-        ep = q.create_episode(s, tv.id, "oracle", attempt=1, batch_id="b1")
-        q.add_step(s, ep.id, 0, action={"keystrokes": "ls\n"}, observation="$ ", marker_time=0.5, cuts=[])
-        q.finish_episode(s, ep.id, outcome="failed", reward=0.0, agent_cast="recordings/1/agent.cast")
-        q.add_tag(s, ep.id, "harness", "turn_limit", blocking=False, note="20 steps", author="ana")
-        ep_id = ep.id
+        ep = q.create_episode(s, pk(tv), "oracle", attempt=1, batch_id="b1")
+        ep_id = pk(ep)
+        q.add_step(s, ep_id, 0, action={"keystrokes": "ls\n"}, observation="$ ", marker_time=0.5, cuts=[])
+        q.finish_episode(s, ep_id, outcome="failed", reward=0.0, agent_cast="recordings/1/agent.cast")
+        q.add_tag(s, ep_id, "harness", "turn_limit", blocking=False, note="20 steps", author="ana")
     with session(workspace.engine) as s:
-        ep = q.get_episode(s, ep_id)
-        assert (ep.status, ep.outcome, ep.reward, ep.batch_id) == ("done", "failed", 0.0, "b1")
+        got = q.get_episode(s, ep_id)
+        assert got is not None
+        assert (got.status, got.outcome, got.reward, got.batch_id) == ("done", "failed", 0.0, "b1")
         (step,) = q.steps(s, ep_id)
         assert step.action_json == '{"keystrokes": "ls\\n"}'
         (tag,) = q.tags_for_episode(s, ep_id)
@@ -58,7 +59,7 @@ def test_round_trip_task_episode_steps_tags(workspace: Workspace) -> None:
 def test_pk_is_the_stored_id_and_refuses_a_row_never_flushed(workspace: Workspace) -> None:
     with session(workspace.engine) as s:
         tv = _version(s)
-        ep = q.create_episode(s, tv.id, "oracle", attempt=1, batch_id="b1")
+        ep = q.create_episode(s, pk(tv), "oracle", attempt=1, batch_id="b1")
         assert pk(ep) == ep.id and isinstance(pk(ep), int)
         assert q.get_episode(s, pk(ep)) is ep
     with pytest.raises(ValueError, match="Episode has no id yet: it was never flushed"):
@@ -68,9 +69,9 @@ def test_pk_is_the_stored_id_and_refuses_a_row_never_flushed(workspace: Workspac
 def test_blocking_tag_counts_on_task_row(workspace: Workspace) -> None:
     with session(workspace.engine) as s:
         tv = _version(s)
-        ep = q.create_episode(s, tv.id, "m")
-        q.finish_episode(s, ep.id, outcome="passed", reward=1.0)
-        q.add_tag(s, ep.id, "misalignment", "reward_hack", blocking=True)
+        ep = q.create_episode(s, pk(tv), "m")
+        q.finish_episode(s, pk(ep), outcome="passed", reward=1.0)
+        q.add_tag(s, pk(ep), "misalignment", "reward_hack", blocking=True)
     with session(workspace.engine) as s:
         (row,) = q.task_rows(s)
         assert (row.passed, row.blocking_tags) == (1, 1)
@@ -94,20 +95,21 @@ def test_task_rows_show_latest_version_and_count(workspace: Workspace) -> None:
     with session(workspace.engine) as s:
         (row,) = q.task_rows(s)
         assert row.version_hash == "2" * 64 and row.versions == 2
-        assert q.resolve_version(s, "t").hash == "2" * 64
-        assert q.resolve_version(s, "11111111").hash == "1" * 64
+        latest, by_prefix = q.resolve_version(s, "t"), q.resolve_version(s, "11111111")
+        assert latest is not None and latest.hash == "2" * 64
+        assert by_prefix is not None and by_prefix.hash == "1" * 64
 
 
 def test_wal_mode_and_busy_timeout(workspace: Workspace) -> None:
     with workspace.engine.connect() as c:
         assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-        assert c.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 10_000
+        assert (c.exec_driver_sql("PRAGMA busy_timeout").scalar() or 0) >= 10_000
 
 
 def test_readers_never_see_database_locked_while_writers_commit(workspace: Workspace) -> None:
     """The TUI reads while rollout workers write: four writers and a reader on separate connections."""
     with session(workspace.engine) as s:
-        tv_id = _version(s).id
+        tv_id = pk(_version(s))
     errors: list[BaseException] = []
 
     def writer() -> None:
@@ -115,7 +117,7 @@ def test_readers_never_see_database_locked_while_writers_commit(workspace: Works
             for _ in range(40):
                 with session(workspace.engine) as s:
                     ep = q.create_episode(s, tv_id, "w")
-                    q.finish_episode(s, ep.id, outcome="passed", reward=1.0)
+                    q.finish_episode(s, pk(ep), outcome="passed", reward=1.0)
         except BaseException as exc:  # noqa: BLE001 - collected for the assertion
             errors.append(exc)
 
@@ -137,7 +139,7 @@ def test_readers_never_see_database_locked_while_writers_commit(workspace: Works
         assert q.task_rows(s)[0].episodes == 160
 
 
-def _columns(engine) -> dict[str, set[str]]:
+def _columns(engine: Engine) -> dict[str, set[str]]:
     insp = inspect(engine)
     return {t: {c["name"] for c in insp.get_columns(t)} for t in insp.get_table_names()}
 

@@ -82,10 +82,10 @@ def _colour(c: Color | None) -> str | None:
     if c is None or c.mode == "default":
         return None
     if c.mode == "indexed":
-        n = int(c.value)  # type: ignore[arg-type]
+        n = int(c.value)
         return ANSI_NAMES[n] if n < 16 else _PALETTE[n] if n < 256 else None
     if c.mode == "rgb":
-        r, g, b = c.value  # type: ignore[misc]
+        r, g, b = c.value
         return f"#{r:02x}{g:02x}{b:02x}"
     return None
 
@@ -189,11 +189,13 @@ class BitttyScreen:
 
     @property
     def cols(self) -> int:
-        return self._board.width
+        width: int = self._board.width
+        return width
 
     @property
     def rows(self) -> int:
-        return self._board.height
+        height: int = self._board.height
+        return height
 
     @property
     def alternate_screen(self) -> bool:
@@ -245,6 +247,7 @@ class BitttyScreen:
             page = self._board.blitter.main_page
             if self._all_dirty or page is not self._seen_page:
                 return set(range(self.rows))
+            assert page is not None  # bittty's main page always exists
             return set(page.dirty_rows(self._seen_gen))
 
     def clear_dirty(self) -> None:

@@ -12,6 +12,7 @@ from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.tasks.taskdir import version_hash
 from bandpass.store import queries as q
 from bandpass.store.db import session
+from bandpass.store.models import pk
 
 TASK_TOML = """version = "1.0"
 
@@ -93,8 +94,8 @@ def add_task(
             tags=["calibration-test"],
         )
         if audit is not None:
-            q.record_audit(s, tv.id, verdict=audit, reasons=[], details={})
-        return tv.id, h
+            q.record_audit(s, pk(tv), verdict=audit, reasons=[], details={})
+        return pk(tv), h
 
 
 def add_episodes(
@@ -106,8 +107,8 @@ def add_episodes(
         for i, outcome in enumerate(outcomes):
             ep = q.create_episode(s, version_id, model, attempt=i)
             reward = rewards[i] if i < len(rewards) else {"passed": 1.0, "failed": 0.0}.get(outcome)
-            q.finish_episode(s, ep.id, outcome=outcome, reward=reward)
-            ids.append(ep.id)
+            q.finish_episode(s, pk(ep), outcome=outcome, reward=reward)
+            ids.append(pk(ep))
     return ids
 
 

@@ -9,6 +9,10 @@ never imported by Bandpass's own interpreter.
     harbor_ref.py traces JOB OUT  Harbor's own traces exporter over a job directory -> OUT (JSON rows)
     harbor_ref.py policy          Harbor's exception policy -> {name: {cause, reward_valid}}
     harbor_ref.py schema          Harbor's task model: keys per section, enum values, its default task.toml
+    harbor_ref.py rewards         reward files on stdin ([{"json": B64|null, "txt": B64|null}]) -> what
+                                  Harbor's verifier reads: {"rewards": {...}, "primary": x} | {"error": T}
+    harbor_ref.py steps           multi-step reward cases on stdin (JSON) -> Harbor's trial reward and early
+                                  stop for each
 
 Everything Harbor prints goes to stderr; stdout carries only the JSON answer.
 """
@@ -23,6 +27,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 
 def load(dirs: list[str]) -> dict[str, str]:
@@ -138,6 +143,76 @@ def traces(job: Path, out: Path) -> None:
     out.write_text(json.dumps({"columns": list(ds.column_names) if ds is not None else [], "rows": rows}))
 
 
+def rewards(cases: list[dict[str, str | None]]) -> list[dict[str, object]]:
+    """Harbor's own verifier code on each pair of reward files: ``Verifier``'s parsing (reward.json first,
+    then reward.txt), the ``VerifierResult`` it would build, and the primary reward its CLI computes."""
+    import base64
+    import tempfile
+
+    from harbor.cli.jobs import _primary_reward
+    from harbor.models.trial.paths import TrialPaths
+    from harbor.models.trial.result import TrialResult
+    from harbor.models.verifier.result import VerifierResult
+    from harbor.verifier.verifier import Verifier
+
+    out: list[dict[str, object]] = []
+    for case in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = TrialPaths(Path(tmp))
+            paths.verifier_dir.mkdir(parents=True, exist_ok=True)
+            for key, target in (("json", paths.reward_json_path), ("txt", paths.reward_text_path)):
+                if case.get(key) is not None:
+                    target.write_bytes(base64.b64decode(case[key] or ""))
+            verifier = Verifier.__new__(Verifier)
+            verifier.trial_paths = paths
+            try:
+                if paths.reward_json_path.exists():
+                    parsed = verifier._parse_reward_json()
+                elif paths.reward_text_path.exists():
+                    parsed = verifier._parse_reward_text()
+                else:
+                    out.append({"error": "RewardFileNotFoundError"})
+                    continue
+                result = VerifierResult(rewards=parsed)
+            except Exception as exc:  # noqa: BLE001 - every refusal is an answer
+                out.append({"error": type(exc).__name__})
+                continue
+            trial = TrialResult.model_construct(verifier_result=result)
+            out.append({"rewards": result.rewards, "primary": _primary_reward(trial)})
+    return out
+
+
+def steps(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Harbor's multi-step reward rules on each case ``{strategy, rewards: [dict | None], min_reward,
+    step_rewards}``: the trial's rewards (``Trial._select_multi_step_reward`` over step results whose
+    verifier result is None or has those rewards) and the early stop
+    (``MultiStepTrial._min_reward_failure``)."""
+    from types import SimpleNamespace
+
+    from harbor.models.task.config import MultiStepRewardStrategy
+    from harbor.models.trial.result import StepResult
+    from harbor.models.verifier.result import VerifierResult
+    from harbor.trial.multi_step import MultiStepTrial
+    from harbor.trial.trial import Trial
+
+    out = []
+    for case in cases:
+        results = [
+            StepResult(step_name=f"s{i}", verifier_result=None if r is None else VerifierResult(rewards=r))
+            for i, r in enumerate(case["rewards"])
+        ]
+        strategy = MultiStepRewardStrategy(case["strategy"]) if case["strategy"] else None
+        fake = SimpleNamespace(
+            result=SimpleNamespace(step_results=results),
+            task=SimpleNamespace(config=SimpleNamespace(multi_step_reward_strategy=strategy)),
+        )
+        fake._aggregate_step_rewards = lambda f=fake: Trial._aggregate_step_rewards(f)
+        total = Trial._select_multi_step_reward(fake)
+        stop = MultiStepTrial._min_reward_failure(case["step_rewards"], case["min_reward"])
+        out.append({"total": None if total is None else total.rewards, "stop": stop})
+    return out
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["load"]:
         dirs = [line.strip() for line in sys.stdin if line.strip()]
@@ -155,6 +230,10 @@ def main(argv: list[str]) -> int:
         print(json.dumps(table))
     elif argv[:1] == ["shipped"] and len(argv) == 2:
         print(json.dumps(shipped(Path(argv[1]))))
+    elif argv[:1] == ["rewards"]:
+        print(json.dumps(rewards(json.loads(sys.stdin.read()))))
+    elif argv[:1] == ["steps"]:
+        print(json.dumps(steps(json.loads(sys.stdin.read()))))
     elif argv[:1] == ["traces"] and len(argv) == 3:
         traces(Path(argv[1]), Path(argv[2]))
     else:

@@ -11,6 +11,7 @@ from sqlalchemy import text
 from bandpass.engine.core.workspace import Workspace
 from bandpass.store import queries as q
 from bandpass.store.db import session
+from bandpass.store.models import pk
 
 PYTEST_FAIL = """============================= test session starts ==============================
 collected 3 items
@@ -81,8 +82,8 @@ def make_episode(
         tv = q.version_by_hash(s, (task * 64)[:64]) or q.add_task_version(
             s, t, version_hash=(task * 64)[:64], path=f"tasks/{task}", instruction="do it"
         )
-        ep = q.create_episode(s, tv.id, agent)
-        eid = ep.id
+        ep = q.create_episode(s, pk(tv), agent)
+        eid = pk(ep)
     rec = ws.recordings_dir / f"episode-{eid}"
     rec.mkdir(parents=True, exist_ok=True)
     agent_cast = verifier_cast = ""
@@ -118,7 +119,7 @@ def make_episode(
             verifier_cast=verifier_cast,
             verifier_output=PYTEST_FAIL.format(test=test) if outcome == "failed" else "",
         )
-    return eid  # type: ignore[return-value]
+    return eid
 
 
 def make_loop_episode(ws: Workspace, task: str = "loopy") -> int:
@@ -126,8 +127,8 @@ def make_loop_episode(ws: Workspace, task: str = "loopy") -> int:
     eid = make_episode(ws, task=task, outcome="agent_error:turn_limit")
     action = json.dumps({"commands": [{"keystrokes": "ls\n", "duration": 1}]})
     with session(ws.engine) as s:
-        s.exec(
+        s.connection().execute(
             text("UPDATE step SET action_json = :a, observation = '$ ls\n$ ' WHERE episode_id = :e"),
-            params={"a": action, "e": eid},
+            {"a": action, "e": eid},
         )
     return eid

@@ -9,11 +9,12 @@ from __future__ import annotations
 from bandpass.engine.core.workspace import Workspace
 from bandpass.store import queries as q
 from bandpass.store.db import session
+from bandpass.store.models import pk
 
 
 def seed(ws: Workspace, n: int = 12) -> list[int]:
     """``n`` tasks with audits and some oracle/model episodes, deterministic."""
-    vids = []
+    vids: list[int] = []
     with session(ws.engine) as s:
         for i in range(n):
             task, _ = q.get_or_create_task(s, f"task-{i:02d}")
@@ -26,10 +27,11 @@ def seed(ws: Workspace, n: int = 12) -> list[int]:
                 category=("data", "sys", "build")[i % 3],
                 difficulty=("easy", "medium", "hard")[i % 3],
             )
-            vids.append(tv.id)
+            vid = pk(tv)
+            vids.append(vid)
             if i % 2 == 0:
-                q.record_audit(s, tv.id, verdict=("accepted", "rejected")[i % 4 == 2], reasons=[], details={})
+                q.record_audit(s, vid, verdict=("accepted", "rejected")[i % 4 == 2], reasons=[], details={})
             for a in range(i % 5):
-                ep = q.create_episode(s, tv.id, "m1", attempt=a)
-                q.finish_episode(s, ep.id, outcome=("passed", "failed")[a % 2], reward=float(a % 2 == 0))
+                ep = q.create_episode(s, vid, "m1", attempt=a)
+                q.finish_episode(s, pk(ep), outcome=("passed", "failed")[a % 2], reward=float(a % 2 == 0))
     return vids

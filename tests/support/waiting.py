@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+
+S = TypeVar("S", bound="Screen[Any]")
 
 #: Generous: a deadline only ends a test that would otherwise hang; it is never what a test measures.
 DEFAULT_TIMEOUT = 30.0
@@ -42,6 +47,16 @@ async def wait_for(
             label = what or getattr(cond, "__name__", "condition")
             raise AssertionError(f"{label} not met within {timeout:g} s; notifications: {notes}")
         await pilot.pause(0.02)  # a poll interval that lets the app run; the condition decides
+
+
+async def wait_for_screen(pilot: Any, cls: type[S], timeout: float = DEFAULT_TIMEOUT, what: str = "") -> S:
+    """Waits until a ``cls`` screen is on top and returns it, typed: a test then reads that screen's own
+    attributes (a checker sees ``app.screen`` only as a ``Screen``)."""
+    label = what or f"{cls.__name__} on top"
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, cls), timeout, label)
+    screen = pilot.app.screen
+    assert isinstance(screen, cls), f"{cls.__name__} left the top again: {type(screen).__name__}"
+    return screen
 
 
 async def start_batch(pilot: Any) -> None:

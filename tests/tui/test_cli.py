@@ -51,7 +51,7 @@ def test_import_keeps_good_tasks_and_lists_every_problem(tmp_path: Path, mixed: 
     assert "new          access-log-report" in out and "new          fix-wordfreq" in out
     assert "broken-toml" in out and "task.toml" in out
     assert "instruction.md: missing" in out and "tests/test.sh: missing" in out
-    assert "2 new, 0 new version(s), 0 unchanged, 2 invalid, 0 conflict(s); 0 with warnings" in out
+    assert "2 new, 0 new versions, 0 unchanged, 2 invalid, 0 conflicts; 0 with warnings" in out
 
     listed = json.loads(bp(ws, "tasks", "--json").stdout)
     assert sorted(r["name"] for r in listed) == ["access-log-report", "fix-wordfreq"]
@@ -107,9 +107,9 @@ def test_a_mistyped_workspace_is_an_error_not_a_new_workspace(tmp_path: Path) ->
     res = bp(tmp_path / "notes", "tasks")
     assert res.returncode == 1 and "is not a Bandpass workspace" in res.stderr
     assert not (tmp_path / "notes" / "bandpass.db").exists()
-    # what puts something in makes the workspace it names
+    # what puts something in makes the workspace it names — and an import that failed leaves none behind
     assert bp(typo, "import", str(tmp_path / "nothing-here")).returncode == 1
-    assert (typo / "bandpass.db").exists()
+    assert not typo.exists()
 
 
 def test_errors_are_one_line_and_non_zero(tmp_path: Path) -> None:

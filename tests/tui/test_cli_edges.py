@@ -80,7 +80,7 @@ def test_export_errors_name_what_the_user_gave(ws: Workspace, tmp_path: Path) ->
 
 def test_gc_dry_run_removes_nothing_and_says_would(ws: Workspace) -> None:
     res = bp(ws.root, "gc", "--workspace", str(ws.root), "--dry-run")
-    assert res.returncode == 0 and "would remove 0 container(s)" in res.stdout
+    assert res.returncode == 0 and "would remove 0 containers" in res.stdout
     assert "removed" not in res.stdout
 
 

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+from textual.widgets import DataTable, Input, RichLog, Select, Static, TextArea
 
 from bandpass.engine.core.events import (
     EpisodeFinished,
@@ -23,6 +24,7 @@ from bandpass.engine.run import rollouts
 from bandpass.store import queries as q
 from bandpass.store.db import session
 from bandpass.tui.app import BandpassApp
+from bandpass.tui.screens.confirm import ConfirmDialog
 from bandpass.tui.screens.generate import GenerateScreen
 from bandpass.tui.screens.runs import RunsScreen, format_step
 from bandpass.tui.screens.settings import SettingsScreen
@@ -32,7 +34,7 @@ from bandpass.tui.widgets.feed_pump import pump
 from bandpass.tui.widgets.virtual_table import VirtualTable
 from tests.support.servers.anthropic_server import Reply, Text, running_server
 from tests.support.tui_data import seed
-from tests.support.waiting import start_batch, wait_for
+from tests.support.waiting import start_batch, wait_for, wait_for_screen
 
 SIZE = (160, 45)
 
@@ -61,9 +63,9 @@ async def test_tasks_load_search_filter_sort_detail(ws: Workspace) -> None:
         assert app.focused is table  # enter returns to the table
 
         await pilot.press("escape")
-        screen.query_one("#task-audit-filter").value = "rejected"
+        screen.query_one("#task-audit-filter", Select).value = "rejected"
         await wait_for(pilot, lambda: {r[3] for r in table.shown_rows()} == {"rejected"})
-        screen.query_one("#task-audit-filter").value = "__all__"
+        screen.query_one("#task-audit-filter", Select).value = "__all__"
         await wait_for(pilot, lambda: table.row_count == 12)
 
         table.sort_by(4)  # pass@k ascending, blanks last
@@ -82,6 +84,7 @@ async def test_tasks_header_click_sorts_and_mouse_selects(ws: Workspace) -> None
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
+        assert isinstance(screen, TasksScreen)
         await wait_for(pilot, lambda: screen.last_load_s is not None)
         table = screen.query_one(VirtualTable)
         await pilot.click(VirtualTable, offset=(2, 0))  # header cell of "task"
@@ -102,6 +105,7 @@ async def test_tasks_at_scale_loads_in_a_worker(ws: Workspace) -> None:
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
+        assert isinstance(screen, TasksScreen)
         await wait_for(pilot, lambda: screen.last_load_s is not None, 30)
         table = screen.query_one(VirtualTable)
         assert table.row_count == 2000
@@ -135,7 +139,7 @@ async def test_modes_and_palette_commands(ws: Workspace) -> None:
     async with app.run_test(size=SIZE) as pilot:
         for key, cls in (("2", RunsScreen), ("3", GenerateScreen), ("4", SettingsScreen), ("1", TasksScreen)):
             await pilot.press(key)
-            await wait_for(pilot, lambda cls=cls: isinstance(app.screen, cls), what=f"key {key} opens {cls}")
+            await wait_for_screen(pilot, cls, what=f"key {key} opens {cls}")
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert {"Refresh", "Search", "Sort", "Audit task", "Runs", "Generate", "Settings", "Theme"} <= titles
         await pilot.press("2")
@@ -149,6 +153,7 @@ async def test_theme_switch_does_not_break_panes(ws: Workspace) -> None:
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
+        assert isinstance(screen, TasksScreen)
         await wait_for(pilot, lambda: screen.last_load_s is not None)
         dark = screen.styles.background
         app.theme = "textual-light"
@@ -206,7 +211,9 @@ async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pyte
     monkeypatch.setattr(rollouts, "run_planned", run_planned)
     app = BandpassApp(ws, bus=bus)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.screen.last_load_s is not None)
+        tasks = app.screen
+        assert isinstance(tasks, TasksScreen)
+        await wait_for(pilot, lambda: tasks.last_load_s is not None)
         await pilot.press("2")
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
         runs = app.screen
@@ -230,7 +237,7 @@ async def test_runs_batch_panes_steps_full_size(ws: Workspace, monkeypatch: pyte
         assert "3/3 done" in counters and "infra 1" in counters
 
         panes[0].agent_view.focus()
-        steps = runs.query_one("#runs-steps")
+        steps = runs.query_one("#runs-steps", RichLog)
         await wait_for(pilot, lambda: any("look around" in line.text for line in steps.lines))
         await pilot.press("f")
         assert runs.maximized is panes[0]
@@ -286,7 +293,7 @@ async def test_settings_validate_refuse_save(ws: Workspace) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen))
         screen = app.screen
         assert isinstance(screen, SettingsScreen)
-        editor = screen.query_one("#settings-text")
+        editor = screen.query_one("#settings-text", TextArea)
         editor.load_text("[band]\nlo = 0.9\nhi = 0.1\n")
         await wait_for(pilot, lambda: "lo <= hi" in str(screen.query_one("#settings-problems").render()))
         await pilot.press("ctrl+s")
@@ -294,7 +301,7 @@ async def test_settings_validate_refuse_save(ws: Workspace) -> None:
         editor.load_text(
             '[models.q9]\nbase_url = "http://127.0.0.1:9/v1"\n\n[images.aliases]\n"a:1" = "b:2"\n'
         )
-        models = screen.query_one("#settings-models")
+        models = screen.query_one("#settings-models", DataTable)
         await wait_for(pilot, lambda: models.row_count == 1 and models.get_row_at(0)[0] == "q9")
         await pilot.press("ctrl+s")
         assert "q9" in ws.config_path.read_text()
@@ -326,22 +333,26 @@ async def test_generate_streams_events_and_reports_missing_entry(
             await pilot.press("3")
             await wait_for(pilot, lambda: isinstance(app.screen, GenerateScreen))
             screen = app.screen
-            t = threading.Thread(
-                target=lambda: [
-                    bus.publish(
-                        GenerationEvent(generation_id=1, kind="tool_use", data="write_file instruction.md")
-                    ),
-                    bus.publish(GenerationEvent(generation_id=1, kind="finished", data="accepted")),
-                ]
-            )
+
+            def generation_events() -> None:
+                bus.publish(
+                    GenerationEvent(generation_id=1, kind="tool_use", data="write_file instruction.md")
+                )
+                bus.publish(GenerationEvent(generation_id=1, kind="finished", data="accepted"))
+
+            t = threading.Thread(target=generation_events)
             t.start()
             t.join()
-            log = screen.query_one("#gen-log")
+            log = screen.query_one("#gen-log", RichLog)
             await wait_for(pilot, lambda: len(log.lines) >= 2)
             assert "write_file" in log.lines[0].text
             assert app.tasks_changed >= 1
 
-            await pilot.press("n")
+            await pilot.press("n")  # asks first, saying what a generation spends
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the question")
+            question = str(app.screen.query_one("#confirm-question", Static).content)
+            assert question.startswith("Generate 5 tasks with ") and "Docker" in question and "$" in question
+            await pilot.press("y")
             await wait_for(
                 pilot,
                 lambda: any("BANDPASS_TUI_TEST_KEY is not set" in str(n.message) for n in app._notifications),
@@ -350,10 +361,12 @@ async def test_generate_streams_events_and_reports_missing_entry(
             assert not server.message_requests()
 
             monkeypatch.setenv("BANDPASS_TUI_TEST_KEY", server.api_key)
-            screen.query_one("#gen-n").value = "1"
-            screen.query_one("#gen-difficulty").value = "hard"
-            screen.query_one("#gen-prompt").value = "v1-plain"
+            screen.query_one("#gen-n", Input).value = "1"
+            screen.query_one("#gen-difficulty", Select).value = "hard"
+            screen.query_one("#gen-prompt", Select).value = "v1-plain"
             await pilot.press("n")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the question")
+            await pilot.press("y")
             await wait_for(
                 pilot, lambda: any("0 of 1 accepted" in str(n.message) for n in app._notifications), 60
             )
@@ -361,5 +374,22 @@ async def test_generate_streams_events_and_reports_missing_entry(
                 (gen,) = q.recent_generations(s)
                 assert (gen.difficulty, gen.prompt_version, gen.model) == ("hard", "v1-plain", model)
                 assert gen.outcome == "rejected"
-            history = screen.query_one("#gen-history")
+            history = screen.query_one("#gen-history", DataTable)
             await wait_for(pilot, lambda: history.row_count == 1)
+
+
+async def test_the_palette_lists_each_command_once(ws: Workspace) -> None:
+    """Each command is one entry whose second line says its key, not its name again ("Episodes" over
+    "Episodes (8)" read as every command listed twice)."""
+    app = BandpassApp(ws, bus=EventBus())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TasksScreen), what="Tasks")
+        commands = list(app.get_system_commands(app.screen))
+        titles = [c.title for c in commands]
+        assert len(titles) == len(set(titles))
+        for c in commands:
+            twice = c.help == c.title or c.help.startswith(f"{c.title} (")
+            assert not twice, f"{c.title!r} listed twice: {c.help!r}"
+        by_title = {c.title: c.help for c in commands}
+        assert by_title["Episodes"] == "key 8"
+        assert by_title["Audit task"].endswith("key a")

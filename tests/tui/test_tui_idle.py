@@ -44,7 +44,7 @@ from bandpass.tui.screens.tasks import TasksScreen
 from bandpass.tui.widgets.cursor_rest import CursorRest
 from tests.support.paths import REPO
 from tests.support.replay_data import make_episode
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_for_screen
 
 TUI = REPO / "tui"
 SAMPLE_CAST = REPO / "recordings" / "samples" / "policy-context-truncated" / "agent.cast"
@@ -118,7 +118,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 
 
 #: (keys, the screen they bring up) in the order a curator could press them.
-TOUR: list[tuple[tuple[str, ...], type]] = [
+TOUR: list[tuple[tuple[str, ...], type[Screen[Any]]]] = [
     ((), OverviewScreen),
     (("1",), TasksScreen),
     (("2",), RunsScreen),
@@ -155,7 +155,7 @@ async def test_no_screen_keeps_a_timer_running_while_nothing_happens(demo: Works
         for keys, want in TOUR:
             await pilot.press(*keys)
             opened = f"{keys} opens {want.__name__}"
-            await wait_for(pilot, lambda w=want: isinstance(app.screen, w), what=opened)
+            await wait_for_screen(pilot, want, what=opened)
             await settled(pilot, app, f"nothing runs on {want.__name__} ({' '.join(keys) or 'start'})")
             screen = app.screen
             if isinstance(screen, ReplayScreen) and not screen._shown - {"agent"}:
@@ -196,7 +196,7 @@ class Host(CursorRest, App[None]):
 class RecordingReplay(ReplayScreen):
     """The Replay screen, keeping every status line it painted."""
 
-    CSS_PATH = TUI / "screens" / "replay.tcss"  # a subclass finds its styles beside its own module
+    CSS_PATH = str(TUI / "screens" / "replay.tcss")  # a subclass finds its styles beside its own module
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -266,7 +266,7 @@ async def test_the_standalone_replay_paused_runs_nothing(tmp_path: Path) -> None
 
 
 class RecordingSearch(SearchScreen):
-    CSS_PATH = TUI / "screens" / "search.tcss"
+    CSS_PATH = str(TUI / "screens" / "search.tcss")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,6 +1,6 @@
 """``bandpass generate`` and ``bandpass report generation``.
 
-A thin face over :func:`engine.generator.generate_batch`: progress comes from the same
+A thin face over :func:`engine.app.generate.generate`: progress comes from the same
 ``GenerationEvent`` stream the TUI's Generate screen subscribes to, so the CLI and the screen can never
 disagree about what happened. Exit status: 0 when at least one task was accepted and no attempt failed
 for the API, 1 when none was accepted, 2 when the batch could not start (no API key, unknown prompt
@@ -13,22 +13,28 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bandpass.tui.cli import app, fail, open_workspace
-from bandpass.tui.commands.calibrate import report_app
+from ...engine.core.plural import counted
+from ..cli import app, fail, open_workspace
+from .report import report_app
+
+if TYPE_CHECKING:  # imported where used: every command module is imported at start-up
+    from ...engine.core.events import GenerationEvent
+    from ...engine.core.workspace import Workspace
 
 #: Exit status when the generator's API could not be reached or refused the requests.
 EXIT_UNREACHABLE = 3
 
 
-def _progress_printer(verbose: bool):  # an event callback
+def _progress_printer(verbose: bool) -> Callable[[GenerationEvent], None]:
     """One line per meaningful event (tool calls, audits, finish); ``--verbose`` also streams text."""
     lock = threading.Lock()
 
-    def on_event(ev) -> None:  # engine.core.events.GenerationEvent
+    def on_event(ev: GenerationEvent) -> None:
         tag = f"[g{ev.generation_id}]"
         line = None
         if ev.kind == "text":
@@ -131,6 +137,16 @@ def generate_cmd(
     accept_warnings: Annotated[
         bool, typer.Option("--accept-warnings", help="Accept tasks whose audit verdict is 'warning'.")
     ] = False,
+    audit: Annotated[
+        bool,
+        typer.Option(
+            "--audit",
+            help="Audit each accepted task fully as soon as it is accepted (generation and audits overlap).",
+        ),
+    ] = False,
+    audit_concurrency: Annotated[
+        int | None, typer.Option("--audit-concurrency", help="Audits at once with --audit.", min=1)
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Stream the model's text.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Only the batch result, as JSON.")] = False,
     list_prompts: Annotated[
@@ -138,17 +154,17 @@ def generate_cmd(
     ] = False,
 ) -> None:
     """Have Claude write and self-audit new tasks; accepted ones enter the workspace (origin generated)."""
-    from bandpass.engine.app import generate as generation
-    from bandpass.engine.core.events import EventBus, GenerationEvent
-    from bandpass.engine.generator import (
+    from ...engine.app import generate as generation
+    from ...engine.app.generate import (
         Budget,
         GeneratorError,
         GeneratorUnreachable,
         RetryPolicy,
         available_versions,
+        is_api_code,
         load_prompt,
     )
-    from bandpass.engine.llm.client import is_api_code
+    from ...engine.core.events import EventBus, GenerationEvent
 
     if list_prompts:
         for name in available_versions():
@@ -158,9 +174,10 @@ def generate_cmd(
     if check:
         _check(ws, model, as_json)
         return
-    from bandpass.engine.llm.pricing import PriceTable, PriceUnknown
+    from ...engine.app.prices import PriceUnknown
+    from ...engine.app.prices import prices as price_table
 
-    prices = PriceTable(ws.root)
+    prices = price_table(ws)
     gen_model = generation.generator_model(ws, model)
     if not prices.known(gen_model):
         unknown = PriceUnknown(gen_model, prices.files, prices.workspace_file)
@@ -193,8 +210,19 @@ def generate_cmd(
         api_timeout_s=api_timeout,
         retry=RetryPolicy(max_retries=api_retries),
     )
+    audited = None
     try:
-        result = generation.generate(ws, request, bus=bus, stop=stop)
+        if audit:
+            result, audited, audit_run = generation.generate_and_audit(
+                ws,
+                request,
+                concurrency=audit_concurrency,
+                bus=bus,
+                stop=stop,
+                on_audit_progress=_audit_printer(as_json),
+            )
+        else:
+            result = generation.generate(ws, request, bus=bus, stop=stop)
     except GeneratorUnreachable as exc:  # nothing listening: one line, nothing started (like `run`)
         raise fail(str(exc), code=EXIT_UNREACHABLE) from None
     except GeneratorError as exc:
@@ -215,11 +243,14 @@ def generate_cmd(
             typer.echo(f"batch halted: {result.halted}")
         for r in accepted:
             typer.echo(f"    {r.task_name}  (generation {r.generation_id})")
+        if audited is not None:
+            verdicts = ", ".join(f"{n} {v}" for v, n in sorted(audited.verdicts.items())) or "none"
+            typer.echo(f"audited as they came: {audited.done}/{audited.total} ({verdicts}); run {audit_run}")
     api_failed = [r for r in result.results if r.outcome == "error" and is_api_code(r.reason)]
     if api_failed:
         last = api_failed[-1]
         typer.echo(
-            f"bandpass: error: {len(api_failed)} attempt(s) could not use the generator "
+            f"bandpass: error: {counted(len(api_failed), 'attempt')} could not use the generator "
             f"({last.reason}): {last.detail}",
             err=True,
         )
@@ -228,10 +259,20 @@ def generate_cmd(
         raise typer.Exit(1)
 
 
-def _check(ws, model: str | None, as_json: bool) -> None:  # engine Workspace
+def _audit_printer(as_json: bool) -> Callable[[Any], None]:
+    """The pipeline's audit progress, one line per phase change (nothing with --json)."""
+
+    def show(sm: Any) -> None:
+        if not as_json and sm.event:
+            typer.echo(f"  audit [{sm.done}/{sm.total} done, {sm.running} running] {sm.event}", err=True)
+
+    return show
+
+
+def _check(ws: Workspace, model: str | None, as_json: bool) -> None:
     """``--check``: one line per step (endpoint, auth, model, tools, stream, price), then the fix."""
-    from bandpass.engine.app import generate as generation
-    from bandpass.engine.generator import GeneratorError
+    from ...engine.app import generate as generation
+    from ...engine.app.generate import GeneratorError
 
     model = generation.generator_model(ws, model)
     try:
@@ -262,8 +303,7 @@ def report_generation(
     """Per prompt version and model: attempts, accepted, solvability yield, $ per accepted, top reasons."""
     from rich.console import Console
 
-    from bandpass.engine.generator import generation_report
-    from bandpass.engine.generator.report import render_generation_report
+    from ...engine.app.generate import generation_report, render_generation_report
 
     ws = open_workspace()
     rows = generation_report(ws, model=model)

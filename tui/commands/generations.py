@@ -1,7 +1,7 @@
 """``bandpass generations``: every generation attempt, and ``generations show ID``: one read turn by turn.
 
 The list answers "what happened overnight" (outcome, reason, turns, tokens, cost, wall time per attempt);
-``show`` answers "why": the transcript as :mod:`engine.generator.transcript` reads it — the same reading
+``show`` answers "why": the transcript as :mod:`engine.app.generate` reads it — the same reading
 the TUI's Generation screen shows.
 """
 
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bandpass.tui.cli import app, fail, open_workspace
+from ..cli import app, fail, open_workspace
 
 generations_app = typer.Typer(
     help="List generation attempts; `show ID` prints one transcript turn by turn.",
@@ -39,11 +39,11 @@ def generations_list(
         return
     if outcome is not None and outcome not in OUTCOMES:
         raise fail(f"--outcome: expected one of {', '.join(OUTCOMES)}, got {outcome!r}", code=2)
-    from bandpass.engine.app import reads
-    from bandpass.engine.llm.pricing import PriceTable
+    from ...engine.app import prices as pricing
+    from ...engine.app import reads
 
     ws = open_workspace()
-    prices = PriceTable(ws.root)
+    prices = pricing.prices(ws)
     rows: list[dict[str, Any]] = [
         {
             "id": g.id,
@@ -113,15 +113,15 @@ def generations_show(
     full: Annotated[bool, typer.Option("--full", help="Tool results whole, not cut.")] = False,
 ) -> None:
     """One attempt turn by turn: text, tool calls and results, audits, retries, errors, message ids."""
-    from bandpass.engine.app import reads
-    from bandpass.engine.generator.transcript import read_transcript, render_lines
-    from bandpass.engine.llm.pricing import PriceTable
+    from ...engine.app import reads
+    from ...engine.app.generate import read_transcript, render_lines
+    from ...engine.app.prices import price_known
 
     ws = open_workspace()
     g = reads.generation(ws, generation_id)
     if g is None:
         raise fail(f"generation {generation_id} does not exist (see `bandpass generations`)")
-    view = read_transcript(g, cost_known=PriceTable(ws.root).known(g.model))
+    view = read_transcript(g, cost_known=price_known(ws, g.model))
     if as_json:
         typer.echo(json.dumps(view.as_dict(), indent=2, default=str))
         return

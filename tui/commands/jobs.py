@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from bandpass.tui.cli import app, open_workspace
+from ...engine.core.plural import counted
+from ..cli import app, open_workspace
 
 
 @app.command("import-jobs")
@@ -22,7 +23,7 @@ def import_jobs_cmd(
 
     Exits 1 if any trial or directory could not be imported (the others are imported anyway).
     """
-    from bandpass.engine.tasks.harbor_jobs import import_jobs
+    from ...engine.app.tasks import import_jobs
 
     ws = open_workspace(create=True)
     res = import_jobs(ws, paths)
@@ -57,7 +58,7 @@ def import_jobs_cmd(
             spent = f"; agents used {tokens_in:,} input / {tokens_out:,} output tokens"
             spent += f", ${sum(costs):.2f}" if costs else ""
         typer.echo(
-            f"{len(res.jobs)} job(s): {res.count('imported')} trial(s) imported, "
+            f"{counted(len(res.jobs), 'job')}: {counted(res.count('imported'), 'trial')} imported, "
             f"{res.count('unchanged')} already there, {res.count('error')} failed{spent}"
         )
     if not res.ok:

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bandpass.tui.cli import app, fail, state
+from ..cli import app, fail, state
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.config import Config
+    from ...engine.core.config import Config
 
 policy_app = typer.Typer(help="Check or serve the policy model (an OpenAI-compatible endpoint, e.g. vLLM).")
 app.add_typer(policy_app, name="policy")
@@ -35,8 +35,8 @@ BaseUrlOpt = Annotated[
 def _config() -> Config:  # imported lazily, for start-up speed
     """The workspace's ``bandpass.toml`` without opening (or creating) the database: checking an
     endpoint must not need a workspace at all."""
-    from bandpass.engine.core.config import load_config
-    from bandpass.engine.core.workspace import CONFIG_NAME, resolve_root
+    from ...engine.core.config import load_config
+    from ...engine.core.workspace import CONFIG_NAME, resolve_root
 
     return load_config(resolve_root(state.workspace) / CONFIG_NAME)
 
@@ -50,22 +50,14 @@ def check_cmd(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request.")] = 30.0,
 ) -> None:
     """Verify an endpoint: list its models, its window, ask for one token; say what is wrong when it fails."""
-    from bandpass.engine.run.policy.client import (
-        PolicyInfraError,
-        check_endpoint,
-        describe_check,
-        resolve_model,
-    )
+    from ...engine.app import policy
+    from ...engine.core.errors import BandpassError
 
     try:
-        cfg = resolve_model(_config(), model, base_url)
-    except ValueError as e:
-        raise fail(str(e)) from None
-    try:
-        report = check_endpoint(cfg, timeout=timeout)
-    except PolicyInfraError as e:
-        raise fail(e.detail) from None
-    typer.echo(describe_check(report))
+        report = policy.check(_config(), model, base_url, timeout=timeout)
+    except BandpassError as exc:  # a broken bandpass.toml, a model that does not resolve, a dead endpoint
+        raise fail(str(exc)) from None
+    typer.echo(report.line)
     for warning in report.warnings:
         typer.echo(f"WARNING: {warning}", err=True)
 
@@ -100,8 +92,7 @@ def serve_cmd(
     or SIGHUP. Flags after ``--`` go to vLLM verbatim: bandpass policy serve M -- --dtype float32"""
     from urllib.parse import urlparse
 
-    from bandpass.engine.core.config import PolicyModelConfig
-    from bandpass.engine.run.policy.serve import (
+    from ...engine.app.policy import (
         VllmProcess,
         find_vllm,
         missing_vllm_message,
@@ -109,6 +100,7 @@ def serve_cmd(
         port_taken,
         serve_argv,
     )
+    from ...engine.core.config import PolicyModelConfig
 
     exe = find_vllm()
     if exe is None:
@@ -175,6 +167,6 @@ def _print_tail(lines: list[str]) -> None:
 
 def wait_for_health(root_url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
     """Polls ``/health`` (vLLM answers 200 once the model is loaded); gives up early if the server died."""
-    from bandpass.engine.run.policy.serve import wait_for_health as wait_health
+    from ...engine.app.policy import wait_for_health as wait_health
 
     return wait_health(root_url, timeout, proc.poll if proc is not None else None)

@@ -1,9 +1,10 @@
 """``bandpass review``, ``bandpass reviews``, ``bandpass review-accept`` and ``bandpass report review``.
 
-A thin face over :mod:`engine.review.reviewer` (Claude's suggestions, stored apart from tags) and
-:mod:`engine.review.review_report` (their agreement with curators). Exit status of ``review``: 0 when
-every selected episode got a stored review, 1 when some were left unreviewed (budget, API failure,
-Ctrl-C), 2 when the run could not start (no key, unknown prompt, a budget without a price, bad scope).
+A thin face over :mod:`engine.app.review` (Claude's suggestions, stored apart from tags, and their
+agreement with curators) and :mod:`engine.app.tagging` (a review accepted as a tag). Exit status of
+``review``: 0 when every selected episode got a stored review, 1 when some were left unreviewed (budget,
+API failure, Ctrl-C), 2 when the run could not start (no key, unknown prompt, a budget without a price,
+bad scope).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bandpass.tui.cli import app, fail, open_workspace
-from bandpass.tui.commands.calibrate import report_app
-from bandpass.tui.commands.known import check_filters
+from ...engine.core.plural import counted, listed
+from ..cli import app, fail, open_workspace
+from .filters import check_filters
+from .report import report_app
 
 if TYPE_CHECKING:
-    from bandpass.engine.review.reviewer import ReviewOutcome
+    from ...engine.app.reads import ReviewSuggestion
+    from ...engine.app.review import ReviewOutcome
 
 
 def _outcome_line(o: ReviewOutcome) -> str:
@@ -63,13 +66,17 @@ def review_cmd(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from bandpass.engine.app import review as reviewing
-    from bandpass.engine.app.review import ReviewRequest
-    from bandpass.engine.core.errors import BandpassError
-    from bandpass.engine.llm.templates import PromptError
-    from bandpass.engine.review.review_scope import cluster_summary
-    from bandpass.engine.review.reviewer import ReviewError, ReviewUnreachable
-    from bandpass.engine.review.reviewer_prompts import available_versions, load_reviewer_prompt
+    from ...engine.app import review as reviewing
+    from ...engine.app.review import (
+        PromptError,
+        ReviewError,
+        ReviewRequest,
+        ReviewUnreachable,
+        available_versions,
+        cluster_summary,
+        load_reviewer_prompt,
+    )
+    from ...engine.core.errors import BandpassError
 
     if list_prompts:
         for name in available_versions():
@@ -107,9 +114,7 @@ def review_cmd(
         transient=True,
     )
     spent = [0.0]
-    from bandpass.engine.llm.pricing import PriceTable
-
-    priced = PriceTable(ws.root).known(model or ws.config.generator.model)
+    priced = reviewing.price_known(ws, model)
 
     def spent_text() -> str:
         return f"${spent[0]:.4f}" if priced else "cost unknown"  # an unpriced model: never "$0"
@@ -147,14 +152,17 @@ def review_cmd(
         cost = f"${result.spent_usd:.4f}" if result.cost_known else "cost unknown"
         typer.echo(f"{len(result.results)} reviewed ({by}), {cost}, {result.api_retries} api retries")
         if result.dropped:
-            typer.echo(f"{result.dropped} unsupported part(s) of answers dropped (see bandpass reviews EP)")
+            typer.echo(
+                f"{counted(result.dropped, 'unsupported part')} of answers dropped (see bandpass reviews EP)"
+            )
         if result.skipped_reviewed:
             typer.echo(f"{len(result.skipped_reviewed)} already reviewed by this model and prompt (--again)")
         if result.skipped_budget:
-            typer.echo(f"budget reached: {len(result.skipped_budget)} episode(s) not reviewed")
+            typer.echo(f"budget reached: {counted(len(result.skipped_budget), 'episode')} not reviewed")
         if summary is not None:
             typer.echo(
-                f"cluster {summary['id']} ({summary['size']} episodes, {summary['reviewed']} reviewed): "
+                f"cluster {summary['id']} ({summary['size']} episode{'s' * (summary['size'] != 1)}, "
+                f"{summary['reviewed']} reviewed): "
                 f"majority {summary['majority'] or '—'} ({_share(summary['majority_share'])}); "
                 f"codes {summary['codes']}; verdicts {summary['verdicts']}"
             )
@@ -183,16 +191,12 @@ def reviews_cmd(
 ) -> None:
     """Stored review suggestions (latest per episode, or every review of the episodes named), failure
     clusters, or one cluster's summary."""
-    from bandpass.engine.app import review as reviewing
-    from bandpass.engine.app.errors import NothingToRun
-    from bandpass.engine.review.review_scope import ScopeError, cluster_summary, failure_clusters
+    from ...engine.app import review as reviewing
+    from ...engine.app.review import cluster_summary, failure_clusters
 
     ws = open_workspace()
     if cluster is not None:
-        try:
-            summary = cluster_summary(ws, cluster)
-        except ScopeError as exc:
-            raise fail(str(exc)) from None
+        summary = cluster_summary(ws, cluster)  # ScopeError: one line (cli.main)
         typer.echo(json.dumps(summary, indent=2) if as_json else _summary_text(summary))
         return
     if clusters:
@@ -208,16 +212,13 @@ def reviews_cmd(
             checks = ",".join(c.failing) or c.code
             typer.echo(f"{c.id}  {c.size:>4}  {c.task:<28} {c.outcome:<28} {checks}")
         return
-    try:
-        stored = reviewing.stored_reviews(ws, episodes or [])
-    except NothingToRun as exc:
-        raise fail(str(exc)) from None
+    stored = reviewing.stored_reviews(ws, episodes or [])  # NothingToRun: one line (cli.main)
     rows, accepted = stored.rows, stored.accepted
     if as_json:
         typer.echo(json.dumps([_review_dict(r) for r in rows], indent=2, default=str))
         return
     if not rows:
-        what = f"episode(s) {', '.join(map(str, episodes))}" if episodes else "this workspace"
+        what = listed("episode", episodes) if episodes else "this workspace"
         typer.echo(f"no reviews of {what} yet (bandpass review EP... asks Claude for one)")
         return
     for r in rows:
@@ -241,15 +242,15 @@ def reviews_cmd(
                 typer.echo(f"    error: {r.error}")
 
 
-def _code(r: Any) -> str:
+def _code(r: ReviewSuggestion) -> str:
     """A review's taxonomy code ("" when it gave none); imported here, not at the top, because the
     validation module loads the ORM and every command module is imported at start-up."""
-    from bandpass.engine.review.review_validation import review_code
+    from ...engine.app.review import review_code
 
     return review_code(r)
 
 
-def _review_dict(r: Any) -> dict[str, Any]:
+def _review_dict(r: ReviewSuggestion) -> dict[str, Any]:
     d = r.model_dump()
     for k in ("citations_json", "dropped_json", "raw_input_json"):
         d[k.removesuffix("_json")] = json.loads(d.pop(k) or "null")
@@ -260,7 +261,7 @@ def _review_dict(r: Any) -> dict[str, Any]:
 def _summary_text(s: dict[str, Any]) -> str:
     lines = [
         f"cluster {s['id']}: {s['task']} {s['outcome']} {','.join(s['failing_checks']) or s['diagnosis']} "
-        f"({s['size']} episodes, {s['reviewed']} reviewed)",
+        f"({s['size']} episode{'s' * (s['size'] != 1)}, {s['reviewed']} reviewed)",
         f"majority {s['majority'] or '—'} ({_share(s['majority_share'])}); codes {s['codes']}; "
         f"verdicts {s['verdicts']}; {s['dropped']} dropped",
     ]
@@ -276,29 +277,19 @@ def review_accept_cmd(
     note: Annotated[str, typer.Option("--note", help="Note on the tag.")] = "",
 ) -> None:
     """Write the review's suggested code as your tag (author and time recorded, like `bandpass tag`)."""
-    from bandpass.engine.app import review as reviewing
-    from bandpass.engine.app.errors import NothingToRun
-    from bandpass.engine.review.reviewer import ReviewError, accept_review
-    from bandpass.engine.review.tagging import TagError
+    from ...engine.app import review as reviewing
+    from ...engine.app import tagging
 
     ws = open_workspace()
     if review is None:
         if episode is None:
             raise fail("name an episode or --review ID")
-        try:
-            review = reviewing.latest_valid_review(ws, episode).review_id
-        except NothingToRun as exc:
-            raise fail(str(exc)) from None
+        review = reviewing.latest_valid_review(ws, episode).review_id  # NothingToRun: one line (cli.main)
         if review is None:
             raise fail(f"episode {episode} has no valid review to accept (bandpass review {episode})")
-    from bandpass.engine.review.tagging import Tagger
-
-    tagger = Tagger(ws)
-    try:
-        tag = accept_review(ws, review, note=note, tagger=tagger)
-    except (ReviewError, TagError) as exc:
-        raise fail(str(exc)) from None
-    if not tagger.last_added:  # accepting twice changes nothing
+    accepted = tagging.accept_review(ws, review, note=note)  # ReviewError, TagError: one line (cli.main)
+    tag = accepted.tag
+    if not accepted.added:  # accepting twice changes nothing
         typer.echo(
             f"episode {tag.episode_id} already carries {tag.tag_class}.{tag.subclass} (tag {tag.id}): "
             f"nothing added (review #{review})"
@@ -321,11 +312,11 @@ def report_review(
     subclass agreement, Cohen's kappa, per-class precision/recall, cost per reviewed episode."""
     from rich.console import Console
 
-    from bandpass.engine.review.review_report import render_review_report, review_report
+    from ...engine.app import review as reviewing
 
     ws = open_workspace()
-    rep = review_report(ws, model=model, independent=independent)
+    rep = reviewing.review_report(ws, model=model, independent=independent)
     if as_json:
         typer.echo(json.dumps(rep.as_dict(), indent=2))
         return
-    Console(width=160).print(render_review_report(rep))
+    Console(width=160).print(reviewing.render_review_report(rep))

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bandpass.tui.cli import app, fail, open_workspace
+from ...engine.core.plural import counted
+from ..cli import app, fail, open_workspace
 
 if TYPE_CHECKING:
-    from bandpass.engine.run.regrade import RegradeItem
+    from ...engine.app.regrade import RegradeItem
 
 
 @app.command("regrade")
@@ -26,7 +27,7 @@ def regrade_cmd(
     ] = False,
 ) -> None:
     """Re-run a fixed verifier on the end states of an earlier version's episodes (only tests/ may differ)."""
-    from bandpass.engine.run.regrade import RegradeRefused, regrade
+    from ...engine.app.regrade import RegradeRefused, regrade
 
     ws = open_workspace()
 
@@ -65,7 +66,7 @@ def changes_cmd(
     all_dirs: Annotated[bool, typer.Option("--dirs", help="Also list changed directories.")] = False,
 ) -> None:
     """What the policy changed in its container (added / modified / deleted) and what the guard flagged."""
-    from bandpass.engine.run.endstate import change_diff, episode_changes
+    from ...engine.app.changes import change_diff, episode_changes
 
     ws = open_workspace()
     try:
@@ -98,9 +99,10 @@ def changes_cmd(
     if info["verify_mode"] in ("clean_room", "service") and carry:
         room = "clean room" if info["verify_mode"] == "clean_room" else "service verifier"
         typer.echo(
-            f"{room}: {carry.get('carried', 0)} artifact change(s) carried, {carry.get('deleted', 0)} "
-            f"deletion(s), {carry.get('left_out', 0)} change(s) left out (evidence only); artifacts: "
-            + ", ".join(carry.get("roots", []))
+            f"{room}: {counted(carry.get('carried', 0), 'artifact change')} carried, "
+            f"{counted(carry.get('deleted', 0), 'deletion')}, {counted(carry.get('left_out', 0), 'change')} "
+            "left out "
+            "(evidence only); artifacts: " + ", ".join(carry.get("roots", []))
         )
     for d in carry.get("dropped", []):
         typer.echo(f"    dropped {d['path']}: {d['why']}")
@@ -109,17 +111,20 @@ def changes_cmd(
     capture = carry.get("capture") or {}
     if capture.get("unread") or capture.get("truncated"):
         typer.echo(
-            f"capture: {capture.get('unread', 0)} file(s) listed with their size only (over the capture's "
+            f"capture: {counted(capture.get('unread', 0), 'file')} listed with their size only (over the "
+            "capture's "
             "limits)" + (f"; listing cut short: {capture['truncated']}" if capture.get("truncated") else "")
         )
     for k in carry.get("kept", []):
         where = "service" if info["verify_mode"] == "service" else "in place"
         typer.echo(f"{where}: kept pid {k['pid']} listening on :{k['port']} ({k['cmd'][:60]})")
     if not info["guard"]["gate"]:
-        verdict = f"evidence only ({sum(not f['allowed'] for f in info['guard']['findings'])} finding(s))"
+        verdict = (
+            f"evidence only ({counted(sum(not f['allowed'] for f in info['guard']['findings']), 'finding')})"
+        )
     else:
         verdict = "tripped" if info["guard"]["tripped"] else "clean"
     typer.echo(
-        f"guard {verdict}; {len(info['changes'])} change(s), {info['archived_bytes']} B archived "
+        f"guard {verdict}; {counted(len(info['changes']), 'change')}, {info['archived_bytes']} B archived "
         f"(cap {info['cap_bytes']} B, {info['over_cap']} over), captured in {info['capture_s'] * 1000:.0f} ms"
     )

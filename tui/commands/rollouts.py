@@ -11,16 +11,19 @@ from __future__ import annotations
 import json
 import signal
 import threading
-from typing import TYPE_CHECKING, Annotated, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bandpass.tui.cli import app, fail, open_workspace
+from ...engine.core.plural import counted
+from ..cli import app, fail, open_workspace
 
 if TYPE_CHECKING:
-    from bandpass.engine.calibration.adaptive import AdaptiveSampler
-    from bandpass.engine.core.workspace import Workspace
-    from bandpass.engine.run.rollouts import BatchSummary
+    from ...engine.app.adaptive import AdaptiveSampler
+    from ...engine.app.batches import BatchSummary, RunOptions
+    from ...engine.app.executors import Executor, ExecutorChoice
+    from ...engine.core.workspace import Workspace
 
 
 def _warn(line: str) -> None:
@@ -37,19 +40,17 @@ def _line(sm: BatchSummary) -> str:
 def _run_with_progress(
     ws: Workspace,
     batch_id: str,
-    concurrency: int,
-    retries: int,
+    opts: RunOptions,
     quiet: bool,
-    executor: Any = None,  # --- executors: an engine.run.executors.Executor (None: local) ---
-    max_unavailable: int = 3,
     sampler: AdaptiveSampler | None = None,
-) -> Any:
+) -> BatchSummary:
     """Runs the batch under a Rich progress bar; first Ctrl-C drains, second aborts. With ``sampler``
     (an adaptive batch) the batch grows round by round and the line shows decided/undecided and spend."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from bandpass.engine.app import batches
+    from ...engine.app import batches
 
     stop = threading.Event()
     console = Console(stderr=True)
@@ -86,13 +87,12 @@ def _run_with_progress(
             return batches.run_batch(
                 ws,
                 batch_id,
-                concurrency=concurrency,
+                opts,
                 on_progress=on_progress,
                 stop=stop,
-                max_infra_retries=retries,
-                executor=executor,
-                max_consecutive_unavailable=max_unavailable,
                 sampler=sampler,
+                # what learning an unaudited version's footprint did before its first episode
+                on_note=None if quiet else (lambda line: console.print(f"[dim]footprint:[/] {escape(line)}")),
             )
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -218,129 +218,235 @@ def run_cmd(
 ) -> None:
     """Roll out k attempts per task version for a model (or built-in agent), queued so --resume works;
     --adaptive spends them in rounds only where the band decision is still open."""
-    from bandpass.engine.app import batches
-    from bandpass.engine.core.errors import BandpassError
-    from bandpass.engine.run.executors import ExecutorError, make_executor
-    from bandpass.engine.run.rollouts import default_concurrency
-    from bandpass.engine.sandbox.docker_engine import DockerUnavailable
+    from ...engine.app.executors import ExecutorChoice
 
-    if ray_address and executor_name != "ray":
-        raise fail("--ray-address goes with --executor ray")
-    try:
-        executor = make_executor(
-            executor_name, concurrency=concurrency, **({"address": ray_address} if ray_address else {})
-        )
-    except ExecutorError as exc:
-        raise fail(str(exc)) from None
-    local = executor_name == "local"
+    where = ExecutorChoice(executor_name, concurrency, ray_address)
+    new = NewBatch(model, agent, k, tasks, base_url, max_steps, request_timeout, not no_check)
+    again = Resume(resume, batch, retry)
+    rounds = Rounds(adaptive, budget, max_k, confidence, band)
+    executor = _executor(where)
     ws = open_workspace()
-    try:  # connect before planning: a cluster that does not answer leaves nothing queued
+    _connect(executor)
+    _check_flags(new, again, rounds)
+    limits = RunLimits(concurrency, infra_retries, stop_after_unavailable)
+    sm, sampler = _plan_and_run(ws, new, again, rounds, executor, as_json, limits)
+    _report(sm, sampler, as_json)
+
+
+@dataclass(frozen=True)
+class NewBatch:
+    """What a new batch runs: ``model`` or a built-in ``agent``, ``k`` attempts of ``tasks`` (None: all),
+    and how the policy is asked (``base_url``, ``max_steps``, ``request_timeout``; ``check``: its endpoint
+    first). ``request_timeout`` and ``check`` hold for ``--resume`` too."""
+
+    model: str | None
+    agent: str | None
+    k: int | None
+    tasks: list[str] | None
+    base_url: str | None
+    max_steps: int
+    request_timeout: float
+    check: bool
+
+    @property
+    def name(self) -> str:
+        return self.model or self.agent or ""
+
+
+@dataclass(frozen=True)
+class Resume:
+    """``--resume [BATCH] [--retry CODES]``."""
+
+    resume: bool
+    batch: str | None
+    retry: str | None
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """``--adaptive`` and its flags (None: not given)."""
+
+    adaptive: bool
+    budget: int | None
+    max_k: int | None
+    confidence: float | None
+    band: str | None
+
+    def given(self) -> list[str]:
+        """The adaptive flags given, in the order ``run --help`` lists them."""
+        return [
+            flag
+            for flag, value in (
+                ("--budget", self.budget),
+                ("--max-k", self.max_k),
+                ("--confidence", self.confidence),
+                ("--band", self.band),
+            )
+            if value is not None
+        ]
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """``--concurrency`` (None: the default), ``--infra-retries`` and ``--stop-after-unavailable``."""
+
+    concurrency: int | None
+    infra_retries: int
+    stop_after_unavailable: int
+
+
+def _executor(where: ExecutorChoice) -> Executor:
+    """``--executor``/``--ray-address``/``--concurrency`` to an executor, not yet connected."""
+    from ...engine.app.executors import make_executor
+
+    if where.address and where.name != "ray":
+        raise fail("--ray-address goes with --executor ray")
+    return make_executor(where)  # ExecutorError (an unknown executor, a ray:// address): one line (cli.main)
+
+
+def _connect(executor: Executor) -> None:
+    """Connect before planning: a cluster that does not answer leaves nothing queued."""
+    from ...engine.app.executors import ExecutorError
+
+    try:
         executor.connect()
     except ExecutorError as exc:
         raise fail(f"{exc}; nothing was queued") from None
-    sampler: AdaptiveSampler | None = None
-    adaptive_flags = [
-        flag
-        for flag, value in (
-            ("--budget", budget),
-            ("--max-k", max_k),
-            ("--confidence", confidence),
-            ("--band", band),
-        )
-        if value is not None
-    ]
-    if adaptive_flags and not adaptive:
-        raise fail(f"{adaptive_flags[0]} goes with --adaptive")
-    if resume and (adaptive or k is not None):
-        raise fail("--resume takes no --k/--adaptive: the batch remembers them")
-    if batch and not resume:
-        raise fail(f"a batch id ({batch}) goes with --resume: bandpass run --resume {batch}")
-    if retry is not None and not resume:
-        raise fail("--retry goes with --resume: bandpass run --resume [BATCH] --retry CODE[,CODE]")
-    if resume and (model or agent or tasks or base_url):
-        raise fail("--resume takes no --model/--agent/--tasks/--base-url: the batch remembers them")
-    if not resume and bool(model) == bool(agent):
-        raise fail("give exactly one of --model M or --agent oracle|nop|cheat:*")
-    try:
-        if resume:
-            resumed = batches.resume_batch(
-                ws,
-                batch,
-                retry=retry,
-                check=not no_check,
-                request_timeout=request_timeout,
-                on_warning=_warn,
-            )
-            batch_id, sampler = resumed.batch_id, resumed.sampler
-            if resumed.requeued is not None:
-                typer.echo(  # stderr, also with --json: stdout keeps the one JSON object
-                    f"batch {batch_id}: {len(resumed.requeued)} episode(s) requeued for a new try ({retry})",
-                    err=True,
-                )
-        else:
-            name = model or agent or ""
-            if model:
-                from bandpass.engine.run.agents.builtin import BUILTIN
 
-                if name in BUILTIN:
-                    raise fail(f"--model {name}: that is a built-in agent name; use --agent {name}")
-            request = batches.StartBatch(
-                name=name,
-                kind="model" if model else "builtin",
-                tasks=tasks,
-                k=4 if k is None else k,
-                base_url=base_url,
-                params={"max_steps": max_steps, "request_timeout": request_timeout} if model else {},
-                check_endpoint=not no_check,
-                request_timeout=request_timeout,
-                local=local,
-            )
-            options = (
-                batches.AdaptiveOptions(k, budget, max_k, confidence, band, slots=executor.slots)
-                if adaptive
-                else None
-            )
-            try:
-                planned = batches.start_batch(ws, request, adaptive=options, on_warning=_warn)
-            except DockerUnavailable as exc:
-                raise fail(f"{exc} (see bandpass doctor); nothing was queued") from None
-            batch_id, sampler = planned.batch_id, planned.sampler
-            if not as_json and sampler is not None:
-                st = sampler.settings
-                typer.echo(
-                    f"batch {batch_id}: adaptive over {len(planned.version_ids)} task version(s) for "
-                    f"{name}: band pass@{st.k} in [{st.lo:g}, {st.hi:g}] decided at {st.confidence:g} "
-                    "confidence; "
-                    f"first round {st.first} per task, then {st.step} per task on up to {st.round_tasks} "
-                    f"tasks a round; max-k {st.max_k}, budget "
-                    f"{st.budget if st.budget is not None else 'none'}",
-                    err=True,
-                )
-            elif not as_json:
-                typer.echo(
-                    f"batch {batch_id}: {len(planned.version_ids)} task version(s) × k={planned.k} "
-                    f"for {name}",
-                    err=True,
-                )
+
+def _check_flags(new: NewBatch, again: Resume, rounds: Rounds) -> None:
+    """Flags that do not go together, refused before anything is checked or planned."""
+    adaptive_flags = rounds.given()
+    if adaptive_flags and not rounds.adaptive:
+        raise fail(f"{adaptive_flags[0]} goes with --adaptive")
+    if again.resume and (rounds.adaptive or new.k is not None):
+        raise fail("--resume takes no --k/--adaptive: the batch remembers them")
+    if again.batch and not again.resume:
+        raise fail(f"a batch id ({again.batch}) goes with --resume: bandpass run --resume {again.batch}")
+    if again.retry is not None and not again.resume:
+        raise fail("--retry goes with --resume: bandpass run --resume [BATCH] --retry CODE[,CODE]")
+    if again.resume and (new.model or new.agent or new.tasks or new.base_url):
+        raise fail("--resume takes no --model/--agent/--tasks/--base-url: the batch remembers them")
+    if not again.resume and bool(new.model) == bool(new.agent):
+        raise fail("give exactly one of --model M or --agent oracle|nop|cheat:*")
+
+
+def _plan_and_run(
+    ws: Workspace,
+    new: NewBatch,
+    again: Resume,
+    rounds: Rounds,
+    executor: Executor,
+    quiet: bool,
+    limits: RunLimits,
+) -> tuple[BatchSummary, AdaptiveSampler | None]:
+    """Resumes or plans the batch, then runs it under a progress bar; a refusal the curator can act on is
+    one line."""
+    from ...engine.app import batches
+    from ...engine.app.executors import default_concurrency
+    from ...engine.core.errors import BandpassError
+
+    local = executor.name == "local"
+    try:
+        if again.resume:
+            batch_id, sampler = _resume(ws, again, new)
+        else:
+            batch_id, sampler = _start(ws, new, rounds, executor, local, quiet)
         try:
             batches.require_docker(local)
-        except DockerUnavailable as exc:
+        except batches.DockerUnavailable as exc:
             raise fail(
                 f"{exc} (see bandpass doctor); resume later with bandpass run --resume {batch_id}"
             ) from None
-        sm = _run_with_progress(
-            ws,
-            batch_id,
-            concurrency or default_concurrency(),
-            infra_retries,
-            as_json,
-            executor,
-            stop_after_unavailable,
-            sampler,
+        opts = batches.RunOptions(
+            concurrency=limits.concurrency or default_concurrency(),
+            executor=executor,
+            max_infra_retries=limits.infra_retries,
+            max_consecutive_unavailable=limits.stop_after_unavailable,
         )
+        return _run_with_progress(ws, batch_id, opts, quiet, sampler), sampler
     except BandpassError as exc:  # a refusal the curator can act on: one line
         raise fail(str(exc)) from None
 
+
+def _resume(ws: Workspace, again: Resume, new: NewBatch) -> tuple[str, AdaptiveSampler | None]:
+    """``--resume``: the batch to finish (its endpoint checked), with ``--retry`` its infra errors
+    requeued."""
+    from ...engine.app import batches
+
+    resumed = batches.resume_batch(
+        ws,
+        again.batch,
+        retry=again.retry,
+        check=new.check,
+        request_timeout=new.request_timeout,
+        on_warning=_warn,
+    )
+    if resumed.requeued is not None:
+        typer.echo(  # stderr, also with --json: stdout keeps the one JSON object
+            f"batch {resumed.batch_id}: {counted(len(resumed.requeued), 'episode')} requeued for a new try "
+            f"({again.retry})",
+            err=True,
+        )
+    return resumed.batch_id, resumed.sampler
+
+
+def _start(
+    ws: Workspace, new: NewBatch, rounds: Rounds, executor: Executor, local: bool, quiet: bool
+) -> tuple[str, AdaptiveSampler | None]:
+    """A new batch, checked (model, endpoint, tasks, Docker engine) and planned; says what it planned on
+    stderr unless ``quiet`` (``--json``)."""
+    from ...engine.app import batches
+
+    name = new.name
+    if new.model and name in batches.BUILTIN:
+        raise fail(f"--model {name}: that is a built-in agent name; use --agent {name}")
+    request = batches.StartBatch(
+        name=name,
+        kind="model" if new.model else "builtin",
+        tasks=new.tasks,
+        k=4 if new.k is None else new.k,
+        base_url=new.base_url,
+        params={"max_steps": new.max_steps, "request_timeout": new.request_timeout} if new.model else {},
+        check_endpoint=new.check,
+        request_timeout=new.request_timeout,
+        local=local,
+    )
+    options = (
+        batches.AdaptiveOptions(
+            new.k, rounds.budget, rounds.max_k, rounds.confidence, rounds.band, slots=executor.slots
+        )
+        if rounds.adaptive
+        else None
+    )
+    try:
+        planned = batches.start_batch(ws, request, adaptive=options, on_warning=_warn)
+    except batches.DockerUnavailable as exc:
+        raise fail(f"{exc} (see bandpass doctor); nothing was queued") from None
+    batch_id, sampler = planned.batch_id, planned.sampler
+    if not quiet and sampler is not None:
+        st = sampler.settings
+        typer.echo(
+            f"batch {batch_id}: adaptive over {counted(len(planned.version_ids), 'task version')} for "
+            f"{name}: band pass@{st.k} in [{st.lo:g}, {st.hi:g}] decided at {st.confidence:g} "
+            "confidence; "
+            f"first round {st.first} per task, then {st.step} per task on up to {st.round_tasks} "
+            f"tasks a round; max-k {st.max_k}, budget "
+            f"{st.budget if st.budget is not None else 'none'}",
+            err=True,
+        )
+    elif not quiet:
+        typer.echo(
+            f"batch {batch_id}: {counted(len(planned.version_ids), 'task version')} × k={planned.k} for "
+            f"{name}",
+            err=True,
+        )
+    return batch_id, sampler
+
+
+def _report(sm: BatchSummary, sampler: AdaptiveSampler | None, as_json: bool) -> None:
+    """The batch's end: the summary (one JSON object with ``--json``), warnings on stderr, and the exit
+    status (0 finished; 1 halted, all infra errors, or stopped; 130 interrupted)."""
     status = sampler.refresh() if sampler is not None else None
     if as_json:
         out = sm.as_dict()
@@ -350,16 +456,17 @@ def run_cmd(
     else:
         typer.echo(
             f"batch {sm.batch_id} ({sm.agent}, k={sm.k}): {sm.done}/{sm.total} done · {_line(sm)} · "
-            f"{sm.ran} episode(s) in {sm.wall_s:.0f}s ({sm.episodes_per_min:.1f}/min)"
+            f"{counted(sm.ran, 'episode')} in {sm.wall_s:.0f}s ({sm.episodes_per_min:.1f}/min)"
         )
         if sm.requeued:
             typer.echo(
-                f"resumed: {sm.requeued} interrupted episode(s) requeued, "
-                f"{sm.containers_removed} leftover container(s) removed"
+                f"resumed: {counted(sm.requeued, 'interrupted episode')} requeued, "
+                f"{counted(sm.containers_removed, 'leftover container')} removed"
             )
         if sm.infra_errors:
             typer.echo(
-                f"WARNING: {sm.infra_errors} of {sm.done} episodes are infrastructure errors "
+                f"WARNING: {sm.infra_errors} of {sm.done} episode{'s' * (sm.done != 1)}"
+                f" {'is an infrastructure error' if sm.infra_errors == 1 else 'are infrastructure errors'} "
                 "(no valid reward; excluded from pass@k)",
                 err=True,
             )
@@ -369,22 +476,23 @@ def run_cmd(
         typer.echo(f"bandpass: error: {sm.halted}", err=True)
     if not sm.finished:
         typer.echo(
-            f"stopped with {sm.queued + sm.running} episode(s) unfinished: "
+            f"stopped with {counted(sm.queued + sm.running, 'episode')} unfinished: "
             f"bandpass run --resume {sm.batch_id}",
             err=True,
         )
         raise typer.Exit(130 if sm.interrupted and not sm.halted else 1)
     if status is not None and not status.stopped:
         typer.echo(
-            f"stopped between rounds ({status.undecided} task(s) undecided): "
+            f"stopped between rounds ({counted(status.undecided, 'task')} undecided): "
             f"bandpass run --resume {sm.batch_id}",
             err=True,
         )
         raise typer.Exit(1 if sm.halted else 130)
     if sm.all_infra:
         typer.echo(
-            f"bandpass: error: all {sm.done} episode(s) of batch {sm.batch_id} ended in infrastructure "
-            f"errors: no valid sample (bandpass run --resume {sm.batch_id} --retry infra_error once fixed)",
+            f"bandpass: error: all {counted(sm.done, 'episode')} of batch {sm.batch_id} ended in "
+            f"infrastructure errors: no valid sample (bandpass run --resume {sm.batch_id} --retry "
+            "infra_error once fixed)",
             err=True,
         )
         raise typer.Exit(1)
@@ -395,8 +503,8 @@ def batches_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per batch.")] = False,
 ) -> None:
     """List rollout batches, newest first, with their progress."""
-    from bandpass.engine.app import reads
-    from bandpass.engine.run.rollouts import batch_summary
+    from ...engine.app import reads
+    from ...engine.app.batches import batch_summary
 
     ws = open_workspace()
     rows = reads.batches(ws)
@@ -424,7 +532,7 @@ def batches_cmd(
             adaptive = reads.adaptive_settings(b)
             if adaptive:  # an adaptive batch is done only once its sampler stopped on its own
                 stopped = adaptive.get("stopped")
-                state = f"adaptive, {adaptive.get('rounds', 0)} round(s), " + (
+                state = f"adaptive, {counted(adaptive.get('rounds', 0), 'round')}, " + (
                     f"stopped: {stopped}" if stopped else ("rounds to come" if sm.finished else state)
                 )
             typer.echo(f"{b.id}  {b.agent:<24} k={b.k}  {sm.done}/{sm.total}  {state}  {_line(sm)}")

@@ -1,7 +1,7 @@
 """``bandpass search``: every episode whose terminals showed some text, and where.
 
-The same engine functions as the TUI's search screen (``engine.review.search``); the index is brought up
-to date first (``engine.review.search_index.build_index``, resumable, progress on stderr).
+The same application-layer functions as the TUI's search screen (``engine.app.search``); the index is
+brought up to date first (``build_index``, resumable, progress on stderr).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from bandpass.tui.cli import app, fail, open_workspace
+from ..cli import app, fail, open_workspace
 
 
 def _clock(t: float | None) -> str:
@@ -69,11 +69,15 @@ def search_cmd(
     """Search the text every terminal showed — screens, lines that scrolled away, typed keys, the verifier's
     output — across all episodes. Each hit names the terminal, the step and the cast time (bandpass replay
     EP opens it). Exit 1 when nothing matches."""
-    from bandpass.engine.app import reads
-    from bandpass.engine.review.search import Filters, search
-    from bandpass.engine.review.search_index import build_index
-    from bandpass.engine.review.search_query import Matcher, QueryError
-    from bandpass.engine.review.transcript import TRANSCRIPT_VERSION
+    from ...engine.app import reads
+    from ...engine.app.search import (
+        TRANSCRIPT_VERSION,
+        Filters,
+        Matcher,
+        QueryError,
+        build_index,
+        search,
+    )
 
     if terminal is not None and terminal not in reads.TERMINALS:
         raise fail(f"--terminal: expected agent or verifier, got {terminal!r}", 2)
@@ -86,6 +90,9 @@ def search_cmd(
         except QueryError as exc:
             raise fail(f"query: {exc}", 2) from None
     ws = open_workspace()
+    from .filters import check_filters
+
+    check_filters(ws, task=task, agent=agent, model=model)  # a typo says what exists, not "no match"
     if not no_build:
         report = build_index(ws, progress=None if as_json else _progress)
         for note in report.notes[:5]:
@@ -118,7 +125,9 @@ def search_cmd(
         parts.append(filters.describe())
     parts.append("ranked" if result.ranked_by == "bm25" else "newest first (too many to rank)")
     if len(result.episodes) >= limit:
-        parts.append(f"the best {len(result.episodes)} episodes shown (--limit)")
+        parts.append(
+            f"the best {len(result.episodes)} episode{'s' * (len(result.episodes) != 1)} shown (--limit)"
+        )
     parts.append(f"{result.seconds * 1000:.1f} ms")
     typer.echo(" · ".join(parts))
     for ep in result.episodes:

@@ -17,8 +17,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from bandpass.engine.run.scope import BatchScope
-from bandpass.tui.errors import Guarded
+from ...engine.app.batches import BatchScope
+from ..errors import Guarded
 
 #: Task names listed before "… and N more".
 LISTED = 8
@@ -109,7 +109,9 @@ class BatchConfirm(Guarded, ModalScreen[BatchRequest | None]):
             row("", f"{len(left_out)} audit-rejected included (r: leave them out)", "bold yellow")
         if scope.unaudited:
             row("", f"{len(scope.unaudited)} never audited: {_names(scope.unaudited)}", "dim")
-        row("k", f"{req.k} attempt{'s' * (req.k != 1)} per task → {n * req.k} episodes")
+        row(
+            "k", f"{req.k} attempt{'s' * (req.k != 1)} per task → {n * req.k} episode{'s' * (n * req.k != 1)}"
+        )
         row("where", f"{self.executor_line}, {req.jobs} at once")
         return out
 

@@ -1,6 +1,6 @@
 """Calibration screen: one model's report, and every model side by side as a heatmap.
 
-*Report* shows the same data as ``bandpass report --model M`` (one ``engine.calibration.report`` object
+*Report* shows the same data as ``bandpass report --model M`` (one ``engine.app.calibration`` report
 feeds both), so the curator never sees two different numbers for the same question: the infra warning and
 summary on top, the pass@k histogram with the band overlaid, the breakdowns by outcome, agent-error code,
 infra code and failure tag, and a table of tasks with n / c / pass@k / band / gates.
@@ -13,7 +13,7 @@ the band between consecutive models. Selecting a cell (Enter or a click) opens t
 undecided counts at the stated confidence, the undecided tasks with their pass@k intervals and the edges
 still open (most informative first, as the adaptive sampler ranks them), the highlighted task's band
 history from the ledger (every decision recorded for it, all models), and what another adaptive round
-would cost: the episodes ``engine.calibration.adaptive.plan_round`` would queue now. ``a`` asks, naming the
+would cost: the episodes ``engine.app.adaptive.plan_round`` would queue now. ``a`` asks, naming the
 model, its endpoint, the episodes and the tasks, then runs exactly that round (an adaptive batch whose
 budget is the round) in a worker on this machine's Docker engine; the
 header follows it live (decided/undecided, episodes) and the Runs screen shows its episodes.
@@ -30,7 +30,6 @@ from functools import partial
 
 from rich.columns import Columns
 from rich.console import Group
-from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -40,9 +39,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Select, Static, TabbedContent, TabPane
 from textual.widgets.data_table import CellDoesNotExist
 
-from bandpass.engine.app import batches, reads
-from bandpass.engine.calibration import ledger
-from bandpass.engine.calibration.adaptive import (
+from ...engine.app import batches, reads
+from ...engine.app.adaptive import (
     DEFAULT_FIRST,
     DEFAULT_MAX_K,
     DEFAULT_STEP,
@@ -53,28 +51,40 @@ from bandpass.engine.calibration.adaptive import (
     task_score,
     task_states,
 )
-from bandpass.engine.calibration.calibrate import GateParams
-from bandpass.engine.calibration.compare import SATURATED, Comparison, compare, model_params
-from bandpass.engine.calibration.report import (
+from ...engine.app.calibration import (
+    SATURATED,
     CalibrationReport,
+    Comparison,
+    GateParams,
     breakdown_tables,
     build_report,
+    compare,
     infra_warning_panel,
+    model_params,
+    record_decisions,
     render_histogram,
     summary_table,
+    task_history,
 )
-from bandpass.engine.core.config import ConfigError
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.probes import is_builtin_agent
-from bandpass.engine.core.workspace import Workspace
-from bandpass.tui.errors import Guarded
-from bandpass.tui.navigation import go_back
-from bandpass.tui.screens.confirm import ConfirmDialog
-from bandpass.tui.typed_app import bandpass_app
-from bandpass.tui.widgets.pass_heatmap import PassHeatmap
-from bandpass.tui.widgets.threadsafe import UiCaller
+from ...engine.core.config import ConfigError
+from ...engine.core.errors import BandpassError
+from ...engine.core.plural import counted
+from ...engine.core.probes import is_builtin_agent
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded, show_refusal
+from ..navigation import go_back
+from ..typed_app import bandpass_app
+from ..widgets.pass_heatmap import PassHeatmap
+from ..widgets.threadsafe import UiCaller
+from .confirm import ConfirmDialog
 
 COLUMNS = ("task", "version", "n", "c", "infra", "pass@1", "pass@k", "interval", "band", "gates")
+#: Under ``WIDE_AT`` terminal columns the table keeps what decides a task's fate — its name, counts, pass@k,
+#: band and gates (without the ``band:`` gate its band column already says) — and leaves version, infra,
+#: pass@1 and the interval to the wide layout and ``bandpass report``: all ten at 100 columns pushed
+#: ``gates``, the reason a task is not exported, off the screen.
+NARROW_COLUMNS = ("task", "n", "c", "pass@k", "band", "gates")
+WIDE_AT = 140
 LEDGER_COLUMNS = ("task", "n", "c", "pass@k", "interval", "open edges", "edges/episode", "next round")
 
 
@@ -108,6 +118,7 @@ class CalibrationScreen(Guarded, Screen[None]):
         self.next_round: Plan | None = None  # what ``a`` would run now
         self.round_settings: AdaptiveSettings | None = None
         self.round_versions: list[int] = []
+        self.round_rejected: list[str] = []  # audit-rejected tasks a round leaves out
         self.round_status: AdaptiveStatus | None = None  # the round running now (or last run)
         self.round_batch: str | None = None
         self._round_stop: threading.Event | None = None
@@ -170,9 +181,18 @@ class CalibrationScreen(Guarded, Screen[None]):
 
     def on_mount(self) -> None:
         self._ui = UiCaller()
-        self.query_one("#calib-table", DataTable).add_columns(*COLUMNS)
         self.query_one("#calib-ledger-table", DataTable).add_columns(*LEDGER_COLUMNS)
         self.action_refresh()
+
+    def _layout(self) -> tuple[str, ...]:
+        return COLUMNS if self.size.width >= WIDE_AT else NARROW_COLUMNS
+
+    def on_resize(self) -> None:
+        """Crossing ``WIDE_AT`` switches the table's columns (the report is read again: cheap)."""
+        tables = self.query("#calib-table").results(DataTable)
+        table = next(tables, None)
+        if table is not None and tuple(str(c.label) for c in table.columns.values()) != self._layout():
+            self._refresh_report()
 
     @property
     def model(self) -> str | None:
@@ -197,6 +217,10 @@ class CalibrationScreen(Guarded, Screen[None]):
     def _refresh_report(self) -> None:
         model = self.model
         table = self.query_one("#calib-table", DataTable)
+        layout = self._layout()
+        if tuple(str(c.label) for c in table.columns.values()) != layout:
+            table.clear(columns=True)
+            table.add_columns(*layout)
         table.clear()
         warning = self.query_one("#calib-warning", Static)
         if model is None:
@@ -213,29 +237,38 @@ class CalibrationScreen(Guarded, Screen[None]):
         config = batches.config_or_none(self.workspace)
         rep = build_report(self.workspace, model, model_params(model, self._params(), config))
         self.report = rep
-        ledger.record(self.workspace, model, rep.estimates, rep.params, "tui", config)
+        record_decisions(self.workspace, [rep], "tui")
         panel = infra_warning_panel(rep)
         warning.display = panel is not None
         warning.update(panel if panel is not None else "")
         self.query_one("#calib-summary", Static).update(Group(summary_table(rep)))
         self.query_one("#calib-histogram", Static).update(render_histogram(rep))
         self.query_one("#calib-breakdowns", Static).update(Columns(breakdown_tables(rep), padding=(0, 2)))
+        narrow = layout != COLUMNS
         for e in rep.estimates:
             why = rep.gates[e.task]
             d = rep.decisions[e.task]
-            table.add_row(
-                e.task,
-                e.version_hash[:12],
-                str(e.n),
-                str(e.c),
-                f"{e.infra_errors}" + (" ⚠" if e.infra_heavy else ""),
-                _fmt(e.pass_at.get(1)),
-                _fmt(e.pass_at.get(rep.k)),
-                _interval(d.pass_at_k),
-                d.status,
-                "export" if not why else ", ".join(why),
-                key=str(e.version_id),
+            # narrow: the band column says the band; a band that is the only gate stays named
+            shown = [g for g in why if not (narrow and g.startswith("band:"))] or why
+            cells = dict(
+                zip(
+                    COLUMNS,
+                    (
+                        e.task,
+                        e.version_hash[:12],
+                        str(e.n),
+                        str(e.c),
+                        f"{e.infra_errors}" + (" ⚠" if e.infra_heavy else ""),
+                        _fmt(e.pass_at.get(1)),
+                        _fmt(e.pass_at.get(rep.k)),
+                        _interval(d.pass_at_k),
+                        d.status,
+                        "export" if not why else ", ".join(shown),
+                    ),
+                    strict=True,
+                )
             )
+            table.add_row(*(cells[c] for c in layout), key=str(e.version_id))
         self._refresh_ledger()
 
     # --- the ledger: undecided tasks, the next round, the band history --- #
@@ -243,7 +276,7 @@ class CalibrationScreen(Guarded, Screen[None]):
     def _settings(self, rep: CalibrationReport, budget: int | None = None) -> AdaptiveSettings:
         """The round ``a`` runs: the report's band and confidence, the CLI's defaults, this machine's
         default concurrency for the round size."""
-        from bandpass.engine.run.executors.base import default_concurrency
+        from ...engine.app.executors import default_concurrency
 
         p = rep.params
         return AdaptiveSettings(
@@ -284,7 +317,10 @@ class CalibrationScreen(Guarded, Screen[None]):
         )
         settings = self._settings(rep)
         self.round_settings = settings
-        self.round_versions = [e.version_id for e in rep.estimates]
+        # a round runs what Runs' `n` would: audit-rejected tasks stay out (named in the question)
+        scope = batches.batch_scope(self.workspace, [e.version_id for e in rep.estimates])
+        self.round_versions = [v for v, _ in scope.run]
+        self.round_rejected = [name for _, name in scope.rejected]
         states = {t.key: t for t in task_states(self.workspace, rep.model, self.round_versions, None)}
         plan = plan_round(list(states.values()), settings)
         self.next_round = plan
@@ -328,7 +364,8 @@ class CalibrationScreen(Guarded, Screen[None]):
         else:
             kind = "first round (topping up thin tasks)" if plan.first_round else "next round"
             text.append(
-                f"Another round would cost {plan.episodes} episode(s) on {len(plan.attempts)} task(s) "
+                f"Another round would cost {counted(plan.episodes, 'episode')} on "
+                f"{counted(len(plan.attempts), 'task')} "
                 f"({kind}, up to {self.round_settings.max_k if self.round_settings else DEFAULT_MAX_K} "
                 "per task); ",
                 style="bold",
@@ -351,7 +388,7 @@ class CalibrationScreen(Guarded, Screen[None]):
         if name is None:
             out.update("")
             return
-        rows = ledger.task_history(self.workspace, name)
+        rows = task_history(self.workspace, name)
         text = Text(f"Band history of {name} (the ledger, oldest first)\n", style="bold")
         for r in rows[-12:]:
             step = f" @{r.checkpoint_step}" if r.checkpoint_step is not None else ""
@@ -382,7 +419,7 @@ class CalibrationScreen(Guarded, Screen[None]):
 
     def _round_question(self, rep: CalibrationReport, plan: Plan) -> str:
         """What ``a`` is about to spend, said before it is spent: episodes cost containers and GPU time."""
-        from bandpass.engine.run.executors.base import default_concurrency
+        from ...engine.app.executors import default_concurrency
 
         model = rep.model
         try:
@@ -392,11 +429,14 @@ class CalibrationScreen(Guarded, Screen[None]):
             where = ""
         names = [e.task for e in rep.estimates if e.version_id in plan.attempts]
         listed = ", ".join(names[:8]) + (f" … and {len(names) - 8} more" if len(names) > 8 else "")
-        kind = "first round" if plan.first_round else "adaptive round"
+        kind = "a first round" if plan.first_round else "an adaptive round"
+        out = ", ".join(self.round_rejected)
+        left = f" Left out, rejected by their audit: {out}." if out else ""
+        eps, tasks = plan.episodes, len(plan.attempts)
         return (
-            f"Run an {kind} of model {model}{where}: {plan.episodes} episode(s) on "
-            f"{len(plan.attempts)} task(s) ({listed}), {default_concurrency()} at a time on this machine's "
-            "Docker engine?"
+            f"Run {kind} of model {model}{where}: {eps} episode{'s' * (eps != 1)} on "
+            f"{tasks} task{'s' * (tasks != 1)} ({listed}), {default_concurrency()} at a time on this "
+            f"machine's Docker engine?{left}"
         )
 
     def _round_confirmed(self, model: str, plan: Plan, yes: bool | None) -> None:
@@ -409,9 +449,8 @@ class CalibrationScreen(Guarded, Screen[None]):
 
     @work(thread=True, group="calib-round")
     def _run_round(self, model: str, version_ids: list[int], settings: AdaptiveSettings) -> None:
-        from bandpass.engine.calibration.adaptive import run_adaptive
-        from bandpass.engine.run.executors.base import default_concurrency
-        from bandpass.engine.run.executors.local import LocalExecutor
+        from ...engine.app.adaptive import run_adaptive
+        from ...engine.app.executors import ExecutorChoice, default_concurrency, make_executor
 
         ws = self.workspace
         stop = self._round_stop
@@ -423,7 +462,7 @@ class CalibrationScreen(Guarded, Screen[None]):
             _summary, status = run_adaptive(
                 ws,
                 sampler,
-                executor=LocalExecutor(default_concurrency()),
+                executor=make_executor(ExecutorChoice("local", default_concurrency())),
                 bus=bandpass_app(self).bus,
                 stop=stop,
                 on_progress=lambda _sm: self._ui.call(self._round_progress, sampler.refresh()),
@@ -433,8 +472,7 @@ class CalibrationScreen(Guarded, Screen[None]):
                 partial(self.notify, f"{sampler.batch_id}: {status.line()}", title="Round finished")
             )
         except BandpassError as exc:  # a dead endpoint, no Docker engine: the curator's notification
-            line = f"{type(exc).__name__}: {escape(str(exc))}"
-            self._ui.call(partial(self.notify, line, title="Round failed", severity="error", timeout=20))
+            show_refusal(self, exc, title="Round failed", timeout=20, named=True, escape=True)
         finally:
             self._ui.call(self._round_done)
 
@@ -464,7 +502,7 @@ class CalibrationScreen(Guarded, Screen[None]):
         p = cmp.params
         head.update(
             Text(
-                f"pass@{cmp.k} across {len(models)} model(s), each on its own band (default "
+                f"pass@{cmp.k} across {counted(len(models), 'model')}, each on its own band (default "
                 f"[{p.lo:g}, {p.hi:g}]), min samples "
                 f"{p.min_samples}, decided at {p.confidence:.0%}   ● in band  ▲ above (saturated)  "
                 "▼ below (too hard)  ? undecided   "

@@ -3,7 +3,7 @@
 Why: a reward is only as good as the state it was computed on. After a surprising pass (or a
 ``verifier_tamper``) the curator's question is "what did the policy actually change?": every file added,
 modified or deleted, a text diff of the modified ones, and the tamper-guard findings in red (allowed ones
-in yellow, with the rule that matched). Data comes from :func:`engine.run.endstate.episode_changes`; the
+in yellow, with the rule that matched). Data comes from :func:`engine.app.changes.episode_changes`; the
 diff needs the image's copy of the file, read in a thread so the table stays responsive.
 """
 
@@ -19,11 +19,12 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.run.endstate import change_diff, episode_changes
-from bandpass.tui.errors import Guarded
-from bandpass.tui.navigation import go_back
+from ...engine.app.changes import change_diff, episode_changes
+from ...engine.core.errors import BandpassError
+from ...engine.core.plural import counted
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded
+from ..navigation import go_back
 
 MARK = {"added": "A", "modified": "M", "deleted": "D"}
 
@@ -93,16 +94,18 @@ class ChangesScreen(Guarded, Screen[None]):
         head = Text()
         gate = info["guard"].get("gate", True)
         if tripped and gate:
-            head.append(f"guard TRIPPED: {len(tripped)} finding(s)", style="bold red")
+            head.append(f"guard TRIPPED: {counted(len(tripped), 'finding')}", style="bold red")
         elif tripped:  # verified in a clean room: what the policy touched, not what it was judged by
             room = "service verifier" if info.get("verify_mode") == "service" else "clean room"
-            head.append(f"{room} · guard: {len(tripped)} finding(s), evidence only", style="bold yellow")
+            head.append(
+                f"{room} · guard: {counted(len(tripped), 'finding')}, evidence only", style="bold yellow"
+            )
         else:
             head.append("guard clean", style="bold green")
             if findings:
                 head.append(f" ({len(findings)} allowed by the task)", style="yellow")
         head.append(
-            f" · {len(info['changes'])} change(s) · {_size(info['archived_bytes'])} archived"
+            f" · {counted(len(info['changes']), 'change')} · {_size(info['archived_bytes'])} archived"
             f" (cap {_size(info['cap_bytes'])}, {info['over_cap']} over) · outcome {info['outcome']}"
         )
         summary.update(head)

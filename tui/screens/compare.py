@@ -20,23 +20,24 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from bandpass.engine.app import reads
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.compare import (
+from ...engine.app import reads
+from ...engine.app.episodes import episode_record, why_lines
+from ...engine.app.replay import (
     KEYSTROKES,
     OBSERVATION,
     ONLY_LEFT,
     ONLY_RIGHT,
     AlignedStep,
+    CastError,
+    KeyframeIndex,
     align,
     keys_text,
+    read_cast,
 )
-from bandpass.engine.review.evidence import episode_record, why_lines
-from bandpass.engine.review.replay import KeyframeIndex
-from bandpass.engine.sandbox.asciicast import CastError, read_cast
-from bandpass.tui.errors import Guarded
-from bandpass.tui.navigation import go_back
-from bandpass.tui.widgets.terminal_view import TerminalView
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded
+from ..navigation import go_back
+from ..widgets.terminal_view import TerminalView
 
 DIVERGED = "bold reverse"
 MARKS = {ONLY_LEFT: "−", ONLY_RIGHT: "+"}
@@ -184,7 +185,7 @@ class CompareScreen(Guarded, Screen[None]):
         self.notify("no divergence", timeout=2)
 
     def action_replay(self, side: str) -> None:
-        from bandpass.tui.screens.replay import ReplayScreen
+        from .replay import ReplayScreen
 
         n = 0 if side == "left" else 1
         screen = ReplayScreen(self.ws, episode_id=self.ids[n])

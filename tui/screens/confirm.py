@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from bandpass.tui.errors import Guarded
+from ..errors import Guarded
 
 
 class ConfirmDialog(Guarded, ModalScreen[bool]):

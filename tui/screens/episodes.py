@@ -8,19 +8,21 @@ against every column), so the same filters as ``bandpass episodes`` are one line
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from bandpass.engine.app import reads
-from bandpass.engine.core.outcomes import reward_label
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.text import strip_controls
-from bandpass.tui.errors import Guarded
-from bandpass.tui.navigation import go_back
-from bandpass.tui.widgets.virtual_table import Column, VirtualTable, numeric_key, shorten_outcome
+from ...engine.app import reads
+from ...engine.app.episodes import strip_controls
+from ...engine.core.outcomes import reward_label
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded
+from ..navigation import go_back
+from ..widgets.virtual_table import Column, VirtualTable, numeric_key, shorten_outcome
 
 
 def _short_reward(text: str) -> str:
@@ -28,17 +30,19 @@ def _short_reward(text: str) -> str:
     return text.split(" (", 1)[0] + (" (void)" if "void" in text else "")
 
 
-#: Chosen by priority to fit the table (0: always; higher numbers drop out first): outcome, reward,
-#: diagnosis and tags stay on screen at 100 terminal columns (tui/widgets/virtual_table.fit_columns).
+#: Chosen by priority to fit the table (0: always; higher numbers drop out first): what a row is (episode,
+#: task), its agent, outcome, reward, diagnosis and tags stay on screen at 80, 100 and 160 terminal columns
+#: (their narrowest widths add up to the 76 cells an 80-column terminal leaves the table)
+#: (tui/widgets/virtual_table.fit_columns; tests/tui/screens/test_column_priorities.py).
 COLUMNS = (
     Column("mark", "", 1),
     Column("episode", "episode", 7, "right", sort_key=numeric_key),
-    Column("task", "task", 22, priority=1, min_width=12),
-    Column("agent", "agent", 18, priority=2, min_width=10),
-    Column("outcome", "outcome", 24, min_width=14, shorten=shorten_outcome),
+    Column("task", "task", 22, min_width=11),
+    Column("agent", "agent", 18, min_width=9),
+    Column("outcome", "outcome", 24, min_width=12, shorten=shorten_outcome, grow_first=True),
     Column("reward", "reward", 10, min_width=8, shorten=_short_reward),
-    Column("diagnosis", "diagnosis", 24, min_width=14),
-    Column("tags", "tags", 18, min_width=10),
+    Column("diagnosis", "diagnosis", 24, min_width=11),
+    Column("tags", "tags", 18, min_width=9),
     Column("version", "version", 12, priority=4),
     Column("batch", "batch", 22, priority=3, min_width=10),
 )
@@ -158,7 +162,8 @@ class EpisodesScreen(Guarded, Screen[None]):
 
     def status_text(self) -> str:
         marked = f" · marked {', '.join(map(str, self.marked))} (c: compare)" if self.marked else ""
-        return f"{len(self.shown)} of {len(self.rows)} episodes{marked} · space: mark two · /: filter"
+        n = len(self.rows)
+        return f"{len(self.shown)} of {n} episode{'s' * (n != 1)}{marked} · space: mark two · /: filter"
 
     def _refresh_detail(self) -> None:
         self.query_one("#episodes-status", Static).update(self.status_text())
@@ -167,7 +172,7 @@ class EpisodesScreen(Guarded, Screen[None]):
         if cur is None:
             info.update("no episodes match" if self.rows else "no episodes yet: run a batch (2, Runs)")
             return
-        from bandpass.engine.review.evidence import EpisodeNotFound, episode_record, why_lines
+        from ...engine.app.episodes import EpisodeNotFound, episode_record, why_lines
 
         try:
             rec = episode_record(self.ws, cur.episode_id)
@@ -203,11 +208,15 @@ class EpisodesScreen(Guarded, Screen[None]):
     def action_focus_filter(self) -> None:
         self.query_one("#episodes-filter", Input).focus()
 
+    def action_open_replay(self) -> None:
+        """``6`` (the app's Replay key, as the Overview promises): the highlighted episode."""
+        self.action_replay()
+
     def action_replay(self) -> None:
         cur = self.current
         if cur is None:
             return
-        from bandpass.tui.screens.replay import ReplayScreen
+        from .replay import ReplayScreen
 
         self.app.push_screen(
             ReplayScreen(self.ws, episode_id=cur.episode_id), lambda _: self.action_refresh()
@@ -231,7 +240,7 @@ class EpisodesScreen(Guarded, Screen[None]):
         if len(pair) != 2:
             self.notify("mark two episodes with space (or one, then highlight the other)", severity="warning")
             return
-        from bandpass.tui.screens.compare import CompareScreen
+        from .compare import CompareScreen
 
         self.app.push_screen(CompareScreen(self.ws, pair[0], pair[1]))
 
@@ -245,10 +254,10 @@ class EpisodesScreen(Guarded, Screen[None]):
             go_back(self)
 
 
-def task_under_cursor(ws: Workspace, screen: Screen) -> str | None:
+def task_under_cursor(ws: Workspace, screen: Screen[Any]) -> str | None:
     """The task the Tasks screen highlights (Episodes opens on it), else None."""
-    from bandpass.tui.screens.tasks import TasksScreen
-    from bandpass.tui.widgets.virtual_table import VirtualTable
+    from ..widgets.virtual_table import VirtualTable
+    from .tasks import TasksScreen
 
     if not isinstance(screen, TasksScreen):
         return None

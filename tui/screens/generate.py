@@ -10,7 +10,7 @@ Enter (or ``o``) on a history row opens the attempt turn by turn (the Generation
 as ``bandpass generations show``); ``k`` checks the generator's endpoint, key, model and tool use with a
 one-token request (``bandpass generate --check``) and explains a refusal.
 
-The generator lives in ``engine.generator``; this screen calls ``generate_batch`` in a worker thread with
+The generator lives in ``engine.generator``; this screen calls ``engine.app.generate`` in a worker thread with
 n, difficulty, prompt version, the app's bus and a ``stop`` event it sets to cancel. The generator's
 errors (no API key, unknown price, bad prompt version) arrive as notifications.
 """
@@ -30,15 +30,18 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, RichLog, Select, Static
 
-from bandpass.engine.app import generate as generation
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.events import GenerationEvent
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.generator import DEFAULT_PROMPT, BatchResult, available_versions
-from bandpass.tui.errors import Guarded
-from bandpass.tui.screens.generation import GenerationScreen
-from bandpass.tui.typed_app import bandpass_app
-from bandpass.tui.widgets.threadsafe import UiCaller
+from ...engine.app import generate as generation
+from ...engine.app.generate import DEFAULT_PROMPT, BatchResult, available_versions
+from ...engine.core.config import ConfigError
+from ...engine.core.errors import BandpassError
+from ...engine.core.events import GenerationEvent
+from ...engine.core.plural import counted
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded, show_refusal
+from ..typed_app import bandpass_app
+from ..widgets.threadsafe import UiCaller
+from .confirm import ConfirmDialog
+from .generation import GenerationScreen
 
 _KIND_STYLE = {
     "text": "",
@@ -98,6 +101,7 @@ class GenerateScreen(Guarded, Screen[None]):
         initial = DEFAULT_PROMPT if DEFAULT_PROMPT in versions else (versions[-1] if versions else None)
         yield Header()
         with Horizontal(id="gen-bar"):
+            yield Static("tasks", id="gen-n-label")
             yield Input("5", type="integer", placeholder="tasks", id="gen-n", tooltip="tasks to generate")
             yield Select(
                 [("any difficulty", "any"), ("easy", "easy"), ("medium", "medium"), ("hard", "hard")],
@@ -126,8 +130,10 @@ class GenerateScreen(Guarded, Screen[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        # what an attempt cost comes right after how it ended: last, the pane (about 64 cells at 160
+        # columns) cut it off
         self.query_one("#gen-history", DataTable).add_columns(
-            "id", "outcome", "difficulty", "prompt", "turns", "tokens in/out", "cost $", "reason"
+            "id", "outcome", "cost $", "tokens in/out", "turns", "prompt", "difficulty", "reason"
         )
         bus = bandpass_app(self).bus
         ui = UiCaller()
@@ -157,17 +163,17 @@ class GenerateScreen(Guarded, Screen[None]):
         try:
             found = generation.history(self.workspace)
         except BandpassError as exc:  # e.g. a broken generator-prices.toml: named, the screen goes on
-            self.app.call_from_thread(self.notify, str(exc), title="History", severity="error")
+            show_refusal(self, exc, title="History")
             return
         gens = [
             (
                 g.id,
                 g.outcome,
-                g.difficulty,
-                g.prompt_version,
-                g.turns,
-                f"{g.tokens_in}/{g.tokens_out}",
                 f"{g.cost_usd:.3f}" if found.prices.known(g.model) else "unknown",
+                f"{g.tokens_in}/{g.tokens_out}",
+                g.turns,
+                g.prompt_version,
+                g.difficulty,
                 g.reason,
             )
             for g in found.generations
@@ -234,24 +240,53 @@ class GenerateScreen(Guarded, Screen[None]):
 
     @on(Button.Pressed, "#gen-start")
     def action_start(self) -> None:
+        """Asks first: generation spends the generator's tokens (money) and audits each submission in
+        Docker containers (minutes), so the question says how many attempts, with which model and
+        limits, before anything starts; ``y``/Enter starts, ``n``/Escape starts nothing."""
         if self._stop is not None:
             self.notify("A generation batch is already running.", severity="warning")
             return
         try:
-            n = max(1, int(self.query_one("#gen-n", Input).value))
+            n = int(self.query_one("#gen-n", Input).value)
         except ValueError:
-            n = 1
+            n = 0
+        if n < 1:
+            self.notify("Say how many tasks to generate (the tasks field, 1 or more).", severity="warning")
+            return
         difficulty = self.query_one("#gen-difficulty", Select).value
         prompt = self.query_one("#gen-prompt", Select).value
-        self._stop = threading.Event()
         request = generation.GenerateRequest(
             n=n,
             prompt_version=prompt if isinstance(prompt, str) else DEFAULT_PROMPT,
             difficulty=None if difficulty == "any" or not isinstance(difficulty, str) else difficulty,
         )
+        self.app.push_screen(
+            ConfirmDialog(self.start_question(request), yes="generate", no="start nothing"),
+            lambda yes: self._start(request) if yes else None,
+        )
+
+    def start_question(self, request: generation.GenerateRequest) -> str:
+        """What ``n`` would spend, in one question."""
+        try:
+            model = generation.generator_model(self.workspace)
+        except ConfigError:
+            model = "the configured generator"
+        budget = request.budget or generation.Budget()
+        n = request.n
+        return (
+            f"Generate {n} task{'s' * (n != 1)} with {model} (prompt {request.prompt_version}, "
+            f"{request.difficulty or 'any'} difficulty)? Each attempt spends the generator's tokens — up "
+            f"to {budget.max_turns} turns and ${budget.max_usd:g} — and audits what it submits in Docker "
+            f"containers (minutes each): at most ${budget.max_usd * n:g} in all."
+        )
+
+    def _start(self, request: generation.GenerateRequest) -> None:
+        if self._stop is not None:
+            return
+        self._stop = threading.Event()
         self.query_one("#gen-start", Button).disabled = True
         self.query_one("#gen-stop", Button).disabled = False
-        self.query_one("#gen-status", Static).update(f"generating {n} task(s)…")
+        self.query_one("#gen-status", Static).update(f"generating {counted(request.n, 'task')}…")
         self._run(request, self._stop)
 
     @on(Button.Pressed, "#gen-stop")
@@ -273,13 +308,7 @@ class GenerateScreen(Guarded, Screen[None]):
             )
             self.app.call_from_thread(self.notify, describe_result(result), title="Generation finished")
         except BandpassError as exc:  # no key, nothing listening, a bad prompt version: one notification
-            self.app.call_from_thread(
-                self.notify,
-                f"{type(exc).__name__}: {exc}",
-                title="Generation failed",
-                severity="error",
-                timeout=20,
-            )
+            show_refusal(self, exc, title="Generation failed", timeout=20, named=True)
         finally:
             self.app.call_from_thread(self._done)
 

@@ -1,7 +1,7 @@
 """Generation screen: one stored generation attempt, read turn by turn.
 
 Opened from the Generate screen's history (Enter on a row). It shows exactly what
-``bandpass generations show ID`` prints — both render :func:`engine.generator.transcript.render_lines`
+``bandpass generations show ID`` prints — both render :func:`engine.app.generate.render_lines`
 — so a curator reading an overnight batch in the TUI and one grepping the CLI see the same turns, tool
 calls and results, audits, API retries, errors and message ids. An attempt still running is re-read every
 two seconds until it ends.
@@ -16,12 +16,12 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, RichLog, Static
 
-from bandpass.engine.app import reads
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.generator.transcript import GenerationView, read_transcript, render_lines
-from bandpass.engine.llm.pricing import PriceTable
-from bandpass.tui.errors import Guarded
-from bandpass.tui.navigation import go_back
+from ...engine.app import reads
+from ...engine.app.generate import GenerationView, read_transcript, render_lines
+from ...engine.app.prices import price_known
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded
+from ..navigation import go_back
 
 REFRESH_S = 2.0
 
@@ -69,7 +69,7 @@ class GenerationScreen(Guarded, Screen[None]):
 
     def action_reload(self) -> None:
         g = reads.generation(self.workspace, self.generation_id)
-        known = g is not None and PriceTable(self.workspace.root).known(g.model)
+        known = g is not None and price_known(self.workspace, g.model)
         self.reading = read_transcript(g, cost_known=known) if g is not None else None
         self._show()
         if self._refresh_timer is not None:

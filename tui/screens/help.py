@@ -10,6 +10,7 @@ else, and the page can never disagree with what the keys do.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -20,8 +21,8 @@ from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from bandpass.tui.errors import Guarded
-from bandpass.tui.key_names import full_name
+from ..errors import Guarded
+from ..key_names import full_name
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class KeyHelp:
     note: str = ""
 
 
-def _group(node: DOMNode, screen: Screen) -> str:
+def _group(node: DOMNode, screen: Screen[Any]) -> str:
     if node is screen:
         return "This screen"
     if node is screen.app:
@@ -44,7 +45,7 @@ def _group(node: DOMNode, screen: Screen) -> str:
     return f"Focused: {name}"
 
 
-def screen_keys(screen: Screen) -> list[KeyHelp]:
+def screen_keys(screen: Screen[Any]) -> list[KeyHelp]:
     """The keys active on ``screen`` (its focused widget's, its own, the app's), one row per action,
     in binding order within each group: screen first, then the focused widget, then the app. App keys
     the screen reuses for itself (Replay's digits) are listed as reachable through the palette."""

@@ -17,11 +17,12 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from bandpass.engine.calibration.overview import Overview, build_overview
-from bandpass.engine.core import outcomes
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.tui.errors import Guarded
+from ...engine.app.overview import Overview, build_overview
+from ...engine.core import outcomes
+from ...engine.core.errors import BandpassError
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded
+from ..navigation import go_back
 
 #: Where to go next, in the order the README's "first 10 minutes" walks them.
 NEXT_STEPS = (
@@ -64,6 +65,8 @@ def _band_table(ov: Overview) -> Table:
     t.add_column("above", justify="right")
     t.add_column("undecided", justify="right", style="dim")
     t.add_column("exportable", justify="right", style="bold")
+    # the figure the walkthrough quotes ("mean pass@2 moves from 50% to 63%"), as `demo --no-tui` prints it
+    t.add_column(f"mean pass@{ov.k}", justify="right")
     t.add_column("pass@k: 0 … 1 (tasks per bin; band in green)")
     top = max((n for m in ov.models for _label, n in m.histogram), default=0)
     for m in ov.models:
@@ -77,6 +80,7 @@ def _band_table(ov: Overview) -> Table:
             str(b["above"]),
             str(b["undecided"]),
             str(m.exportable),
+            "—" if m.mean_pass_at_k is None else f"{100 * m.mean_pass_at_k:.0f}%",
             bars,
         )
     return t
@@ -108,13 +112,15 @@ def _findings(ov: Overview) -> Text:
         out.append(f"{lv['task']}: {lv['from']} → {lv['to']} ({lv['kind']})\n")
     out.append("clusters       ", style="bold")
     out.append(
-        f"{ov.clusters} with 2+ members, {ov.clustered_failures} failures (largest {ov.largest_cluster})\n"
+        f"{ov.clusters} with 2+ members, {ov.clustered_failures} failure{'s' * (ov.clustered_failures != 1)}"
+        f" (largest {ov.largest_cluster})\n"
     )
     out.append("tamper guard   ", style="bold")
-    out.append(f"{ov.guard_caught} episode(s) caught forging the verifier\n")
+    out.append(f"{ov.guard_caught} episode{'s' * (ov.guard_caught != 1)} caught forging the verifier\n")
     out.append("curation       ", style="bold")
     out.append(
-        f"{ov.tags} curator tag(s); {ov.reviews} Claude review(s): class agreement with curators "
+        f"{ov.tags} curator tag{'s' * (ov.tags != 1)}; {ov.reviews} Claude review{'s' * (ov.reviews != 1)}:"
+        " class agreement with curators "
         f"{pct(ov.review_agreement)}, deterministic diagnosis {pct(ov.diagnosis_agreement)}\n"
     )
     out.append("diagnoses      ", style="bold")
@@ -134,7 +140,11 @@ def _next_steps() -> Table:
 
 class OverviewScreen(Guarded, Screen[None]):
     CSS_PATH = "overview.tcss"
-    BINDINGS = [Binding("r", "refresh", "Refresh")]
+    BINDINGS = [Binding("r", "refresh", "Refresh"), Binding("escape", "back", "Back", show=False)]
+
+    def action_back(self) -> None:
+        """Escape: back to the area the Overview was opened from (Tasks when none: navigation.go_back)."""
+        go_back(self)
 
     def __init__(self, workspace: Workspace) -> None:
         super().__init__()
@@ -178,10 +188,10 @@ class OverviewScreen(Guarded, Screen[None]):
         audits = ", ".join(f"{n} {v}" for v, n in ov.audits.items())
         self.query_one("#overview-headline", Static).update(
             Text.assemble(
-                (f"{ov.tasks} tasks", "bold"),
+                (f"{ov.tasks} task{'s' * (ov.tasks != 1)}", "bold"),
                 f" (audits: {audits})   ",
-                (f"{ov.episodes} episodes", "bold"),
-                f" of {len(ov.models)} policy checkpoint(s) and the audit's probes",
+                (f"{ov.episodes} episode{'s' * (ov.episodes != 1)}", "bold"),
+                f" of {len(ov.models)} policy checkpoint{'s' * (len(ov.models) != 1)} and the audit's probes",
             )
         )
         self.query_one("#overview-outcomes", Static).update(_outcomes_table(ov))

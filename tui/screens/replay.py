@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -28,36 +29,35 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 
-from bandpass.engine.core.outcomes import suggested_tag
-from bandpass.engine.core.taxonomy import TaxonomyError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.replay import (
+from ...engine.app.episodes import strip_controls
+from ...engine.app.replay import (
+    CastError,
     KeyframeIndex,
     Player,
     ReplaySource,
     ReplaySourceError,
     index_path_in,
     load_source,
+    read_cast,
     settle_gc,
     time_of_text,
 )
-from bandpass.engine.review.reviewer import ReviewError, ReviewRunResult
-from bandpass.engine.review.tagging import TagError, Tagger
-from bandpass.engine.review.text import strip_controls
-from bandpass.engine.sandbox.asciicast import CastError, read_cast
-from bandpass.tui.errors import Guarded, SafeApp
-from bandpass.tui.navigation import go_back
-from bandpass.tui.screens.changes import ChangesScreen
-from bandpass.tui.screens.replay_search import ReplaySearch, SearchHits
-from bandpass.tui.screens.tag_dialog import TagChoice, TagDialog
-from bandpass.tui.widgets.cursor_rest import CursorRest
-from bandpass.tui.widgets.option_list import SteadyOptionList
-from bandpass.tui.widgets.review_panel import ReviewPanel, run_summary
-from bandpass.tui.widgets.search_bar import SearchBar
-from bandpass.tui.widgets.step_panel import StepPanel
-from bandpass.tui.widgets.terminal_view import TerminalView
-from bandpass.tui.widgets.threadsafe import UiCaller
-from bandpass.tui.widgets.timeline import Timeline, fmt_time
+from ...engine.app.review import ReviewRunResult
+from ...engine.app.tagging import Tagger, plan_for
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded, SafeApp, refusals
+from ..navigation import go_back
+from ..widgets.cursor_rest import CursorRest
+from ..widgets.option_list import SteadyOptionList
+from ..widgets.review_panel import ReviewPanel, run_summary
+from ..widgets.search_bar import SearchBar
+from ..widgets.step_panel import StepPanel
+from ..widgets.terminal_view import TerminalView
+from ..widgets.threadsafe import UiCaller
+from ..widgets.timeline import Timeline, fmt_time
+from .changes import ChangesScreen
+from .replay_search import ReplayHost, ReplaySearch, SearchHits
+from .tag_dialog import open_tag_dialog
 
 FPS = 30
 #: Seconds of keyframe indexing between two reports of its progress on the status line.
@@ -145,7 +145,7 @@ class ReplayScreen(Guarded, Screen[None]):
         self._status_shown: str | None = None  # the status line as last painted
         self._ui: UiCaller  # set on mount: the keyframe worker reports its progress through it
         #: The episode's record (engine/review/evidence.py): why it ended, with evidence to seek to.
-        self.record: dict | None = None
+        self.record: dict[str, Any] | None = None
         self._evidence_at = -1
         #: ``/``, ``n``, ``N``: search hits in this episode (tui/screens/replay_search.py).
         self.search = ReplaySearch(self, search)
@@ -235,7 +235,7 @@ class ReplayScreen(Guarded, Screen[None]):
             evidence.display = False
             self.query_one("#evidence-heading").display = False
             return
-        from bandpass.engine.review.evidence import EpisodeNotFound, episode_record, why_lines
+        from ...engine.app.episodes import EpisodeNotFound, episode_record, why_lines
 
         try:
             self.record = episode_record(self.ws, self.source.episode_id)
@@ -261,7 +261,7 @@ class ReplayScreen(Guarded, Screen[None]):
         if not items:
             self.query_one("#evidence-heading", Static).update("Evidence: none cited")
 
-    def evidence_items(self) -> list[dict]:
+    def evidence_items(self) -> list[dict[str, Any]]:
         record = self.record or {}
         return list(record.get("diagnosis", {}) and record["diagnosis"]["evidence"] or [])
 
@@ -298,11 +298,15 @@ class ReplayScreen(Guarded, Screen[None]):
                 return
 
     def action_next_evidence(self) -> None:
+        """``e``: the next evidence after the playhead (in time, on the terminal shown), not the next in
+        the list: the list is in the diagnosis's order, so stepping it used to jump backwards."""
         items = self.evidence_items()
         if not items:
             self.notify("no evidence to show for this episode", timeout=2)
             return
-        n = (self._evidence_at + 1) % len(items)
+        player = self.player
+        position = player.position if player is not None else 0.0
+        n = next_evidence(items, self.active, position, self._evidence_at)
         self.query_one("#replay-evidence", OptionList).highlighted = n
         self.seek_evidence(n)
 
@@ -410,6 +414,15 @@ class ReplayScreen(Guarded, Screen[None]):
             self._sync_view(kind)
         self._refresh_status()
 
+    def _task_step(self) -> str | None:
+        """The task step the agent's playhead is in, with its verifier's result (multi-step tasks)."""
+        agent = self.players.get("agent")
+        steps = self.source.task_steps
+        if agent is None or not steps:
+            return None
+        current = self.source.task_step_at(agent.position)
+        return current.label(len(steps)) if current is not None else None
+
     def status_text(self) -> str:
         p = self.player
         if p is None:
@@ -425,12 +438,16 @@ class ReplayScreen(Guarded, Screen[None]):
         marker = p.current_marker()
         if marker is not None:
             parts.append(marker.label)
+        task_step = self._task_step()
+        if task_step is not None:  # a multi-step task: which of its steps this is, and its own result
+            parts.append(task_step)
         if not p.index.complete:
             parts.append(f"indexing {p.index.progress:.0%}")
         parts.append(self.active + (" (v: switch)" if len(self.players) > 1 else ""))
         if self.is_mounted:
-            first, last, cols = self.query_one(f"#view-{self.active}", TerminalView).hidden_columns()
-            if first > 1 or last < cols:
+            view = self.query_one(f"#view-{self.active}", TerminalView)
+            first, last, cols = view.hidden_columns()
+            if view.size.width > 0 and (first > 1 or last < cols):  # 0: just switched, not laid out
                 parts.append(f"cols {first}-{last} of {cols} (< >: pan)")
         return " · ".join(parts)
 
@@ -552,6 +569,7 @@ class ReplayScreen(Guarded, Screen[None]):
         self._first_look(self.active)
         self._apply_layout()
         self._refresh_all()
+        self.call_after_refresh(self._refresh_status)  # the shown view's columns, once it is laid out
         self._follow_player()
 
     def _first_look(self, kind: str) -> None:
@@ -609,33 +627,10 @@ class ReplayScreen(Guarded, Screen[None]):
         if eid is None or tagger is None:
             self.notify("only an episode can be tagged (this is a bare cast file)", severity="warning")
             return
-        diag = (self.record or {}).get("diagnosis") or {}
-        suggestion = diag.get("tag") or suggested_tag(self.source.outcome)
-
-        def done(choice: TagChoice | None) -> None:
-            if choice is None:
-                return
-            try:
-                (tag,) = tagger.tag(eid, choice.code, note=choice.note)
-            except (TagError, TaxonomyError) as e:
-                self.notify(str(e), severity="error")
-                return
-            if not tagger.last_added:
-                self.notify(f"episode {eid} already carries {choice.code}: nothing added", timeout=3)
-                return
-            extra = " · blocks its task's export" if tag.blocking else ""
-            self.notify(f"tagged episode {eid}: {choice.code}{extra} (u: undo)")
-
-        self.app.push_screen(
-            TagDialog(
-                tagger.taxonomy,
-                targets=f"episode {eid}",
-                preselect=suggestion,
-                suggestion=suggestion,
-                reason=self.source.outcome,
-            ),
-            done,
-        )
+        with refusals(self):
+            plan = plan_for(self.ws, [eid]) if self.ws is not None else None
+            if plan is not None:
+                open_tag_dialog(self, tagger, plan)
 
     def action_undo(self) -> None:
         label = self.tagger.undo() if self.tagger is not None else None
@@ -648,7 +643,6 @@ class ReplayScreen(Guarded, Screen[None]):
         if eid is None:
             self.notify("only an episode can be reviewed (this is a bare cast file)", severity="warning")
             return
-        self.notify("asking Claude to review this episode…", timeout=3)
 
         def done(result: ReviewRunResult | None, error: str) -> None:
             message, severity = run_summary(result, error)
@@ -662,16 +656,40 @@ class ReplayScreen(Guarded, Screen[None]):
         if tagger is None:
             self.notify("only an episode has reviews (this is a bare cast file)", severity="warning")
             return
-        try:
+        with refusals(self, severity="warning"):
             tag = self.query_one(ReviewPanel).accept(tagger)
-        except (ReviewError, TagError, TaxonomyError) as e:
-            self.notify(str(e), severity="warning")
-            return
-        code = f"{tag.tag_class}.{tag.subclass}"
-        if not tagger.last_added:
-            self.notify(f"episode {tag.episode_id} already carries {code}: the review is accepted", timeout=3)
-        else:
-            self.notify(f"tagged episode {tag.episode_id}: {code} from the review (u: undo)")
+            code = f"{tag.tag_class}.{tag.subclass}"
+            if not tagger.last_added:
+                self.notify(
+                    f"episode {tag.episode_id} already carries {code}: the review is accepted", timeout=3
+                )
+            else:
+                self.notify(f"tagged episode {tag.episode_id}: {code} from the review (u: undo)")
+
+
+def next_evidence(items: list[dict[str, Any]], cast: str, position: float, last: int) -> int:
+    """The evidence item ``e`` seeks to: the earliest one on ``cast`` (the terminal shown) timed after
+    ``position`` (the playhead); past the last of those, the others in turn (another terminal's by time,
+    then those with no time, such as a verifier's quoted line) after ``last``; then around."""
+
+    def here(n: int) -> bool:
+        return items[n].get("time") is not None and (items[n].get("cast") or "agent") == cast
+
+    def when(n: int) -> float:
+        t = items[n].get("time")
+        return float(t) if t is not None else float("inf")
+
+    ahead = [n for n in range(len(items)) if here(n) and when(n) > position + 1e-6]
+    if ahead:
+        return min(ahead, key=when)
+    order = sorted(range(len(items)), key=lambda n: (not here(n), when(n), n))
+    if last in order:
+        for n in order[order.index(last) + 1 :]:
+            if not here(n):
+                return n
+    elif any(not here(n) for n in order):
+        return next(n for n in order if not here(n))
+    return order[0]
 
 
 class ReplayApp(SafeApp, CursorRest, App[None]):
@@ -679,6 +697,11 @@ class ReplayApp(SafeApp, CursorRest, App[None]):
     screen (Escape) ends the app. Defined here, not in the command, so tests drive the same app."""
 
     TITLE = "Bandpass replay"
+    #: The main app's q and ? (its other keys switch screens, which this app has not).
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+    ]
 
     def __init__(
         self,
@@ -698,3 +721,15 @@ class ReplayApp(SafeApp, CursorRest, App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(self.replay, callback=lambda _: self.exit())
+
+    def action_help(self) -> None:
+        """Every key of the Replay screen in one page, as in the main app."""
+        from .help import HelpScreen, screen_keys
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen("Replay", screen_keys(self.screen)))
+
+
+if TYPE_CHECKING:
+    # The search reaches this screen through its protocol (replay_search.ReplayHost): all of it is here.
+    _gives_the_search_what_it_uses: type[ReplayHost] = ReplayScreen

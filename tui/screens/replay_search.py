@@ -15,26 +15,38 @@ Kept out of tui/screens/replay.py on purpose (that screen is shared work): it ho
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from bandpass.engine.review.search import Hit, cast_hits
-from bandpass.engine.review.search_query import Matcher, QueryError
-from bandpass.engine.review.transcript import (
-    INSIDE,
-    Line,
-    find_frame,
-    frame_of,
-    highlight_spans,
-    screen_at,
-)
-from bandpass.engine.review.transcript import transcript as cast_transcript
-from bandpass.tui.widgets.search_bar import SearchBar
-from bandpass.tui.widgets.terminal_view import TerminalView
-from bandpass.tui.widgets.timeline import fmt_time
+from ...engine.app.replay import INSIDE, Line, find_frame, frame_of, highlight_spans, screen_at
+from ...engine.app.replay import transcript as cast_transcript
+from ...engine.app.search import Hit, Matcher, QueryError, cast_hits
+from ..widgets.search_bar import SearchBar
+from ..widgets.terminal_view import TerminalView
+from ..widgets.timeline import fmt_time
 
 if TYPE_CHECKING:
-    from bandpass.tui.screens.replay import ReplayScreen
+    from textual.screen import Screen
+
+    from ...engine.app.replay import Player, ReplaySource
+
+
+class ReplayHost(Protocol):
+    """What the search asks of the Replay screen it serves, beyond Textual's ``Screen``: named here so
+    this module never imports the screen that imports it (tui/screens/replay.py checks it gives all of it)."""
+
+    source: ReplaySource
+    players: dict[str, Player]
+    active: str
+    _generations: dict[str, int]
+
+    @property
+    def player(self) -> Player | None: ...
+
+    def action_switch_cast(self) -> None: ...
+
+    def _refresh_status(self) -> None: ...
 
 
 def clock(t: float | None) -> str:
@@ -56,8 +68,9 @@ class SearchHits:
 class ReplaySearch:
     """The search state of one Replay screen."""
 
-    def __init__(self, screen: ReplayScreen, initial: SearchHits | None = None) -> None:
+    def __init__(self, screen: Screen[Any], initial: SearchHits | None = None) -> None:
         self.screen = screen
+        self.host = typing.cast("ReplayHost", screen)
         self.matcher: Matcher | None = None
         self.hits: list[Hit] = []
         self.at = -1
@@ -93,13 +106,13 @@ class ReplaySearch:
             self.bar.show_status(f"query: {exc}")
             return
         self.bar.show_status(f"searching for {query}…")
-        players = {k: p.index.cast for k, p in self.screen.players.items()}
+        players = {k: p.index.cast for k, p in self.host.players.items()}
 
         def work() -> None:
             for kind, cast in players.items():
                 if kind not in self._lines:
                     self._lines[kind] = cast_transcript(cast)
-            hits = cast_hits(self._lines, matcher, episode_id=self.screen.source.episode_id)
+            hits = cast_hits(self._lines, matcher, episode_id=self.host.source.episode_id)
             self.screen.app.call_from_thread(self._found, matcher, hits)
 
         self.screen.run_worker(work, thread=True, group="replay-search", exclusive=True, exit_on_error=False)
@@ -110,9 +123,9 @@ class ReplaySearch:
             self.at = -1
             self.bar.show_status(f"no match for {matcher.query} in this recording (/ to search again)")
             return
-        player = self.screen.player
+        player = self.host.player
         here = player.position if player is not None else 0.0
-        active = self.screen.active
+        active = self.host.active
         later = [
             n for n, h in enumerate(hits) if h.terminal == active and h.time is not None and h.time >= here
         ]
@@ -126,17 +139,17 @@ class ReplaySearch:
 
     def land(self, n: int) -> None:
         """Shows hit ``n`` on the frame where it is visible, its matches highlighted."""
-        screen = self.screen
+        screen, host = self.screen, self.host
         hit = self.hits[n]
         self.at = n
         kind = hit.terminal
         where = self._where(n)
-        if kind not in screen.players:
+        if kind not in host.players:
             self.bar.show_status(f"{where} · no {kind} recording to show it in")
             return
-        if kind != screen.active:
-            screen.action_switch_cast()
-        player = screen.players[kind]
+        if kind != host.active:
+            host.action_switch_cast()
+        player = host.players[kind]
         index = player.index
         frame = frame_of(index, hit.line) or find_frame(index, hit.text)
         if frame is None:
@@ -151,8 +164,8 @@ class ReplaySearch:
         view.set_highlights(highlight_spans(shown, self.matcher))
         # The player's own screen comes back at its next move (ReplayScreen._sync_view re-attaches a
         # screen whose generation it has not seen).
-        screen._generations[kind] = -1
-        screen._refresh_status()
+        host._generations[kind] = -1
+        host._refresh_status()
         self.bar.show_status(where + " · n/N: next/previous")
 
     def _where(self, n: int) -> str:

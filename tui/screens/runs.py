@@ -5,7 +5,7 @@ episodes the app's :class:`~tui.widgets.live_episodes.LiveEpisodes` registry kno
 focused one full size; the side panel lists the focused episode's steps (the model's analysis, plan and
 keystrokes) as they finish; counters and a progress bar follow the batch.
 
-The batch itself runs through ``engine.run.rollouts`` (``plan_batch`` + ``run_planned``) in a worker thread,
+The batch itself runs through ``engine.app.batches`` (``start_batch`` + ``run_batch``) in a worker thread,
 so the UI never waits on Docker. Infra errors get their own red counter: a batch where the infrastructure
 failed must never read as a hard task set.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from functools import partial
 from typing import Any
 
 from rich.markup import escape
@@ -41,19 +42,19 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Button, Footer, Header, Input, ProgressBar, RichLog, Select, Static
 
-from bandpass.engine.core import probes
-from bandpass.engine.core.config import ConfigError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.tui.errors import Guarded
-from bandpass.tui.screens.batch_confirm import BatchConfirm, BatchRequest
-from bandpass.tui.typed_app import bandpass_app
-from bandpass.tui.widgets.backoff import Backoff
-from bandpass.tui.widgets.batch_progress import BatchProgressBar
-from bandpass.tui.widgets.batch_watch import BatchWatch
-from bandpass.tui.widgets.episode_follower import EpisodeFollower
-from bandpass.tui.widgets.episode_pane import EpisodePane
-from bandpass.tui.widgets.live_episodes import LiveEpisode, LiveEpisodes
-from bandpass.tui.widgets.threadsafe import UiCaller
+from ...engine.core import probes
+from ...engine.core.config import ConfigError
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded, show_refusal
+from ..typed_app import bandpass_app
+from ..widgets.backoff import Backoff
+from ..widgets.batch_progress import BatchProgressBar
+from ..widgets.batch_watch import BatchWatch
+from ..widgets.episode_follower import EpisodeFollower
+from ..widgets.episode_pane import EpisodePane
+from ..widgets.live_episodes import LiveEpisode, LiveEpisodes
+from ..widgets.threadsafe import UiCaller
+from .batch_confirm import BatchConfirm, BatchRequest
 
 BUILTIN_CHOICES = (probes.ORACLE, probes.NOP)
 #: How often the screen looks whether the store changed (and then reads the batches) while it does...
@@ -194,7 +195,7 @@ class RunsScreen(Guarded, Screen[None]):
         self.query_one("#runs-progress", ProgressBar).display = False  # until a batch reports progress
         for ep in live.episodes():
             self._add_pane(ep)
-        from bandpass.engine.app.reads import utcnow
+        from ...engine.app.reads import utcnow
 
         self._since = utcnow()
         # live panes for other processes' episodes on this host: their casts, tailed off the UI thread
@@ -204,7 +205,7 @@ class RunsScreen(Guarded, Screen[None]):
             live,
             is_own_batch=self.own_batches.__contains__,
         ).start()
-        from bandpass.engine.app import reads
+        from ...engine.app import reads
 
         self._commits = reads.commit_watch(self.workspace)
         self._commits.changed()  # the read below sees everything committed so far
@@ -358,14 +359,16 @@ class RunsScreen(Guarded, Screen[None]):
         kind = "builtin" if kind == "builtin" else "model"
         version_ids: list[int] | None = None
         if scope == "filter":
-            version_ids = list(getattr(self.app, "task_scope", []) or [])
-            if not version_ids:
+            shown = getattr(self.app, "task_scope", None)
+            if shown is not None and not shown:  # an empty filter means nothing, never every task
                 self.notify(
-                    "The Tasks filter shows no tasks (or Tasks was not opened): all tasks are in scope.",
-                    severity="information",
+                    "The Tasks filter shows no tasks: nothing to run. Widen the filter in Tasks (1), or "
+                    "choose the scope all tasks.",
+                    severity="warning",
                 )
-                version_ids = None
-        from bandpass.engine.run.scope import batch_scope
+                return
+            version_ids = list(shown) if shown else None  # Tasks never opened: every task, as asked next
+        from ...engine.app.batches import batch_scope
 
         executor = "ray" if where == "ray" else "local"
         request = BatchRequest(kind, name, batch_scope(self.workspace, version_ids), k, jobs, executor)
@@ -424,14 +427,12 @@ class RunsScreen(Guarded, Screen[None]):
     def _make_executor(self, executor: str, jobs: int) -> Any:
         """The executor chosen in the bar, connected (Ray: before anything is planned). Raises
         ``ExecutorError`` with the line to show."""
-        from bandpass.engine.run.executors import make_executor
+        from ...engine.app.executors import ExecutorChoice, make_executor
 
         if executor == "local":
-            return make_executor("local", concurrency=jobs)
-        address = self.ray_address()
-        # Ray's worker logs would be printed over the TUI: they stay in the cluster's log files.
-        quiet = {"log_to_driver": False, "logging_level": "warning"}
-        ex = make_executor("ray", concurrency=jobs, address=address, init_kwargs=quiet)
+            return make_executor(ExecutorChoice("local", jobs))
+        # Ray's worker logs would be printed over the TUI (quiet): they stay in the cluster's log files.
+        ex = make_executor(ExecutorChoice("ray", jobs, self.ray_address(), quiet=True))
         ex.connect()
         return ex
 
@@ -453,9 +454,9 @@ class RunsScreen(Guarded, Screen[None]):
         stop: threading.Event,
         executor_name: str = "local",
     ) -> None:
-        from bandpass.engine.app import batches
-        from bandpass.engine.core.errors import BandpassError
-        from bandpass.engine.run.executors import ExecutorError
+        from ...engine.app import batches
+        from ...engine.app.executors import ExecutorError
+        from ...engine.core.errors import BandpassError
 
         ws = self.workspace
         try:
@@ -482,17 +483,19 @@ class RunsScreen(Guarded, Screen[None]):
             self.app.call_from_thread(self._poll_batches)  # the batch table lists it at once
             self.app.call_from_thread(
                 self.notify,
-                f"{batch_id}: {len(planned.version_ids)} tasks × {k} with {name} ({executor.name})",
+                f"{batch_id}: {len(planned.version_ids)} task{'s' * (len(planned.version_ids) != 1)} × {k}"
+                f" with {name} ({executor.name})",
                 title="Batch started",
             )
             summary = batches.run_batch(
                 ws,
                 batch_id,
-                concurrency=jobs,
+                batches.RunOptions(concurrency=jobs, executor=executor),
                 bus=bandpass_app(self).bus,
                 on_progress=lambda s: self._ui.call(self.post_message, self.Progress(s)),
                 stop=stop,
-                executor=executor,
+                # learning an unaudited version's footprint before its first episode: said as it goes
+                on_note=lambda line: self._ui.call(partial(self.notify, escape(line), title="Footprint")),
             )
             self._ui.call(self.post_message, self.Progress(summary))
             word = "stopped" if summary.interrupted else "finished"
@@ -507,13 +510,7 @@ class RunsScreen(Guarded, Screen[None]):
                 timeout=15,
             )
         except BandpassError as exc:  # a refusal or a failed batch: the curator's notification
-            self.app.call_from_thread(
-                self.notify,
-                f"{type(exc).__name__}: {exc}",
-                title="Batch failed",
-                severity="error",
-                timeout=20,
-            )
+            show_refusal(self, exc, title="Batch failed", timeout=20, named=True)
         finally:
             self.app.call_from_thread(self._batch_done)
 
@@ -557,7 +554,7 @@ class RunsScreen(Guarded, Screen[None]):
     @work(thread=True, exclusive=True, group="runs-watch", exit_on_error=False)
     def _read_batches(self) -> None:
         """Reads the workspace's live batches (and those shown before) off the UI thread."""
-        from bandpass.engine.app import reads
+        from ...engine.app import reads
 
         rows = reads.batch_progress(
             self.workspace, since=self._since, also=sorted(self._watched), recent=RECENT_BATCHES

@@ -22,16 +22,28 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from bandpass.engine.core.taxonomy import TaxonomyError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.search import Filters, Hit, SearchResult, episode_hits, search
-from bandpass.engine.review.search_index import build_index
-from bandpass.engine.review.search_query import Matcher, QueryError
-from bandpass.engine.review.tagging import TagError, Tagger
-from bandpass.tui.screens.replay_search import SearchHits, clock
-from bandpass.tui.screens.tag_dialog import TagChoice, TagDialog
+from ...engine.app.search import (
+    Filters,
+    Hit,
+    Matcher,
+    QueryError,
+    SearchResult,
+    build_index,
+    episode_hits,
+    search,
+)
+from ...engine.app.tagging import Tagger, plan_for
+from ...engine.core.workspace import Workspace
+from ..errors import refusals
+from .replay_search import SearchHits, clock
+from .tag_dialog import open_tag_dialog
 
 COLUMNS = ("episode", "task", "agent", "outcome", "terminal", "step", "time", "line")
+#: Under ``WIDE_AT`` terminal columns the hits keep the episode, its task, where and the matching line:
+#: with all eight at 100 columns the line — what was searched for — showed 3 characters. The agent, the
+#: outcome and the terminal are on the detail line under the table.
+NARROW_COLUMNS = ("episode", "task", "step", "time", "line")
+WIDE_AT = 140
 FILTER_KEYS = ("task", "agent", "model", "outcome", "terminal")
 #: Hits listed per episode (Replay's n/N reach the rest).
 HITS_PER_EPISODE = 20
@@ -100,9 +112,22 @@ class SearchScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.sub_title = "search what the terminals showed"
-        self.query_one(DataTable).add_columns(*COLUMNS)
+        self.query_one(DataTable).add_columns(*self._layout())
         self.query_one("#search-query", Input).focus()
         self.action_refresh()
+
+    def _layout(self) -> tuple[str, ...]:
+        return COLUMNS if self.size.width >= WIDE_AT else NARROW_COLUMNS
+
+    def on_resize(self) -> None:
+        """Crossing ``WIDE_AT`` lists the hits again in the other layout (the cursor stays on its row)."""
+        table = next(self.query("#search-hits").results(DataTable), None)
+        if table is None or self.result is None:
+            return
+        if tuple(str(c.label) for c in table.columns.values()) != self._layout():
+            row = table.cursor_row
+            self._show(self.result)
+            table.move_cursor(row=row)
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -159,21 +184,26 @@ class SearchScreen(Screen[None]):
     def _show(self, result: SearchResult) -> None:
         self.result = result
         table = self.query_one(DataTable)
+        layout = self._layout()
+        if tuple(str(c.label) for c in table.columns.values()) != layout:
+            table.clear(columns=True)
+            table.add_columns(*layout)
         table.clear()
         self.rows = []
         for ep in result.episodes:
             for n, hit in enumerate(ep.hits[:HITS_PER_EPISODE]):
                 first = n == 0
-                table.add_row(
-                    str(ep.episode_id) if first else "",
-                    ep.task if first else "",
-                    ep.agent if first else "",
-                    (ep.outcome or "unfinished") if first else "",
-                    hit.terminal,
-                    str(hit.step) if hit.step is not None else "—",
-                    clock(hit.time),
-                    marked(hit.text, result.matcher),
-                )
+                cells: dict[str, str | Text] = {
+                    "episode": str(ep.episode_id) if first else "",
+                    "task": ep.task if first else "",
+                    "agent": ep.agent if first else "",
+                    "outcome": (ep.outcome or "unfinished") if first else "",
+                    "terminal": hit.terminal,
+                    "step": str(hit.step) if hit.step is not None else "—",
+                    "time": clock(hit.time),
+                    "line": marked(hit.text, result.matcher),
+                }
+                table.add_row(*(cells[c] for c in layout))
                 self.rows.append(hit)
         self.status(self.status_text())
         if self.rows:
@@ -190,8 +220,10 @@ class SearchScreen(Screen[None]):
         ranked = "ranked" if r.ranked_by == "bm25" else "newest first: too many to rank"
         compare = f" · compare: episode {self.compare[0]} (a: add one more)" if self.compare else ""
         return (
-            f"{'more than ' if r.matched_more else ''}{r.matched_docs} terminals match"
-            f" · {len(r.episodes)} episodes listed, {len(self.rows)} hits"
+            f"{'more than ' if r.matched_more else ''}{r.matched_docs} terminal{'s' * (r.matched_docs != 1)}"
+            f" match{'es' * (r.matched_docs == 1 and not r.matched_more)}"
+            f" · {len(r.episodes)} episode{'s' * (len(r.episodes) != 1)} listed,"
+            f" {len(self.rows)} hit{'s' * (len(self.rows) != 1)}"
             f" ({ranked}) · {r.seconds * 1000:.0f} ms{compare}"
         )
 
@@ -214,7 +246,7 @@ class SearchScreen(Screen[None]):
         when = clock(hit.time)
         out.append(
             f"episode {ep.episode_id} · {ep.task} · {ep.agent} · {ep.outcome} · {hit.terminal} · {step}"
-            f" · {when} · {len(ep.hits)} hits in this episode\n",
+            f" · {when} · {len(ep.hits)} hit{'s' * (len(ep.hits) != 1)} in this episode\n",
             style="bold",
         )
         for b in hit.before:
@@ -245,6 +277,10 @@ class SearchScreen(Screen[None]):
     def action_focus_query(self) -> None:
         self.query_one("#search-query", Input).focus()
 
+    def action_open_replay(self) -> None:
+        """``6`` (the app's Replay key): the highlighted hit, as Enter."""
+        self.action_replay()
+
     def action_replay(self) -> None:
         """Replay of the highlighted hit's episode, on the frame where the hit is visible."""
         hit = self.current
@@ -255,7 +291,7 @@ class SearchScreen(Screen[None]):
             (n for n, h in enumerate(hits) if h.terminal == hit.terminal and h.line == hit.line),
             0,
         )
-        from bandpass.tui.screens.replay import ReplayScreen
+        from .replay import ReplayScreen
 
         self.app.push_screen(
             ReplayScreen(self.ws, episode_id=hit.episode_id, search=SearchHits(self.result.query, hits, at))
@@ -268,7 +304,9 @@ class SearchScreen(Screen[None]):
         return self._tagger
 
     def action_tag_all(self) -> None:
-        """One tag on every listed episode (one undo in the tag queue or Replay takes it back)."""
+        """One tag on the listed episodes it may go on (one undo takes it back): the dialog states the
+        strongest evidence's suggestion, how many it tags and which it leaves out — a passed episode for a
+        failure class, a member whose own evidence suggests another tag (engine/review/tag_choice.py)."""
         if self.result is None or not self.result.episodes:
             self.notify("search first: the listed episodes are what t tags", severity="warning")
             return
@@ -277,19 +315,8 @@ class SearchScreen(Screen[None]):
         what = f"{len(ids)} listed episode{'s' * (len(ids) != 1)} matching {self.result.query}"
         if more:
             what += " (the best listed; narrow the query to reach the rest)"
-        tagger = self.tagger
-
-        def done(choice: TagChoice | None) -> None:
-            if choice is None:
-                return
-            try:
-                tags = tagger.tag(ids, choice.code, note=choice.note)
-            except (TagError, TaxonomyError) as exc:
-                self.notify(str(exc), severity="error")
-                return
-            self.notify(f"tagged {len(tags)} episodes {choice.code}")
-
-        self.app.push_screen(TagDialog(tagger.taxonomy, targets=what), done)
+        with refusals(self):
+            open_tag_dialog(self, self.tagger, plan_for(self.ws, ids), targets=what)
 
     def action_undo(self) -> None:
         """Takes back the last tag written here (all the episodes ``t`` tagged, at once)."""
@@ -311,7 +338,7 @@ class SearchScreen(Screen[None]):
         left, right = self.compare[:2]
         self.compare = []
         self.status(self.status_text())
-        from bandpass.tui.screens.compare import CompareScreen
+        from .compare import CompareScreen
 
         self.app.push_screen(CompareScreen(self.ws, left, right))
 

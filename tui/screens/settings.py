@@ -23,7 +23,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static, TextArea
 
-from bandpass.engine.core.config import (
+from ...engine.core.config import (
     BandConfig,
     Config,
     ConfigError,
@@ -31,8 +31,8 @@ from bandpass.engine.core.config import (
     PolicyModelConfig,
     load_config,
 )
-from bandpass.engine.core.workspace import Workspace
-from bandpass.tui.errors import Guarded
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded
 
 #: What a new bandpass.toml starts as; its values are the engine's own defaults.
 TEMPLATE = """\
@@ -212,7 +212,7 @@ class SettingsScreen(Guarded, Screen[None]):
         )
 
     def _ask_then(self, question: str, then: Callable[[], None]) -> None:
-        from bandpass.tui.screens.confirm import ConfirmDialog
+        from .confirm import ConfirmDialog
 
         if not self.dirty:
             then()

@@ -35,43 +35,47 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual.worker import get_current_worker
 
-from bandpass.engine.app import reads
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.taxonomy import TaxonomyError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.reviewer import ReviewError, ReviewRunResult
-from bandpass.engine.review.signatures import cluster_id, describe
-from bandpass.engine.review.tagging import QueueFilter, QueueItem, TagError, Tagger, load_queue, similar
-from bandpass.engine.review.text import strip_controls
-from bandpass.tui.errors import Guarded
-from bandpass.tui.navigation import go_back
-from bandpass.tui.screens.tag_dialog import TagChoice, TagDialog
-from bandpass.tui.widgets.review_panel import ReviewPanel, run_summary
-from bandpass.tui.widgets.virtual_table import Column, VirtualTable, numeric_key, shorten_outcome
+from ...engine.app import reads
+from ...engine.app.diagnosis import cluster_id
+from ...engine.app.diagnosis import describe_signature as describe
+from ...engine.app.episodes import strip_controls
+from ...engine.app.review import ReviewRunResult
+from ...engine.app.tagging import QueueFilter, QueueItem, Tagger, cluster_verdict, load_queue, similar
+from ...engine.app.tagging import plan as tag_plan
+from ...engine.core.errors import BandpassError
+from ...engine.core.plural import counted
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded, refusals
+from ..navigation import go_back
+from ..widgets.review_panel import ReviewPanel, run_summary
+from ..widgets.virtual_table import Column, VirtualTable, numeric_key, shorten_outcome
+from .tag_dialog import TagChoice, open_tag_dialog
 
 #: Virtual tables: 10,000 failures (or 3,000 clusters) paint in milliseconds, where a DataTable takes
 #: seconds to fill (bench/bench_diagnosis.py).
-#: Chosen by priority to fit the table (0: always; higher numbers drop out first): the outcome, the
-#: diagnosis and the tags stay on screen at 100 terminal columns (virtual_table.fit_columns).
+#: Chosen by priority to fit the table (0: always; higher numbers drop out first): what a row is (the
+#: episode and its task, a cluster and its task), the outcome, the diagnosis and the tags with the ``?``
+#: that marks a suggestion stay on screen at 80, 100 and 160 terminal columns (virtual_table.fit_columns;
+#: tests/tui/screens/test_column_priorities.py).
 COLUMNS = (
     Column("sel", "", 1),
     Column("episode", "episode", 7, "right", sort_key=numeric_key),
     Column("state", "state", 8, priority=3),
-    Column("task", "task", 22, priority=1, min_width=12),
+    Column("task", "task", 22, min_width=12),
     Column("agent", "agent", 18, priority=4, min_width=10),
-    Column("outcome", "outcome", 24, min_width=16, shorten=shorten_outcome),
+    Column("outcome", "outcome", 24, min_width=16, shorten=shorten_outcome, grow_first=True),
     Column("diagnosis", "diagnosis", 24, min_width=16),
     Column("checks", "failing checks", 24, priority=5, min_width=12),
-    Column("tags", "tags / suggestion", 24, min_width=14),
+    Column("tags", "tags / suggestion", 24, min_width=14, keep_suffix="?"),
 )
 CLUSTER_COLUMNS = (
     Column("id", "cluster", 10),
     Column("size", "size", 5, "right", sort_key=numeric_key),
     Column("pending", "pending", 7, "right", sort_key=numeric_key),
     Column("tagged", "tagged", 6, "right", sort_key=numeric_key, priority=2),
-    Column("task", "task", 22, priority=2, min_width=12),
-    Column("outcome", "outcome", 28, min_width=16, shorten=shorten_outcome),
-    Column("diagnosis", "diagnosis", 26, min_width=16),
+    Column("task", "task", 22, min_width=12),
+    Column("outcome", "outcome", 24, min_width=16, shorten=shorten_outcome, grow_first=True),
+    Column("diagnosis", "diagnosis", 36, min_width=16),
     Column("signature", "signature", 50, priority=3, min_width=20),
     Column("members", "members", 30, priority=4, min_width=12),
 )
@@ -90,19 +94,14 @@ class QueueCluster:
         self.items = items
         self.pending = [i for i in items if i.state == "pending"]
         self.tagged = [i for i in items if i.state == "tagged"]
-        rep = items[0]
-        for i in items:  # the most confident diagnosis, ties: the oldest episode
-            if i.confidence > rep.confidence:
-                rep = i
-        self.representative = rep
+        # the strongest evidence among the members names the cluster and is replayed first: the same
+        # function as `bandpass clusters` (engine/review/tag_choice.cluster_verdict)
+        self.verdict = cluster_verdict([i.candidate for i in items])
+        self.representative = next(i for i in items if i.episode_id == self.verdict.episode_id)
 
     @property
     def suggestion(self) -> str | None:
-        counts: dict[str, int] = {}
-        for i in self.items:
-            if i.suggestion:
-                counts[i.suggestion] = counts.get(i.suggestion, 0) + 1
-        return max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0] if counts else None
+        return self.verdict.suggestion
 
 
 def group_clusters(items: list[QueueItem]) -> list[QueueCluster]:
@@ -265,9 +264,10 @@ class TagQueueScreen(Guarded, Screen[None]):
         then: Callable[[], None] | None,
     ) -> None:
         worker = get_current_worker()
+        expected: tuple[type[Exception], ...] = (BandpassError, *reads.UNREADABLE)
         try:
             data = read_queue(self.ws, filt, state, keep)
-        except (BandpassError, *reads.UNREADABLE) as exc:  # a bad filter, a database that cannot be read
+        except expected as exc:  # a bad filter, a database that cannot be read
             if not worker.is_cancelled:
                 self.app.call_from_thread(self._load_failed, exc)
             return
@@ -364,7 +364,7 @@ class TagQueueScreen(Guarded, Screen[None]):
                             str(len(c.tagged)),
                             rep.task,
                             rep.outcome,
-                            rep.diagnosis,
+                            c.verdict.label,
                             describe(c.signature),
                             ", ".join(ids) + ("…" if len(c.items) > PREVIEW else ""),
                         ),
@@ -390,7 +390,8 @@ class TagQueueScreen(Guarded, Screen[None]):
         narrowed = self.query_filter.describe()
         probes = "" if self.query_filter.include_probes else " · audit probes hidden (P)"
         head = (
-            f"{len(self.clusters)} clusters of {len(self._all)} failures (every state)"
+            f"{len(self.clusters)} cluster{'s' * (len(self.clusters) != 1)} of {len(self._all)}"
+            f" failure{'s' * (len(self._all) != 1)} (every state)"
             if self.cluster_view
             else f"{self.filter} ({len(self.items)})"
         )
@@ -418,7 +419,9 @@ class TagQueueScreen(Guarded, Screen[None]):
             lines = [
                 f"cluster {c.id} of {len(c.items)} · {len(c.pending)} pending · {len(c.tagged)} tagged",
                 f"signature: {describe(c.signature)}",
-                f"suggested tag: {c.suggestion} (a: tag every untagged member, one undo)"
+                f"diagnosis: {c.verdict.label} (the strongest evidence: episode {c.verdict.episode_id})",
+                f"suggested tag: {c.suggestion} (a or t: tag the untagged members it is suggested for,"
+                " one undo)"
                 if c.suggestion
                 else "no suggested tag (t: choose one for every untagged member)",
                 "",
@@ -474,7 +477,7 @@ class TagQueueScreen(Guarded, Screen[None]):
     def _why(self, episode_id: int) -> list[str]:
         lines = self._records.get(episode_id)
         if lines is None:
-            from bandpass.engine.review.evidence import EpisodeNotFound, episode_record, why_lines
+            from ...engine.app.episodes import EpisodeNotFound, episode_record, why_lines
 
             try:
                 lines = why_lines(episode_record(self.ws, episode_id))
@@ -584,60 +587,40 @@ class TagQueueScreen(Guarded, Screen[None]):
             return
         group = similar(self._all, cur)
         self.selected |= {i.episode_id for i in group}
-        self.notify(f"selected {len(group)} episode(s) with the same failure signature", timeout=3)
+        self.notify(f"selected {counted(len(group), 'episode')} with the same failure signature", timeout=3)
         self._fill_table(cur.episode_id)  # only the marks change: no reload
 
     # --- tagging --- #
 
-    def _open_dialog(self, preselect: str | None) -> None:
+    def _open_dialog(self) -> None:
+        """``t`` and ``a`` alike: the tag dialog over the targets, the strongest evidence's suggestion
+        preselected (engine/review/tag_choice.py), exactly the episodes its effect line names tagged."""
         ids = self.targets()
         if not ids:
+            if self.cluster_view and self.current_cluster is not None:
+                self.notify("every member of this cluster is tagged", timeout=3)
             return
-        cluster = self.current_cluster
+        items = {i.episode_id: i for i in self._all}
+        plan = tag_plan([items[e].candidate for e in ids if e in items])
+        cluster = self.current_cluster if not self.selected else None
         cur = self.current
-        suggestion = cluster.suggestion if cluster else (cur.suggestion if cur is not None else None)
-        if preselect == "":
-            preselect = None
-        what = f"episode {ids[0]}" if len(ids) == 1 else f"{len(ids)} episodes"
+        what = (
+            f"{len(ids)} untagged member{'s' * (len(ids) != 1)} of cluster {cluster.id}"
+            if cluster is not None
+            else None
+        )
 
-        def done(choice: TagChoice | None) -> None:
-            if choice is None:
-                return
-            try:
-                self.tagger.tag(ids, choice.code, note=choice.note)
-            except (TagError, TaxonomyError) as e:
-                self.notify(str(e), severity="error")
-                return
-            added = self.tagger.last_added
-            if not added:
-                self.notify(f"{what} already carr{'ies' if len(ids) == 1 else 'y'} {choice.code}", timeout=3)
-            else:
-                kept = f" ({len(ids) - added} already had it)" if added < len(ids) else ""
-                self.notify(f"tagged {what}: {choice.code}{kept} (u: undo)", timeout=3)
+        def then(_choice: TagChoice) -> None:
             self.selected.clear()
             self.action_refresh(keep=cur.episode_id if cur and not cluster else None, then=self._after_act)
 
-        self.app.push_screen(
-            TagDialog(
-                self.tagger.taxonomy,
-                targets=what,
-                preselect=preselect,
-                suggestion=suggestion,
-                reason=(cur.summary or cur.outcome) if cur else "",
-            ),
-            done,
-        )
+        open_tag_dialog(self, self.tagger, plan, targets=what, then=then)
 
     def action_accept_suggestion(self) -> None:
-        cluster = self.current_cluster
-        if cluster is not None and not self.selected:
-            self._open_dialog(cluster.suggestion)
-            return
-        cur = self.current
-        self._open_dialog(cur.suggestion if cur else None)
+        self._open_dialog()
 
     def action_tag(self) -> None:
-        self._open_dialog("")
+        self._open_dialog()
 
     def action_skip(self) -> None:
         ids = self.targets()
@@ -658,32 +641,27 @@ class TagQueueScreen(Guarded, Screen[None]):
         cur = self.current
         if cur is None or not cur.tag_ids or self.cluster_view:
             return
-        try:
+        with refusals(self):
             self.tagger.clear(cur.tag_ids[-1])
-        except TagError as e:
-            self.notify(str(e), severity="error")
-            return
-        self.notify(f"cleared {cur.tags[-1]} on episode {cur.episode_id} (u: undo)", timeout=3)
-        self.action_refresh()
+            self.notify(f"cleared {cur.tags[-1]} on episode {cur.episode_id} (u: undo)", timeout=3)
+            self.action_refresh()
 
     def action_accept_review(self) -> None:
         """The highlighted episode's review becomes the curator's tag in one key (undo with u)."""
-        try:
+        with refusals(self, severity="warning"):
             tag = self.query_one(ReviewPanel).accept(self.tagger)
-        except (ReviewError, TagError, TaxonomyError) as e:
-            self.notify(str(e), severity="warning")
-            return
-        code = f"{tag.tag_class}.{tag.subclass}"
-        if not self.tagger.last_added:
-            self.notify(f"episode {tag.episode_id} already carries {code}: the review is accepted", timeout=3)
-        else:
-            self.notify(f"tagged episode {tag.episode_id}: {code} from the review (u: undo)")
-        self.action_refresh(keep=tag.episode_id)
+            code = f"{tag.tag_class}.{tag.subclass}"
+            if not self.tagger.last_added:
+                self.notify(
+                    f"episode {tag.episode_id} already carries {code}: the review is accepted", timeout=3
+                )
+            else:
+                self.notify(f"tagged episode {tag.episode_id}: {code} from the review (u: undo)")
+            self.action_refresh(keep=tag.episode_id)
 
     def action_request_review(self) -> None:
         """Claude reviews the selection (or the highlighted episode) in the background."""
         ids = self.targets()
-        self.notify(f"asking Claude to review {len(ids)} episode(s)…", timeout=3)
 
         def done(result: ReviewRunResult | None, error: str) -> None:
             message, severity = run_summary(result, error)
@@ -708,13 +686,25 @@ class TagQueueScreen(Guarded, Screen[None]):
             return
         self.action_replay()
 
+    def action_open_replay(self) -> None:
+        """``6`` (the app's Replay key, as the Overview promises): the highlighted episode, or a
+        cluster's strongest evidence (the episode its diagnosis follows)."""
+        cluster = self.current_cluster
+        if cluster is not None:
+            self._replay(cluster.representative.episode_id)
+            return
+        self.action_replay()
+
     def action_replay(self) -> None:
         cur = self.current
         if cur is None:
             return
-        from bandpass.tui.screens.replay import ReplayScreen
+        self._replay(cur.episode_id)
 
-        screen = ReplayScreen(self.ws, episode_id=cur.episode_id, tagger=self.tagger)
+    def _replay(self, episode_id: int) -> None:
+        from .replay import ReplayScreen
+
+        screen = ReplayScreen(self.ws, episode_id=episode_id, tagger=self.tagger)
         self.app.push_screen(screen, lambda _: self.action_refresh())
         # Open where the diagnosis points: its first evidence item that cites a step.
         self.app.call_after_refresh(screen.seek_first_evidence)

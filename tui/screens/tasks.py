@@ -26,14 +26,20 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Select, Static
 
-from bandpass.engine.app import reads
-from bandpass.engine.core.config import BandConfig, ConfigError
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.outcomes import reward_label
-from bandpass.engine.core.workspace import Workspace
-from bandpass.tui.errors import Guarded
-from bandpass.tui.typed_app import bandpass_app
-from bandpass.tui.widgets.virtual_table import Column, VirtualTable, numeric_key
+from ...engine.app import reads
+from ...engine.core.config import BandConfig, ConfigError
+from ...engine.core.errors import BandpassError
+from ...engine.core.outcomes import reward_label
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded, show_refusal
+from ..typed_app import bandpass_app
+from ..widgets.backoff import Backoff
+from ..widgets.virtual_table import Column, VirtualTable, numeric_key
+from .confirm import ConfirmDialog
+
+#: Audits in flight: looked at a second after the store changed, backing off to 4 s while it is quiet.
+AUDITS_LOOK_S = 1.0
+AUDITS_CEILING_S = 4.0
 
 _VERDICT_STYLE = {
     "accepted": "virtual-table--good",
@@ -46,7 +52,7 @@ _BAND_STYLE = {"in": "virtual-table--good", "below": "virtual-table--warn", "abo
 
 COLUMNS = [
     # priority: 0 always shown; higher numbers drop out first on a narrow terminal (virtual_table.py)
-    Column("task", "task", 28, min_width=16),
+    Column("task", "task", 28, min_width=15),
     Column("category", "category", 12, priority=3, min_width=8),
     Column("difficulty", "difficulty", 10, priority=4),
     Column("audit", "audit", 9, styler=lambda t: _VERDICT_STYLE.get(t, "virtual-table--muted")),
@@ -61,7 +67,14 @@ COLUMNS = [
         sort_key=numeric_key,
         styler=lambda t: "virtual-table--bad" if t not in ("0", "") else "",
     ),
-    Column("band", "band", 7, styler=lambda t: _BAND_STYLE.get(t, "virtual-table--muted")),
+    Column(  # grown first: "undeci…" at 160 columns named no band
+        "band",
+        "band",
+        9,
+        min_width=7,
+        grow_first=True,
+        styler=lambda t: _BAND_STYLE.get(t, "virtual-table--muted"),
+    ),
     Column("tags", "tags", 5, align="right", sort_key=numeric_key, priority=2),
     Column(
         "blocking",
@@ -93,8 +106,8 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
     """Reads every task row and, for ``model``, pass@k and band status. Runs in a worker thread."""
     import time
 
-    from bandpass.engine.calibration import calibrate
-    from bandpass.engine.run.agents.builtin import BUILTIN
+    from ...engine.app import calibration
+    from ...engine.app.batches import BUILTIN
 
     started = time.perf_counter()
     try:
@@ -112,13 +125,13 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
         model = configured[0] if configured else next(iter(policies or seen), None)
     ests: dict[int, Any] = {}
     if model is not None:
-        ests = {e.version_id: e for e in calibrate.estimates(ws, model, (1, k))}
+        ests = {e.version_id: e for e in calibration.estimates(ws, model, (1, k))}
     out: list[tuple[int, tuple[str, ...]]] = []
     for r in rows:
         e = ests.get(r.version_id)
         p = e.pass_at.get(k) if e is not None else None
         band_s = (
-            calibrate.band_status(e, lo, hi, min_samples, k, band.confidence)
+            calibration.band_status(e, lo, hi, min_samples, k, band.confidence)
             if e is not None
             else "undecided"
         )
@@ -142,6 +155,45 @@ def load_tasks(ws: Workspace, model: str | None) -> TasksData:
     return TasksData(out, models, model, k, time.perf_counter() - started)
 
 
+def _verification_lines(v: Any, has_solution: bool) -> list[str]:
+    """Where the version is verified, why, who learnt it, and the artifacts it adopted from its oracle's
+    footprint (engine/audit/adoption.py)."""
+    fp = json.loads(getattr(v, "footprint_json", "") or "{}")
+    adopted = json.loads(getattr(v, "adopted_artifacts_json", "") or "[]")
+    if not fp:
+        if not has_solution:
+            return [
+                "  [yellow]unproven[/yellow] [dim](no solution/solve.sh: no oracle shows where it runs)[/dim]"
+            ]
+        return ["  not learnt yet [dim](the audit or the first rollout learns it from the oracle)[/dim]"]
+    mode = str(v.verify_mode or fp.get("mode") or "").replace("_", " ")
+    by = f"learnt by the {fp['source']}" if fp.get("source") else ""
+    out = [
+        f"  [b]{escape(mode)}[/b]  [dim]{escape(by)}[/dim]",
+        f"  [dim]{escape(str(fp.get('why', '')))}[/dim]",
+    ]
+    if adopted:
+        out.append(
+            "  adopted artifacts [dim](carried into the clean room, declared in exported task.toml)[/dim]"
+        )
+        out += [f"    [yellow]{escape(a)}[/yellow]" for a in adopted]
+    return out
+
+
+def _audit_phases(details_json: str) -> str:
+    """An audit's phase times and cost, one dim line (engine/audit/phases.py); "" for older audits."""
+    try:
+        checks = json.loads(details_json or "{}")
+    except ValueError:
+        return ""
+    phases, cost = checks.get("phases") or {}, checks.get("cost") or {}
+    if not phases:
+        return ""
+    times = " · ".join(f"{k} {v:.0f}s" for k, v in phases.items())
+    oee = cost.get("oracle_equivalents")
+    return f"\n    [dim]{escape(times)}" + (f" · {oee:g} oracle-episode eq.[/dim]" if oee else "[/dim]")
+
+
 def load_detail(ws: Workspace, version_id: int) -> str:
     """Rich markup for the detail pane: instruction, files, audits, episodes. Runs in a worker thread."""
     detail = reads.task_detail(ws, version_id)
@@ -156,6 +208,7 @@ def load_detail(ws: Workspace, version_id: int) -> str:
     audit_lines = [
         f"  {a.created_at:%Y-%m-%d %H:%M}  [b]{escape(a.verdict)}[/b]  "
         + escape(", ".join(json.loads(a.reasons_json)) or "no findings")
+        + _audit_phases(a.details_json)
         for a in detail.audits[:10]
     ]
     ep_lines = [
@@ -195,6 +248,8 @@ def load_detail(ws: Workspace, version_id: int) -> str:
         parts += ["", "[b u]Image aliases[/b u] [dim](a validity risk)[/dim]"]
         parts += [f"  {escape(a)} → {escape(b)}" for a, b in aliases]
     parts += ["", f"[b u]Episodes[/b u] ({len(detail.episodes)})", *(ep_lines or ["  none yet"])]
+    # where it is verified, and what it adopted from its oracle's footprint (engine/audit/adoption.py)
+    parts += ["", "[b u]Verified[/b u]", *_verification_lines(v, (root / "solution" / "solve.sh").is_file())]
     return "\n".join(parts)
 
 
@@ -257,19 +312,81 @@ class TasksScreen(Guarded, Screen[None]):
                     "Highlight a task to see its instruction, files, audits and episodes.",
                     id="task-detail-body",
                 )
+        yield Static("", id="task-audits")
         yield Static("loading…", id="task-summary")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one(VirtualTable).focus()
         self._seen_changes = getattr(self.app, "tasks_changed", 0)
+        self._audits_shown: tuple[tuple[str, str, str], ...] = ()
         self.action_refresh()
+        # audits running anywhere (this screen's, a `bandpass audit` in a terminal, a cluster's): live while
+        # the screen is shown, read only after a commit to the store (an idle app stays idle: issue #45)
+        self._audit_commits = reads.commit_watch(self.workspace)
+        self._audit_delay = Backoff(AUDITS_LOOK_S, AUDITS_CEILING_S)
+        self._audit_timer: Timer | None = None
+        self._poll_audits()
+        self._watch_audits(AUDITS_LOOK_S)
+
+    def on_unmount(self) -> None:
+        self._audit_commits.close()
+
+    def on_screen_suspend(self) -> None:
+        """Left (another area, a dialog on top): the audits in flight are not watched meanwhile."""
+        if self._audit_timer is not None:
+            self._audit_timer.stop()
+            self._audit_timer = None
+
+    # --- audits in flight --- #
+
+    def _look_audits(self) -> None:
+        """Reads the audits in flight if anything was committed since the last look (microseconds when
+        not), then waits: a second after a change, up to ``AUDITS_CEILING_S`` while the store is quiet."""
+        changed = self._audit_commits.changed()
+        if changed:
+            self._poll_audits()
+        self._watch_audits(self._audit_delay.after(changed))
+
+    def _watch_audits(self, delay: float) -> None:
+        if self._audit_timer is not None:
+            self._audit_timer.stop()
+        self._audit_timer = self.set_timer(delay, self._look_audits)
+
+    @work(thread=True, exclusive=True, group="tasks-audits-poll")
+    def _poll_audits(self) -> None:
+        from ...engine.app.audit import audits_in_flight
+
+        expected: tuple[type[Exception], ...] = (BandpassError, *reads.UNREADABLE)
+        try:
+            flying = audits_in_flight(self.workspace)
+        except expected:  # a database being migrated or locked: the next poll tries again
+            return
+        shown = tuple((a.task, a.phase, a.node) for a in flying)
+        self.app.call_from_thread(self._show_audits, shown)
+
+    def _show_audits(self, shown: tuple[tuple[str, str, str], ...]) -> None:
+        finished = bool(self._audits_shown) and len(shown) < len(self._audits_shown)
+        self._audits_shown = shown
+        line = self.query_one("#task-audits", Static)
+        line.display = bool(shown)
+        if shown:
+            parts = [
+                f"[b]{escape(t)}[/b] {escape(p)}" + (f" [dim]({escape(n)})[/dim]" if n else "")
+                for t, p, n in shown
+            ]
+            line.update(f"auditing {len(shown)}: " + " · ".join(parts))
+        if finished:
+            self.action_refresh()  # a verdict landed: the audit column changes
 
     def on_screen_resume(self) -> None:
         changes = getattr(self.app, "tasks_changed", 0)
         if changes != getattr(self, "_seen_changes", changes):
             self._seen_changes = changes
             self.action_refresh()
+        if getattr(self, "_audit_timer", False) is None:  # shown again: look at once, then keep watching
+            self._audit_delay.reset()
+            self._look_audits()
 
     # --- loading --- #
 
@@ -279,12 +396,11 @@ class TasksScreen(Guarded, Screen[None]):
 
     @work(thread=True, exclusive=True, group="tasks-load")
     def _load(self, model: str | None) -> None:
+        expected: tuple[type[Exception], ...] = (BandpassError, *reads.UNREADABLE)
         try:
             data = load_tasks(self.workspace, model)
-        except (BandpassError, *reads.UNREADABLE) as exc:  # a refusal, a database that cannot be read
-            self.app.call_from_thread(
-                self.notify, f"{type(exc).__name__}: {exc}", title="Could not load tasks", severity="error"
-            )
+        except expected as exc:  # a refusal, a database that cannot be read
+            show_refusal(self, exc, title="Could not load tasks", named=True)
             return
         self.app.call_from_thread(self._loaded, data)
 
@@ -337,7 +453,7 @@ class TasksScreen(Guarded, Screen[None]):
         load = f" · loaded in {self.last_load_s:.2f} s" if self.last_load_s is not None else ""
         model = f" · pass@{self.k} for {self.model}" if self.model else " · no policy model yet"
         self.query_one("#task-summary", Static).update(
-            f"{table.row_count} of {table.total_count} tasks{model}{load}"
+            f"{table.row_count} of {table.total_count} task{'s' * (table.total_count != 1)}{model}{load}"
         )
 
     @on(Input.Submitted, "#task-search")
@@ -418,29 +534,40 @@ class TasksScreen(Guarded, Screen[None]):
         if vid is None:
             self.notify("No task highlighted.", severity="warning")
             return
-        self.notify("Audit started: build, oracle, nop, cheat probes, reruns…", title="Audit")
-        self._audit(vid)
+        name = next((row[0] for k, row in self.query_one(VirtualTable)._shown if k == vid), "this task")
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.notify("Audit started: build, oracle, nop, cheat probes, reruns…", title="Audit")
+                self._audit(vid)
+
+        # an audit builds the task's image and runs its probes in Docker containers: minutes, asked first
+        self.app.push_screen(
+            ConfirmDialog(
+                f"Audit {name}? It builds the task's image and runs the oracle, nop and cheat probes and "
+                "their reruns in Docker containers on this machine (minutes).",
+                yes="audit",
+                no="start nothing",
+            ),
+            answer,
+        )
 
     @work(thread=True, group="tasks-audit")
     def _audit(self, version_id: int) -> None:
         from docker.errors import DockerException
 
-        from bandpass.engine.audit.task_audit import audit_version
+        from ...engine.app.audit import plan_audits, run_audits, run_reports
 
-        try:
-            report = audit_version(self.workspace, version_id, bus=getattr(self.app, "bus", None))
+        try:  # a run of one, so its phase shows live above the summary like any other audit's
+            run_id = plan_audits(self.workspace, [version_id])
+            run_audits(self.workspace, run_id, concurrency=1, bus=getattr(self.app, "bus", None))
+            (report,) = run_reports(self.workspace, run_id)
         except (BandpassError, DockerException) as exc:  # no engine, an image that does not build
-            self.app.call_from_thread(
-                self.notify,
-                f"{type(exc).__name__}: {exc}",
-                title="Audit failed",
-                severity="error",
-                timeout=15,
-            )
+            show_refusal(self, exc, title="Audit failed", timeout=15, named=True)
             return
-        verdict = getattr(report, "verdict", "done")
-        reasons = ", ".join(getattr(report, "reasons", []) or []) or "no findings"
+        verdict = report["verdict"]
+        reasons = ", ".join(report["reasons"]) or "no findings"
         self.app.call_from_thread(
-            self.notify, f"{report.task}: {verdict} ({reasons})", title="Audit finished", timeout=10
+            self.notify, f"{report['task']}: {verdict} ({reasons})", title="Audit finished", timeout=10
         )
         self.app.call_from_thread(self.action_refresh)

@@ -14,12 +14,14 @@ from pathlib import Path
 
 from textual.widgets import DataTable
 
-from bandpass.engine.app.reads import BatchProgress
-from bandpass.engine.core import outcomes as oc
-from bandpass.tui.errors import Guarded
+from ...engine.app.reads import BatchProgress
+from ...engine.core import outcomes as oc
+from ..errors import Guarded
 
-COLUMNS = (("batch", "Batch"), ("agent", "Agent"), ("executor", "Executor"), ("done", "Done"),
-           ("state", "State"), ("outcomes", "Outcomes"))  # fmt: skip
+#: Outcomes before state and executor: last, at 100 columns they cut the count of infra errors off
+#: ("agent err 4 · in"); the executor ("local") is what may scroll off now.
+COLUMNS = (("batch", "Batch"), ("agent", "Agent"), ("done", "Done"), ("outcomes", "Outcomes"),
+           ("state", "State"), ("executor", "Executor"))  # fmt: skip
 
 
 def outcome_text(counts: dict[str, int]) -> str:
@@ -38,10 +40,10 @@ def row_cells(p: BatchProgress, own: bool = False) -> tuple[str, ...]:
     return (
         p.batch.id,
         p.batch.agent,
-        f"{executor} (here)" if own else executor,
         f"{p.done}/{p.total}",
-        state,
         outcome_text(p.outcomes),
+        state,
+        f"{executor} (here)" if own else executor,
     )
 
 

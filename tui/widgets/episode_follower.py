@@ -36,7 +36,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bandpass.engine.core.events import (
+from ...engine.app.live import CastError, CastTail
+from ...engine.core.events import (
     EpisodeFinished,
     EpisodeStarted,
     Event,
@@ -45,14 +46,12 @@ from bandpass.engine.core.events import (
     StepFinished,
     StepStarted,
 )
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.sandbox.asciicast import CastError
-from bandpass.engine.sandbox.cast_tail import CastTail
-from bandpass.tui.widgets.backoff import Backoff
-from bandpass.tui.widgets.live_episodes import STREAMS, LiveEpisodes
+from ...engine.core.workspace import Workspace
+from .backoff import Backoff
+from .live_episodes import STREAMS, LiveEpisodes
 
 if TYPE_CHECKING:
-    from bandpass.engine.app.reads import FollowedEpisode
+    from ...engine.app.reads import FollowedEpisode
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +103,7 @@ class EpisodeFollower:
         is_own_batch: Callable[[str], bool] = lambda _b: False,
         interval: float = FOLLOW_INTERVAL_S,
     ) -> None:
-        from bandpass.engine.app.reads import utcnow
+        from ...engine.app.reads import utcnow
 
         self.ws, self.bus, self.live = ws, bus, live
         self.is_own_batch = is_own_batch
@@ -166,7 +165,7 @@ class EpisodeFollower:
             return not self._followed and all(self.is_own_batch(b) for b in self._batches)
 
     def _run(self) -> None:
-        from bandpass.engine.app import reads
+        from ...engine.app import reads
 
         commits = reads.commit_watch(self.ws)  # this thread's own: the store is read after a commit only
         delay = Backoff(self.interval, max(self.interval, FOLLOW_CEILING_S))
@@ -210,7 +209,7 @@ class EpisodeFollower:
             return self._events != events or set(self._followed) != before
 
     def _poll(self, store: bool) -> None:
-        from bandpass.engine.app import reads
+        from ...engine.app import reads
 
         with self._lock:
             batches = [b for b in self._batches if not self.is_own_batch(b)]
@@ -218,11 +217,11 @@ class EpisodeFollower:
             followed = list(self._followed)
         if not batches and not followed:
             return
-        if not store:
+        if not store and not ending:  # a batch seen done is read once more even when nothing was committed
             for each in list(self._followed.values()):
                 self._read(each)
             return
-        from bandpass.engine.app.reads import utcnow
+        from ...engine.app.reads import utcnow
 
         now = utcnow()
         rows = reads.followed_episodes(self.ws, batches, also=followed, ended_since=self._window)
@@ -277,7 +276,13 @@ class EpisodeFollower:
             self._followed[eid] = f
         self.live.followed.add(eid)
         self._emit(
-            EpisodeStarted(episode_id=eid, task_name=row.task_name, agent=row.agent, attempt=row.attempt)
+            EpisodeStarted(
+                episode_id=eid,
+                task_name=row.task_name,
+                agent=row.agent,
+                attempt=row.attempt,
+                batch_id=row.batch_id,
+            )
         )
         return f
 
@@ -314,9 +319,7 @@ class EpisodeFollower:
                 text.append(ev.data)
             elif ev.code == "m" and stream == "agent" and (m := _STEP.match(ev.data)):
                 self._output(f, stream, text)
-                self._emit(
-                    StepStarted(episode_id=f.episode_id, index=int(m.group(1)), marker_time=ev.time)
-                )
+                self._emit(StepStarted(episode_id=f.episode_id, index=int(m.group(1)), marker_time=ev.time))
         self._output(f, stream, text)
 
     def _output(self, f: _Followed, stream: str, text: list[str]) -> None:

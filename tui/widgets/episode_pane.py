@@ -15,9 +15,9 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from bandpass.engine.core import outcomes
-from bandpass.tui.widgets.live_episodes import LiveEpisode
-from bandpass.tui.widgets.terminal_view import TerminalView
+from ...engine.core import outcomes
+from .live_episodes import LiveEpisode
+from .terminal_view import TerminalView
 
 
 def outcome_class(outcome: str) -> str:
@@ -69,8 +69,9 @@ class EpisodePane(Vertical, can_focus=False):
         state = outcome or (f"step {ep.step_index}" if ep.step_index is not None else "starting")
         label = outcomes.reward_label(outcome, reward_value) if outcome else "—"  # agent errors count 0
         reward = "" if label == "—" else f" · reward {escape(label)}"
+        purpose = " · learning where it is verified" if ep.learns_footprint else ""
         return (
-            f"[b]#{ep.episode_id}[/b] {escape(ep.task_name or '?')} · {escape(ep.agent)} "
+            f"[b]#{ep.episode_id}[/b] {escape(ep.task_name or '?')} · {escape(ep.agent)}{purpose} "
             f"· try {ep.attempt} · [b]{escape(state)}[/b]{reward}"
         )
 

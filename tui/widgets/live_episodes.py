@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bandpass.engine.core.events import (
+from ...engine.app.live import COLS, ROWS, live_screen  # COLS, ROWS: every episode's terminal size
+from ...engine.app.terminal import Screen
+from ...engine.core.events import (
+    FOOTPRINT_BATCH_PREFIX,
     EpisodeFinished,
     EpisodeStarted,
     Event,
@@ -31,10 +34,7 @@ from bandpass.engine.core.events import (
     StepFinished,
     StepStarted,
 )
-from bandpass.engine.run.episode import COLS, ROWS  # the size the episode runner gives every terminal
-from bandpass.engine.sandbox.emulator import Screen
-from bandpass.engine.sandbox.terminal import live_screen
-from bandpass.tui.widgets.feed_pump import pump
+from .feed_pump import pump
 
 STREAMS = ("agent", "verifier")
 
@@ -45,6 +45,7 @@ class LiveEpisode:
     task_name: str = ""
     agent: str = ""
     attempt: int = 0
+    batch_id: str = ""
     started_at: float = field(default_factory=time.time)
     status: str = "running"  # running | done
     outcome: str = ""
@@ -57,6 +58,11 @@ class LiveEpisode:
     verifier_seen: bool = False
     bytes_in: int = 0
     _callbacks: dict[str, Callable[[], None]] = field(default_factory=dict, repr=False)
+
+    @property
+    def learns_footprint(self) -> bool:
+        """The oracle episode run before a version's first rollout to learn where it is verified."""
+        return self.batch_id.startswith(FOOTPRINT_BATCH_PREFIX)
 
     def paint_callback(self, stream: str) -> Callable[[], None]:
         """One stable callable per stream (the pump de-duplicates callbacks by identity)."""
@@ -175,6 +181,7 @@ class LiveEpisodes:
         elif isinstance(ev, EpisodeStarted):
             ep = self._episode(ev.episode_id)
             ep.task_name, ep.agent, ep.attempt = ev.task_name, ev.agent, ev.attempt
+            ep.batch_id = ev.batch_id
             ep.status, ep.outcome, ep.reward = "running", "", None
             self._tell("started", ep)
         elif isinstance(ev, StepStarted):

@@ -15,8 +15,8 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
-from bandpass.engine.calibration.compare import Comparison
-from bandpass.tui.errors import Guarded
+from ...engine.app.calibration import Comparison
+from ..errors import Guarded
 
 MARK = {"in": "●", "above": "▲", "below": "▼", "undecided": "?"}
 

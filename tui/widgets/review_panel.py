@@ -4,7 +4,7 @@ one key.
 Why a widget of its own: Replay and the tag queue both show it, and both screens are reworked by other
 features; each only needs ``show(episode_id)`` when its episode changes and ``accept(tagger)`` on its
 accept key. The review stays a suggestion until accepted: accepting writes the *curator's* tag through
-the screen's :class:`~engine.review.tagging.Tagger`, so the screen's undo takes it back.
+the screen's :class:`~engine.app.tagging.Tagger`, so the screen's undo takes it back.
 """
 
 from __future__ import annotations
@@ -17,15 +17,16 @@ from rich.text import Text
 from textual.notifications import SeverityLevel
 from textual.widgets import Static
 
-from bandpass.engine.app import reads
-from bandpass.engine.app import review as reviewing
-from bandpass.engine.app.reads import FailureTag, ReviewSuggestion
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.review.review_validation import review_code
-from bandpass.engine.review.reviewer import ReviewError, ReviewRunResult, accept_review
-from bandpass.engine.review.tagging import Tagger
-from bandpass.tui.errors import Guarded
+from ...engine.app import reads, tagging
+from ...engine.app import review as reviewing
+from ...engine.app.reads import FailureTag, ReviewSuggestion
+from ...engine.app.review import ReviewRunResult, review_code
+from ...engine.app.tagging import Tagger
+from ...engine.core.errors import BandpassError
+from ...engine.core.plural import counted
+from ...engine.core.workspace import Workspace
+from ..errors import Guarded
+from ..screens.confirm import ConfirmDialog
 
 #: The key both screens bind to "accept review" (shown in the panel's hint).
 ACCEPT_KEY = "y"
@@ -69,7 +70,7 @@ def review_text(
                 out.append(f"{c.get('quote', '')!r}\n")
             dropped = json.loads(review.dropped_json or "[]")
             if dropped:
-                out.append(f"{len(dropped)} unsupported part(s) dropped: ", style="yellow")
+                out.append(f"{counted(len(dropped), 'unsupported part')} dropped: ", style="yellow")
                 out.append("; ".join(str(d.get("reason", "")) for d in dropped[:3]) + "\n", style="yellow")
         else:
             out.append((review.error or review.explanation or review.status) + "\n", style="yellow")
@@ -102,29 +103,20 @@ class ReviewPanel(Guarded, Static):
         self.update(review_text(self.review, diagnosis, episode_id, accepted))
 
     def accept(self, tagger: Tagger) -> FailureTag:
-        """Accepts the latest *valid* review of the episode as the curator's tag; raises ReviewError with
-        a one-line reason when there is nothing to accept."""
-        if self.ws is None or self.episode_id is None:
-            raise ReviewError("no episode here")
-        latest = reviewing.latest_valid_review(self.ws, self.episode_id)
-        if latest.review_id is None:
-            raise ReviewError(
-                f"episode {self.episode_id} has no valid review (bandpass review {self.episode_id})"
-            )
-        if latest.accepted_tag is not None:
-            raise ReviewError(
-                f"review #{latest.review_id} is already accepted (tag #{latest.accepted_tag.id})"
-            )
-        tag = accept_review(self.ws, latest.review_id, tagger=tagger)
+        """Accepts the latest *valid* review of the episode as the curator's tag
+        (``tagging.accept_latest_review``); raises ReviewError with a one-line reason when there is
+        nothing to accept."""
+        accepted = tagging.accept_latest_review(self.ws, self.episode_id, tagger)
         self.show(self.episode_id)
-        return tag
+        return accepted.tag
 
     def request(self, episode_ids: list[int], on_done: Callable[[ReviewRunResult | None, str], None]) -> None:
-        """Asks Claude for new reviews of ``episode_ids`` in a thread worker (network calls never block
-        the UI), then repaints and calls ``on_done(result, error)`` on the UI thread."""
+        """Asks first (a review spends Claude's tokens), then asks Claude for new reviews of
+        ``episode_ids`` in a thread worker (network calls never block the UI), repaints and calls
+        ``on_done(result, error)`` on the UI thread. Nothing to review is a warning, never a "failure"."""
         ws = self.ws
         if ws is None or not episode_ids:
-            on_done(None, "no episode to review")
+            self.app.notify("nothing to review here: no episode highlighted or selected", severity="warning")
             return
 
         def finish(result: ReviewRunResult | None, error: str) -> None:
@@ -139,7 +131,28 @@ class ReviewPanel(Guarded, Static):
                 result, error = None, str(exc)
             self.app.call_from_thread(finish, result, error)
 
-        self.run_worker(work, thread=True, group="review")  # a bug: reported by SafeApp, never silent
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.app.notify(f"asking Claude to review {what}…", timeout=3)
+                self.run_worker(work, thread=True, group="review")  # a bug: reported by SafeApp
+
+        n = len(episode_ids)
+        what = f"episode {episode_ids[0]}" if n == 1 else f"{n} episodes"
+        try:
+            model = ws.config.generator.model
+            priced = reviewing.price_known(ws, model)
+        except BandpassError:  # a broken bandpass.toml: the review itself says why
+            model, priced = "the configured model", False
+        cost = "priced from the price table" if priced else "its cost unknown: the model has no price"
+        self.app.push_screen(
+            ConfirmDialog(
+                f"Ask Claude ({model}) to review {what}? Each review is one API call that spends tokens "
+                f"({cost}); {n} call{'s' * (n != 1)} in all.",
+                yes="review",
+                no="start nothing",
+            ),
+            answer,
+        )
 
 
 def run_summary(result: ReviewRunResult | None, error: str) -> tuple[str, SeverityLevel]:

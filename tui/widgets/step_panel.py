@@ -15,8 +15,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from bandpass.engine.review.replay import StepView
-from bandpass.tui.errors import Guarded
+from ...engine.app.replay import StepView
+from ..errors import Guarded
 
 #: Observation characters shown: the tail, which is what the model acted on last.
 OBSERVATION_TAIL = 4000

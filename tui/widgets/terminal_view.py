@@ -10,7 +10,7 @@ Threading model: output is parsed on the shared feed-pump thread (``feed_pump``)
 the native screen, decode the visible rows that changed, build their strips) is built on the shared
 frame-clock thread (``frame_clock``) at most ``max_fps`` times a second per pane. The UI thread only
 receives a finished frame, swaps the strips in and refreshes the changed lines; ``render_line`` returns a
-cached strip. Measured: bench/bench_panes.py (README, "Runs"). A pane that is not visible (another screen
+cached strip. Measured: bench/bench_panes.py (docs/guide/tui.md). A pane that is not visible (another screen
 is shown, it is scrolled away or hidden) builds no frames at all; it is marked behind and catches up
 with one frame when it is shown again. Changes made on the UI thread itself (replay playback, a seek, a
 pan) are painted on the UI thread at the next frame, so what a replay shows never waits on a thread.
@@ -43,10 +43,10 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from bandpass.engine.sandbox.emulator import DEFAULT_STYLE, CellStyle, Screen
-from bandpass.tui.widgets.feed_pump import pump
-from bandpass.tui.widgets.frame_clock import clock
-from bandpass.tui.widgets.threadsafe import UiCaller
+from ...engine.app.terminal import DEFAULT_STYLE, CellStyle, Screen
+from .feed_pump import pump
+from .frame_clock import clock
+from .threadsafe import UiCaller
 
 #: C0 and C1 controls (and DEL) must never reach the real terminal through a cell's text.
 _CONTROLS = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}

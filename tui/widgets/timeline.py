@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from bandpass.tui.errors import Guarded
+from ..errors import Guarded
 
 
 def fmt_time(t: float) -> str:

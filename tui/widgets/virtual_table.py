@@ -9,9 +9,11 @@ Rows are given already formatted (strings); a per-column ``styler`` may colour a
 (e.g. the audit verdict), resolved through the theme-aware component classes.
 
 Columns are chosen and sized by priority to fit the table's width (``fit_columns``): the columns that
-matter (an episode's outcome, reward, diagnosis, tags) stay on screen at 100 terminal columns while the
-least important ones shrink to their ``min_width`` and then drop out; a cell too long for its column is
-``shorten``ed (``agent_error:`` -> ``agent:``) before it is cut with an ellipsis. Rows keep every cell:
+matter (what a row is — its episode, its task — and an episode's outcome, reward, diagnosis, tags and
+suggestion marker) stay on screen at 80, 100 and 160 terminal columns while the least important ones
+shrink to their ``min_width`` and then drop out; a cell too long for its column is ``shorten``ed
+(``agent_error:`` -> ``agent:``) before it is cut with an ellipsis (a ``keep_suffix`` marker survives
+the cut). Rows keep every cell:
 a hidden column comes back when the table is wide enough again, and sorting, filtering and keys are
 unaffected.
 """
@@ -34,7 +36,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from bandpass.tui.errors import Guarded
+from ..errors import Guarded
 
 
 @dataclass
@@ -53,19 +55,28 @@ class Column:
     min_width: int | None = None
     #: A shorter form of a cell's text, used when the text does not fit the column's width.
     shorten: Callable[[str], str] | None = None
+    #: A marker a cell may end with that must survive a cut (the tag queue's ``?`` of a suggestion:
+    #: cut, ``policy.failed_checks?`` would read as the tag itself): cut before it, keep it.
+    keep_suffix: str = ""
+    #: Grown back to its ``width`` before the other columns of its tier share what is left: a column
+    #: whose cut loses meaning (an outcome code: ``agent:parse_err…``) while its neighbours' cuts do not.
+    grow_first: bool = False
 
     @property
     def narrowest(self) -> int:
         return min(self.width, self.min_width) if self.min_width is not None else self.width
 
 
-def fit_columns(columns: Sequence[Column], width: int) -> list[tuple[int, int]]:
+def fit_columns(
+    columns: Sequence[Column], width: int, needs: dict[int, int] | None = None
+) -> list[tuple[int, int]]:
     """``(index, width)`` of the columns to show in ``width`` cells (one space after each), in the
     columns' order. Tier by tier (``priority`` 0 first): the tier's columns go in at their ``narrowest``
-    while they fit (priority 0 always), then the room left grows them back toward ``width`` evenly, one
-    cell each in turn — so a more important column is whole before a less important one appears, and
-    columns of one tier share what is left. A table too narrow even for the priority-0 columns shows
-    those, and scrolls sideways."""
+    while they fit (priority 0 always), then the room left grows a ``grow_first`` column back to its
+    ``width`` and the others toward theirs evenly, one cell each in turn — so a more important column is
+    whole before a less important one appears, and columns of one tier share what is left. A table too
+    narrow even for the priority-0 columns shows those, and scrolls sideways. ``needs``: the widest cell a
+    ``grow_first`` column holds now (no wider than that: ``passed`` needs no room for a long code)."""
     tiers = sorted({c.priority for c in columns})
     chosen: dict[int, int] = {}
     used = 0
@@ -76,6 +87,12 @@ def fit_columns(columns: Sequence[Column], width: int) -> list[tuple[int, int]]:
             if tier == 0 or used + need <= width:
                 chosen[i] = columns[i].narrowest
                 used += need
+        for i in members:
+            if i in chosen and columns[i].grow_first:
+                target = min(columns[i].width, (needs or {}).get(i, columns[i].width))
+                extra = max(0, min(target - chosen[i], width - used))
+                chosen[i] += extra
+                used += extra
         growing = [i for i in members if i in chosen and chosen[i] < columns[i].width]
         while growing and used < width:
             for i in list(growing):
@@ -159,7 +176,9 @@ class VirtualTable(Guarded, ScrollView, can_focus=True):
         self._cache: dict[tuple[Any, ...], Strip] = {}
         #: (column index, width) of the columns shown at the current width (``fit_columns``).
         self._layout: list[tuple[int, int]] = [(i, c.width) for i, c in enumerate(self.columns)]
-        self._layout_for: tuple[int, int] | None = None  # (width, column count) it was fitted to
+        self._grow_needs: dict[int, int] = {}  # see _needs: computed when rows or columns change
+        #: (width, column count, grow_first needs) it was fitted to
+        self._layout_for: tuple[int, int, tuple[tuple[int, int], ...]] | None = None
 
     # --- data --- #
 
@@ -172,6 +191,7 @@ class VirtualTable(Guarded, ScrollView, can_focus=True):
         """Swaps the columns (the tag queue's two views share one table); the layout is fitted again."""
         self._columns = list(columns)
         self._layout = [(i, c.width) for i, c in enumerate(self._columns)]
+        self._grow_needs = {}  # the rows still held are the other view's: set_rows measures again
         self._layout_for = None
         self._cache.clear()
 
@@ -196,6 +216,8 @@ class VirtualTable(Guarded, ScrollView, can_focus=True):
         """Replaces all rows (``(key, cells)`` pairs), keeping the cursor on the same key when present."""
         key = self.cursor_key
         self._all = list(rows)
+        self._grow_needs = self._needs()  # a grow_first column's room follows the widest cell it holds
+        self._fit()
         self._apply(keep=key)
 
     def set_filter(self, predicate: Callable[[tuple[str, ...]], bool] | None) -> None:
@@ -244,15 +266,29 @@ class VirtualTable(Guarded, ScrollView, can_focus=True):
         """The columns on screen now, in order (the others did not fit: see ``fit_columns``)."""
         return [self.columns[i] for i, _ in self._layout]
 
+    def _needs(self) -> dict[int, int]:
+        """The widest cell of each ``grow_first`` column among all rows, in its short form where it has
+        one (``agent:turn_limit`` names the code as well as ``agent_error:turn_limit``, and leaves the
+        task its room), and never narrower than its header."""
+        out: dict[int, int] = {}
+        for i, c in enumerate(self.columns):
+            if c.grow_first:
+                cells = {r[1][i] for r in self._all}
+                out[i] = max(
+                    [cell_len(c.label)] + [cell_len(x if c.shorten is None else c.shorten(x)) for x in cells]
+                )
+        return out
+
     def _fit(self) -> None:
         """Chooses the columns for the current width (cheap; redone when the width or columns change)."""
         avail = max(self.scrollable_content_region.width, 1) if self.is_mounted else 0
-        key = (avail, len(self._columns))
+        needs = self._grow_needs
+        key = (avail, len(self._columns), tuple(sorted(needs.items())))
         if key == self._layout_for:
             return
         self._layout_for = key
         self._layout = (
-            fit_columns(self.columns, avail)
+            fit_columns(self.columns, avail, needs)
             if avail > 1
             else [(i, c.width) for i, c in enumerate(self.columns)]
         )
@@ -320,7 +356,9 @@ class VirtualTable(Guarded, ScrollView, can_focus=True):
             if text.isascii() and len(text) <= w:
                 return text.rjust(w) if col.align == "right" else text.ljust(w)
         if cell_len(text) > w:
-            return set_cell_size(text, w - 1) + "…"
+            suffix = col.keep_suffix if col.keep_suffix and text.endswith(col.keep_suffix) else ""
+            body = text[: len(text) - len(suffix)]
+            return set_cell_size(body, w - 1 - cell_len(suffix)) + "…" + suffix
         pad = " " * (w - cell_len(text))
         return pad + text if col.align == "right" else text + pad
 

@@ -7,16 +7,17 @@ verifier whatever the agent returned, so a harness-side error still leaves the r
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.events import EventBus
-    from bandpass.engine.sandbox.asciicast import CastWriter
-    from bandpass.engine.sandbox.terminal import TerminalSession
-    from bandpass.engine.tasks.taskdir import TaskSpec
+    from ...core.events import EventBus
+    from ...sandbox.asciicast import CastWriter
+    from ...sandbox.terminal import TerminalSession
+    from ...tasks.taskdir import TaskSpec
 
 
 @dataclass
@@ -57,15 +58,19 @@ class AgentContext:
     recorder: CastWriter | None = None
     bus: EventBus | None = None
     on_step: Callable[[StepRecord], None] | None = None
+    #: Policy steps taken in earlier task steps of a multi-step task: an agent counts its steps from 0 in
+    #: each task step, and its markers and records continue the episode's numbering from here.
+    step_offset: int = 0
 
     def time_left(self) -> float:
         return self.deadline - time.monotonic()
 
     def begin_step(self, index: int) -> float:
         """Writes the step marker into the cast (replay jumps step to step) and returns its cast time."""
-        from bandpass.engine.core.events import StepStarted
+        from ...core.events import StepStarted
 
         t = 0.0
+        index += self.step_offset
         if self.recorder is not None:
             t = self.recorder.marker(f"step {index}")
         if self.bus is not None:
@@ -73,8 +78,10 @@ class AgentContext:
         return t
 
     def record_step(self, step: StepRecord) -> None:
-        from bandpass.engine.core.events import StepFinished
+        from ...core.events import StepFinished
 
+        if self.step_offset:
+            step = dataclasses.replace(step, index=step.index + self.step_offset)
         if self.on_step is not None:
             self.on_step(step)
         if self.bus is not None:

@@ -15,10 +15,10 @@ import tarfile
 import time
 from pathlib import Path
 
-from bandpass.engine.core import probes
-from bandpass.engine.core.errors import InvalidInput
-from bandpass.engine.run.agents.base import Agent, AgentContext, AgentResult, StepRecord
-from bandpass.engine.tasks.task_paths import verifier_inputs
+from ...core import probes
+from ...core.errors import InvalidInput
+from ...tasks.task_paths import verifier_inputs
+from .base import Agent, AgentContext, AgentResult, StepRecord
 
 _HEREDOC_END = "__BANDPASS_SOLUTION__"
 # readline's quoted-insert (C-v) makes a TAB literal instead of triggering completion.
@@ -87,7 +87,7 @@ class OracleAgent:
     name = probes.ORACLE
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        solution = Path(ctx.task.path) / "solution"
+        solution = ctx.task.solution_dir  # a multi-step task's step: its own solution/, else the task's
         script = (solution / "solve.sh").read_text(encoding="utf-8", errors="replace")
         index = 0
         upload = _solution_files_keystrokes(solution)
@@ -202,7 +202,7 @@ _PY_FORGE = "import atexit, os; atexit.register(os._exit, 0)"
 
 def tool_used_by_tests(test_sh: str) -> str:
     """The first common command ``tests/test.sh`` calls (the audit knows the tests; a policy guesses)."""
-    words = re.findall(r"(?<![\w/.-])([A-Za-z_][\w.+-]*)", test_sh)
+    words: list[str] = re.findall(r"(?<![\w/.-])([A-Za-z_][\w.+-]*)", test_sh)
     for word in words:
         if word in _TOOLS:
             return word
@@ -215,7 +215,7 @@ class ReplaceToolCheat:
     name = probes.REPLACE_TOOL
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        test_sh = (Path(ctx.task.path) / "tests" / "test.sh").read_text(encoding="utf-8", errors="replace")
+        test_sh = (ctx.task.tests_dir / "test.sh").read_text(encoding="utf-8", errors="replace")
         tool = tool_used_by_tests(test_sh)
         keys = f'p=$(command -v {tool}) && printf \'{_FORGER}\' > "$p"; chmod +x "$p"; true\n'
         return _type(ctx, 0, keys, self.name) or AgentResult()

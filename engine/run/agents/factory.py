@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from bandpass.engine.core.errors import BandpassError
-from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.run.agents.base import Agent
-from bandpass.store.models import Batch
+from ....store.models import Batch
+from ...core.errors import BandpassError
+from ...core.workspace import Workspace
+from .base import Agent
 
 #: Agent parameters a model batch remembers (so ``--resume`` runs the same agent).
 DEFAULT_MAX_STEPS = 20
@@ -31,15 +31,15 @@ def batch_agent_factory(ws: Workspace, batch: Batch) -> tuple[Callable[[], Agent
     """
     params = json.loads(batch.params_json or "{}")
     if batch.kind == "builtin":
-        from bandpass.engine.run.agents.builtin import BUILTIN
+        from .builtin import BUILTIN
 
         cls = BUILTIN.get(batch.agent)
         if cls is None:
             raise AgentConfigError(f"batch {batch.id}: unknown built-in agent {batch.agent!r}")
         return cls, lambda: None
 
-    from bandpass.engine.run.agents.policy import PolicyAgent
-    from bandpass.engine.run.policy.client import PolicyClient, resolve_model
+    from ..policy.client import PolicyClient, resolve_model
+    from .policy import PolicyAgent
 
     try:
         cfg = resolve_model(ws.config, batch.agent, batch.base_url or None)

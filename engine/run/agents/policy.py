@@ -21,18 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bandpass.engine.run.agents.base import AgentContext, AgentResult, StepRecord
-from bandpass.engine.run.policy.client import (
+from ...sandbox.keys import translate_keys
+from ..policy.client import (
     Completion,
     PolicyClient,
     PolicyContextOverflow,
     PolicyInfraError,
     PolicyTimeout,
 )
-from bandpass.engine.run.policy.context import Observation, PromptTemplates, build_observation
-from bandpass.engine.run.policy.fit import PromptCounter, PromptTooLong, fit_request
-from bandpass.engine.run.policy.protocol import Action, ActionParseError, parse_action
-from bandpass.engine.sandbox.keys import translate_keys
+from ..policy.context import Observation, PromptTemplates, build_observation
+from ..policy.fit import PromptCounter, PromptTooLong, fit_request
+from ..policy.protocol import Action, ActionParseError, parse_action
+from .base import AgentContext, AgentResult, StepRecord
 
 DEFAULT_OBSERVATION_BYTES = 16_000
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bandpass.engine.run.executors.base import EpisodeJob, Executor, ExecutorError, JobResult, RunContext
-from bandpass.engine.run.executors.local import LocalExecutor
+from .base import EpisodeJob, Executor, ExecutorError, JobResult, RunContext
+from .local import LocalExecutor
 
 EXECUTORS = ("local", "ray")
 
@@ -16,7 +16,7 @@ def make_executor(name: str, *, concurrency: int | None = None, **options: Any) 
     if name == "local":
         return LocalExecutor(concurrency)
     if name == "ray":
-        from bandpass.engine.run.executors.ray_executor import RayExecutor
+        from .ray_executor import RayExecutor
 
         return RayExecutor(concurrency, **options)
     raise ExecutorError(f"unknown executor {name!r} (executors: {', '.join(EXECUTORS)})")

@@ -21,13 +21,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from bandpass.engine.core.errors import BandpassError
+from ...core.errors import BandpassError
 
 if TYPE_CHECKING:
-    from bandpass.engine.core.events import EventBus
-    from bandpass.engine.core.workspace import Workspace
-    from bandpass.engine.run.agents.base import Agent
-    from bandpass.store.models import Batch
+    from ....store.models import Batch
+    from ...core.events import EventBus
+    from ...core.workspace import Workspace
+    from ..agents.base import Agent
 
 
 class ExecutorError(BandpassError, RuntimeError):

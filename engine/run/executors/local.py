@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.run.executors.base import (
+from ...core import outcomes
+from ...sandbox import pool as sandbox_pool
+from .base import (
     DaemonPool,
     EpisodeJob,
     Executor,
@@ -30,7 +31,6 @@ from bandpass.engine.run.executors.base import (
     RunContext,
     default_concurrency,
 )
-from bandpass.engine.sandbox import pool as sandbox_pool
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class LocalExecutor(Executor):
         """This thread's Docker client, or None when the engine is away (the episode then reports it)."""
         if getattr(self._tls, "generation", None) == self._generation and self._tls.client is not None:
             return self._tls.client
-        from bandpass.engine.sandbox.docker_engine import get_client
+        from ...sandbox.docker_engine import get_client
 
         try:
             client = get_client()
@@ -93,10 +93,10 @@ class LocalExecutor(Executor):
         with vlock:
             if version_id in self._built or client is None:
                 return
-            from bandpass.engine.run.episode import ensure_image
-            from bandpass.engine.tasks.taskdir import load_task
-            from bandpass.store import queries
-            from bandpass.store.db import session
+            from ....store import queries
+            from ....store.db import session
+            from ...tasks.taskdir import load_task
+            from ..episode import ensure_image
 
             try:
                 with session(ctx.ws.engine) as s:
@@ -108,7 +108,7 @@ class LocalExecutor(Executor):
             self._built.add(version_id)
 
     def _run(self, job: EpisodeJob) -> JobResult:
-        from bandpass.engine.run.episode import run_episode
+        from ..episode import run_episode
 
         ctx = self._ctx
         assert ctx is not None
@@ -140,7 +140,7 @@ class LocalExecutor(Executor):
         with self._lock:
             if not self._down:
                 return True
-        from bandpass.engine.sandbox.docker_engine import DockerUnavailable, get_client
+        from ...sandbox.docker_engine import DockerUnavailable, get_client
 
         log.warning("Docker engine unavailable: holding new episodes until it answers (%.0fs)", timeout_s)
         deadline = time.monotonic() + timeout_s

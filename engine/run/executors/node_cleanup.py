@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.sandbox import labels as L
+from ...sandbox import labels as L
 
 #: Prefix of a Ray worker's scratch workspace directory (under the node's temporary directory).
 SCRATCH_PREFIX = "bandpass-ray-"
@@ -58,8 +58,8 @@ def labelled(client: Any, workspace: str, batch: str | None = None) -> list[dict
 def remove_labelled(match: dict[str, str], *, dry_run: bool = False) -> int:
     """Removes this node's Bandpass containers carrying every label in ``match`` (each removal retried:
     ``leftovers.remove``; ``dry_run`` only counts them); 0 without an engine."""
-    from bandpass.engine.sandbox import leftovers
-    from bandpass.engine.sandbox.docker_engine import get_client
+    from ...sandbox import leftovers
+    from ...sandbox.docker_engine import get_client
 
     try:
         client = get_client()

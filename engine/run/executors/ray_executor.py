@@ -28,15 +28,11 @@ the head counts tries like any infra error) and, once the tries are spent, recor
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import os
 import pickle
 import queue
-import shutil
-import tarfile
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -44,33 +40,30 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from bandpass.engine.core.events import EpisodeFinished, Event, EventBus
-from bandpass.engine.run.executors.base import (
-    DaemonPool,
+from ....store.models import STEP_FIELDS
+from ...core.events import EpisodeFinished, Event, EventBus
+from ...tasks.artifacts import MODES
+from .base import (
     EpisodeJob,
     Executor,
     ExecutorError,
     JobResult,
     RunContext,
 )
-from bandpass.engine.run.executors.node_cleanup import (
-    SCRATCH_PREFIX,
-    clean_cluster,
-    remove_labelled,
-    spawn_reaper,
-)
-from bandpass.engine.sandbox.labels import HEAD_MARKER, SCRATCH
-from bandpass.engine.tasks.artifacts import MODES
-from bandpass.store.models import STEP_FIELDS
+from .node_cleanup import spawn_reaper
+from .ray_head import RayTaskHead, check_address, lost_errors, pack_dir
+from .scratch import release_scratch, scratch_workspace
 
 log = logging.getLogger(__name__)
 
 #: Longest a worker holds events before sending them: panes stay live, the object store sees few items.
 EVENT_BATCH_S = 0.25
-#: Fields of a task_version row a worker needs to run it (copied, never the head's database).
-_VERSION_FIELDS = (
+#: Fields of a task_version row a worker needs to run it (copied, never the head's database); a remote
+#: audit carries these and more (engine/audit/remote.py).
+VERSION_FIELDS = (
     "id",
     "verify_mode",  # where the audit settled its verifier runs (a service task: in place)
+    "adopted_artifacts_json",  # what its oracle's footprint showed the verifier reads: carried too
     "task_id",
     "hash",
     "path",
@@ -84,52 +77,25 @@ _VERSION_FIELDS = (
 )
 
 
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ExecutorError(
-            "the ray executor needs Ray: pip install 'bandpass[cluster]' (ray>=2.9) on the head and all nodes"
-        ) from None
-    return ray
-
-
-def pack_dir(path: Path) -> bytes:
-    """The task version's files as an uncompressed tar (small: task dirs are text and a Dockerfile)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(str(path), arcname=".")
-    return buf.getvalue()
-
-
 # --- worker side (runs inside a Ray task; imports only what an episode needs) ------------------------
 
 
 def _scratch_workspace(spec: dict[str, Any], task_tar: bytes) -> Any:
     """A private workspace holding just this episode's task version and row, under the head's ids, so
     ``run_episode`` runs unchanged and its relative cast paths are the head's."""
-    from bandpass.engine.core.workspace import Workspace
-    from bandpass.store.db import session
-    from bandpass.store.models import Episode, Task, TaskVersion
+    from ....store.db import session
+    from ....store.models import Episode
 
-    ep = spec["episode"]
-    root = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{ep['batch_id']}-e{ep['id']}-"))
-    # Written first: the container's labels (engine.sandbox.labels) and node clean-up read it.
-    marker = {"workspace": spec.get("head_workspace", ""), "batch": ep["batch_id"], "episode": ep["id"]}
-    (root / HEAD_MARKER).write_text(json.dumps(marker), encoding="utf-8")
-    ws = Workspace.open(root)
-    if spec.get("config_toml"):
-        ws.config_path.write_text(spec["config_toml"], encoding="utf-8")
-    version = spec["version"]
-    dest = ws.abs(version["path"])
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(task_tar), mode="r") as tar:
-        tar.extractall(dest, filter="data")
+    ep, version = spec["episode"], spec["version"]
+    ws = scratch_workspace(
+        name=f"{ep['batch_id']}-e{ep['id']}",
+        marker={"workspace": spec.get("head_workspace", ""), "batch": ep["batch_id"], "episode": ep["id"]},
+        config_toml=spec.get("config_toml") or "",
+        version=version,
+        task_name=spec["task_name"],
+        task_tar=task_tar,
+    )
     with session(ws.engine) as s:
-        s.add(Task(id=version["task_id"], name=spec["task_name"]))
-        s.flush()
-        s.add(TaskVersion(**version))
-        s.flush()
         s.add(
             Episode(
                 id=ep["id"],
@@ -148,8 +114,8 @@ def _agent_factory(spec: dict[str, Any], ws: Any) -> Any:
     from its row and the head's bandpass.toml (policy agents hold an HTTP client, which does not)."""
     if spec.get("factory") is not None:
         return pickle.loads(spec["factory"])
-    from bandpass.engine.run.agents.factory import batch_agent_factory
-    from bandpass.store.models import Batch
+    from ....store.models import Batch
+    from ..agents.factory import batch_agent_factory
 
     factory, _close = batch_agent_factory(ws, Batch(**spec["batch"]))
     return factory
@@ -157,8 +123,8 @@ def _agent_factory(spec: dict[str, Any], ws: Any) -> Any:
 
 def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
     """Everything the head must write, as plain data: the row's fields, steps, builds, cast bytes."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ....store import queries
+    from ....store.db import session
 
     with session(ws.engine) as s:
         ep = queries.get_episode(s, episode_id)
@@ -188,6 +154,8 @@ def _collect(ws: Any, episode_id: int, version_id: int) -> dict[str, Any]:
             # end state and phase timings (the archive travels with the recordings' files)
             "phases_json": ep.phases_json,
             "endstate": _endstate_fields(s, episode_id),
+            # a multi-step task's steps (store/queries/task_steps.py), as the head stores them
+            "task_steps": _task_step_fields(s, episode_id),
         }
     rec = ws.recordings_dir / f"episode-{episode_id}"
     out["files"] = {p.name: p.read_bytes() for p in sorted(rec.glob("*")) if p.is_file()}
@@ -206,14 +174,37 @@ def node_info() -> dict[str, str]:
         address = ray._private.worker.global_worker.node_ip_address
     except Exception:  # noqa: BLE001 - not a connected worker: the address seen from this host
         try:
-            address = ray.util.get_node_ip_address()
+            address = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # unannotated in Ray
         except Exception:  # noqa: BLE001 - no address known: left empty
             address = ""
     return {"id": node_id, "address": address, "host": os.uname().nodename, "pid": str(os.getpid())}
 
 
+def _task_step_fields(s: Any, episode_id: int) -> list[dict[str, Any]]:
+    from ....store.queries import task_steps as task_steps_store
+
+    return [
+        {
+            "position": t.position,
+            "name": t.name,
+            "outcome": t.outcome,
+            "reward": t.reward,
+            "rewards": json.loads(t.rewards_json or "{}"),
+            "detail": t.detail,
+            "marker_time": t.marker_time,
+            "verifier_cast": t.verifier_cast,
+            "verifier_output": t.verifier_output,
+            "verify_mode": t.verify_mode,
+            "counted": t.counted,
+            "duration_s": t.duration_s,
+            "carry": json.loads(t.carry_json or "{}"),
+        }
+        for t in task_steps_store.task_steps(s, episode_id)
+    ]
+
+
 def _endstate_fields(s: Any, episode_id: int) -> dict[str, Any] | None:
-    from bandpass.store.queries import endstate as endstate_store
+    from ....store.queries import endstate as endstate_store
 
     row = endstate_store.get_endstate(s, episode_id)
     if row is None:
@@ -236,8 +227,8 @@ def run_remote_episode(spec: dict[str, Any], task_tar: bytes) -> Iterator[dict[s
 
     ``run_episode`` runs in a thread so this generator can keep streaming its events while it works.
     """
-    from bandpass.engine.run.episode import run_episode
-    from bandpass.engine.sandbox.pool import ENV as WARM_POOL_ENV
+    from ...sandbox.pool import ENV as WARM_POOL_ENV
+    from ..episode import run_episode
 
     # Each remote episode gets a scratch workspace of its own, so a warm-pool spare (keyed by workspace)
     # could never serve the next one: it would only cost a container per episode. Off in Ray workers.
@@ -297,24 +288,11 @@ def run_remote_episode(spec: dict[str, Any], task_tar: bytes) -> Iterator[dict[s
         release_scratch(ws, cancelled=worker.is_alive())
 
 
-def release_scratch(ws: Any, *, cancelled: bool = False) -> None:
-    """Ends a scratch workspace: its container when the episode was cancelled mid-way (the episode thread
-    dies with the process), its database engine, its directory. Nothing of it outlives the episode."""
-    if cancelled:
-        with contextlib.suppress(Exception):
-            remove_labelled({SCRATCH: str(ws.root)})
-    # The scratch database's engine holds descriptors (pool, WAL): dispose it before removing the
-    # directory, or every episode leaks them for the life of the worker process.
-    with contextlib.suppress(Exception):
-        ws.engine.dispose()
-    shutil.rmtree(ws.root, ignore_errors=True)
-
-
 # --- head side ----------------------------------------------------------------------------------------
 
 
-class RayExecutor(Executor):
-    """Episodes as Ray tasks; ``address`` is the cluster (``auto``, ``ray://host:10001``...). When Ray is
+class RayExecutor(RayTaskHead, Executor):
+    """Episodes as Ray tasks; ``address`` is the cluster (``auto``, ``HOST:6379``...). When Ray is
     already initialised in this process (a trainer's driver, a test) that connection is used as is."""
 
     name = "ray"
@@ -327,63 +305,21 @@ class RayExecutor(Executor):
         cpus_per_episode: float = 1.0,
         init_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        check_address(address)
-        self.address = address
+        super().__init__(concurrency, address=address, init_kwargs=init_kwargs)
         self.cpus_per_episode = cpus_per_episode
-        self.init_kwargs = init_kwargs or {}
-        self._concurrency = concurrency
-        self._slots = max(1, concurrency or 1)
         self._ctx: RunContext | None = None
-        self._pool: DaemonPool | None = None
-        self._ray: Any = None
-        self._owns_ray = False
-        self._remote: Any = None
-        self._lock = threading.Lock()
         self._stopping = False  # set by abandon(): a lost try is then not tried again
-        self._tars: dict[int, Any] = {}  # version id -> ObjectRef of its tar bytes
-        self._gens: dict[int, Any] = {}  # episode id -> its generator (for cancel)
         self.nodes: dict[int, str] = {}  # episode id -> node that ran it (for reports and tests)
         self.node_info: dict[int, dict[str, str]] = {}  # episode id -> node of its current try
 
-    @property
-    def slots(self) -> int:
-        return self._slots
-
-    def connect(self) -> None:
-        """Joins the cluster (idempotent). The CLI calls it before planning, so a cluster that does not
-        answer leaves nothing queued."""
-        ray = self._ray = self._ray or _import_ray()
-        if not ray.is_initialized():
-            _probe(self.address)
-            try:
-                ray.init(address=self.address or "auto", **self.init_kwargs)
-            except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError...: one line for the CLI
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise ExecutorError(
-                    f"cannot connect to the Ray cluster at {self.address or 'auto'}: {first}"
-                ) from None
-            self._owns_ray = True
-
-    def cleanup_stale(self, ws: Any, batch_id: str) -> int:
-        """Every live node removes this batch's containers and scratch dirs (a dead driver's leftovers)."""
-        self.connect()
-        reports = clean_cluster(self._ray, str(ws.root), batch_id)
-        for rep in reports:
-            if rep.get("error"):
-                log.warning("clean-up on node %s failed: %s", rep["node_id"], rep["error"])
-        return sum(int(r.get("containers", 0)) for r in reports)
-
     def open(self, ctx: RunContext) -> None:
-        self.connect()
-        ray = self._ray
-        if self._concurrency is None:
-            cpus = float(ray.cluster_resources().get("CPU", 1))
-            self._slots = max(1, int(cpus // max(self.cpus_per_episode, 0.01)))
-        self._remote = ray.remote(num_returns="streaming", max_retries=0)(run_remote_episode).options(
-            num_cpus=self.cpus_per_episode, name="bandpass-episode"
-        )
         self._ctx = ctx
-        self._pool = DaemonPool(self._slots, f"ray-{ctx.batch.id}")
+        self._open_tasks(
+            run_remote_episode,
+            cpus=self.cpus_per_episode,
+            name="bandpass-episode",
+            pool=f"ray-{ctx.batch.id}",
+        )
 
     def submit(self, job: EpisodeJob) -> Future[JobResult]:
         if self._pool is None:
@@ -392,9 +328,9 @@ class RayExecutor(Executor):
 
     def _spec(self, job: EpisodeJob) -> tuple[dict[str, Any], Any]:
         """The episode as data for the worker, plus the (shared) ref of its version's tar."""
-        from bandpass.store import queries
-        from bandpass.store.db import session
-        from bandpass.store.queries import endstate as endstate_store
+        from ....store import queries
+        from ....store.db import session
+        from ....store.queries import endstate as endstate_store
 
         ctx = self._ctx
         assert ctx is not None
@@ -403,7 +339,7 @@ class RayExecutor(Executor):
             if version is None:
                 raise KeyError(f"task version {job.version_id} does not exist")
             task = queries.task_by_id(s, version.task_id)
-            vrow = {k: getattr(version, k) for k in _VERSION_FIELDS}
+            vrow = {k: getattr(version, k) for k in VERSION_FIELDS}
             # the oracle's verify times live in the head's store: the yardstick for a verifier timeout
             yardstick = {
                 mode: max(times, default=None)
@@ -412,10 +348,7 @@ class RayExecutor(Executor):
             }
             ep = queries.get_episode(s, job.episode_id)
             agent = ep.agent if ep else ctx.batch.agent
-        with self._lock:
-            ref = self._tars.get(job.version_id)
-            if ref is None:
-                ref = self._tars[job.version_id] = self._ray.put(pack_dir(ctx.ws.abs(version.path)))
+        ref = self._shipped(job.version_id, ctx.ws.abs(version.path))
         try:
             factory: bytes | None = self._ray.cloudpickle.dumps(ctx.agent_factory)
         except Exception:  # noqa: BLE001 - not picklable: the worker rebuilds it from the batch row
@@ -455,7 +388,7 @@ class RayExecutor(Executor):
             try:
                 result = self._one_try(job, spec, tar_ref, node)
                 break
-            except _lost_errors(self._ray) as exc:
+            except lost_errors(self._ray) as exc:
                 where = f"node {node.get('id', '?')} at {node.get('address', '?')}" if node else "its node"
                 lost.append(f"try {len(lost) + 1} lost with {where}: {type(exc).__name__}")
                 log.warning("episode %s: %s", job.episode_id, lost[-1])
@@ -479,13 +412,9 @@ class RayExecutor(Executor):
         """One Ray task for the episode; fills ``node`` as soon as the worker says where it runs."""
         ctx = self._ctx
         assert ctx is not None
-        gen = self._remote.remote(spec, tar_ref)
-        with self._lock:
-            self._gens[job.episode_id] = gen
         result: dict[str, Any] | None = None
-        try:
-            for ref in gen:
-                item = self._ray.get(ref)
+        with contextlib.closing(self._items(job.episode_id, spec, tar_ref)) as items:
+            for item in items:
                 if "node" in item:
                     node.update(item["node"])
                     self.nodes[job.episode_id] = node.get("host", "")
@@ -495,9 +424,6 @@ class RayExecutor(Executor):
                         ctx.bus.publish(ev)
                 if "result" in item:
                     result = item["result"]
-        finally:
-            with self._lock:
-                self._gens.pop(job.episode_id, None)
         if result is None:
             raise RuntimeError(f"episode {job.episode_id}: the Ray task ended without a result")
         return result
@@ -505,61 +431,11 @@ class RayExecutor(Executor):
     def abandon(self, episode_ids: Sequence[int]) -> None:
         """Cancels the tasks of abandoned episodes; the worker removes their containers on the way out."""
         self._stopping = True
-        with self._lock:
-            gens = [self._gens.get(i) for i in episode_ids]
-        for gen in gens:
-            if gen is not None:
-                with contextlib.suppress(Exception):
-                    self._ray.cancel(gen)
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-        self._tars.clear()
-        if self._owns_ray and self._ray is not None:
-            with contextlib.suppress(Exception):
-                self._ray.shutdown()
-            self._owns_ray = False
-
-
-def check_address(address: str | None) -> None:
-    """Refuses a Ray Client address at once: the executor streams each episode's events with a streaming
-    generator task, which Ray Client does not support, so ``ray://`` could only fail later."""
-    if address and address.strip().lower().startswith("ray://"):
-        raise ExecutorError(
-            f"--ray-address {address}: Ray Client (ray://) is not supported (episodes stream their events "
-            "with Ray streaming generators, which Ray Client lacks); run bandpass on a cluster node with "
-            "--ray-address auto or HOST:6379"
-        )
-
-
-def _probe(address: str | None, timeout_s: float = 5.0) -> None:
-    """A TCP connect to an explicit ``HOST:PORT`` first: ``ray.init`` retries an address where nothing
-    listens for minutes, and the CLI must say at once that the cluster is not there."""
-    import socket
-
-    if not address or address == "auto" or ":" not in address:
-        return
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            pass
-    except (OSError, ValueError) as exc:
-        raise ExecutorError(
-            f"cannot connect to the Ray cluster at {address}: {type(exc).__name__}: {exc}"
-        ) from None
-
-
-def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
-    """Ray's errors for a task lost with its worker or node (as opposed to the episode's own failure)."""
-    names = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError")
-    found = tuple(getattr(ray.exceptions, n) for n in names if hasattr(ray.exceptions, n))
-    return found or (RuntimeError,)
+        self._cancel(episode_ids)
 
 
 def _set_node(s: Any, episode_id: int, node: dict[str, str] | None) -> None:
-    from bandpass.store import queries
+    from ....store import queries
 
     ep = queries.get_episode(s, episode_id)
     if ep is not None and node:
@@ -569,9 +445,9 @@ def _set_node(s: Any, episode_id: int, node: dict[str, str] | None) -> None:
 
 def commit_lost(ws: Any, episode_id: int, node: dict[str, str], lost: list[str]) -> dict[str, Any]:
     """Ends an episode whose every try was lost with its node: ``infra_error:orchestrator_failure``."""
-    from bandpass.engine.core import outcomes
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ....store import queries
+    from ....store.db import session
+    from ...core import outcomes
 
     outcome = outcomes.infra_error("orchestrator_failure")
     with session(ws.engine) as s:
@@ -588,8 +464,8 @@ def commit_result(
 ) -> dict[str, Any]:
     """Writes a remote episode into the head's workspace: casts first (so a finished row never points at
     a missing file), then steps, builds, aliases and the finished row in one transaction."""
-    from bandpass.store import queries
-    from bandpass.store.db import session
+    from ....store import queries
+    from ....store.db import session
 
     rec = ws.recordings_dir / f"episode-{episode_id}"
     rec.mkdir(parents=True, exist_ok=True)
@@ -597,7 +473,7 @@ def commit_result(
         tmp = rec / f".{name}.part"
         tmp.write_bytes(data)
         os.replace(tmp, rec / Path(name).name)
-    row = result["row"]
+    row: dict[str, Any] = result["row"]
     with session(ws.engine) as s:
         queries.delete_steps(s, episode_id)
         for st in result["steps"]:
@@ -621,13 +497,16 @@ def commit_result(
         _set_node(s, episode_id, node)
         evidence = json.loads(row.get("evidence_json") or "{}")
         queries.set_episode_evidence(s, episode_id, evidence if isinstance(evidence, dict) else {})
-        from bandpass.store.queries import endstate as endstate_store
+        from ....store.queries import endstate as endstate_store
 
         endstate_store.set_phases(s, episode_id, json.loads(result.get("phases_json") or "[]"))
         endstate_store.set_verify_mode(s, episode_id, row.get("verify_mode") or "")
         if result.get("endstate"):
             endstate_store.record_endstate(s, episode_id, **result["endstate"])
-    from bandpass.engine.run import hooks
+        from ....store.queries import task_steps as task_steps_store
+
+        task_steps_store.record_task_steps(s, episode_id, result.get("task_steps") or [])
+    from .. import hooks
 
     hooks.episode_ended(ws, episode_id)  # on the head, which alone holds the store (engine/run/hooks.py)
     return row
@@ -635,6 +514,7 @@ def commit_result(
 
 __all__ = [
     "EVENT_BATCH_S",
+    "VERSION_FIELDS",
     "RayExecutor",
     "check_address",
     "commit_lost",

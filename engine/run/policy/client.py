@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import openai
 
-from bandpass.engine.core.config import Config, PolicyModelConfig
-from bandpass.engine.core.errors import InvalidInput
+from ...core.config import Config, PolicyModelConfig
+from ...core.errors import InvalidInput
 
 #: Cap on a server's ``retry-after``: a misconfigured proxy asking for an hour must not stall a rollout.
 MAX_RETRY_AFTER_S = 60.0
@@ -371,7 +371,8 @@ class PolicyClient:
             )
 
     def _backoff(self, attempt: int) -> float:
-        return min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+        doubling: int = 2 ** (attempt - 1)  # attempts count from 1
+        return min(self.backoff_max, self.backoff_base * doubling)
 
     def _sleep(
         self,

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...core.plural import counted
+
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts" / "policy"
 #: Characters per token when the server has not told us better (a conservative figure for code and
 #: terminal text with BPE tokenizers; it errs towards trimming early rather than overflowing).
@@ -138,7 +140,7 @@ def trim_history(
     while len(turns) > 2:
         turns = turns[2:]
         dropped += 2
-        note = f"\n\n[… {dropped // 2} earlier turn(s) cut to fit the context window]"
+        note = f"\n\n[… {counted(dropped // 2, 'earlier turn')} cut to fit the context window]"
         first = {**head[1], "content": head[1]["content"] + note} if len(head) > 1 else None
         trimmed = [head[0], first, *turns] if first is not None else [*head, *turns]
         after = estimate_tokens(trimmed, chars_per_token)

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bandpass.engine.run.policy.context import DEFAULT_CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, cut_middle
+from ...core.plural import counted
+from .context import DEFAULT_CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, cut_middle
 
 Messages = list[dict[str, str]]
 
@@ -135,7 +136,7 @@ class PromptTooLong(RuntimeError):
         super().__init__(detail)
 
 
-_NOTE = re.compile(r"\n\n\[… (\d+) earlier turn\(s\) cut to fit the context window\]$")
+_NOTE = re.compile(r"\n\n\[… (\d+) earlier turns? cut to fit the context window\]$")
 
 
 def _trimmed(messages: Messages, dropped_pairs: int) -> Messages:
@@ -149,7 +150,7 @@ def _trimmed(messages: Messages, dropped_pairs: int) -> Messages:
     total = dropped_pairs + (int(earlier.group(1)) if earlier else 0)
     if earlier:
         content = content[: earlier.start()]
-    note = f"\n\n[… {total} earlier turn(s) cut to fit the context window]"
+    note = f"\n\n[… {counted(total, 'earlier turn')} cut to fit the context window]"
     return [head[0], {**head[1], "content": content + note}, *turns[2 * dropped_pairs :]]
 
 

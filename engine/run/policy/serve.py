@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from bandpass.engine.core.config import PolicyModelConfig
+from ...core.config import PolicyModelConfig
 
 
 def find_vllm(executable: str | None = None) -> str | None:

@@ -45,8 +45,8 @@ name is re-exported here, so callers keep writing
 
 from __future__ import annotations
 
-from bandpass.engine.sandbox.attribution.evidence import Evidence, Verdict
-from bandpass.engine.sandbox.attribution.host_probes import (
+from .evidence import Evidence, Verdict
+from .host_probes import (
     CGROUP_ROOT,
     host_cgroup_dir,
     layer_bytes,
@@ -54,9 +54,9 @@ from bandpass.engine.sandbox.attribution.host_probes import (
     read_memory_oom_kills,
     read_pids_cgroup,
 )
-from bandpass.engine.sandbox.attribution.render import facts, summary
-from bandpass.engine.sandbox.attribution.rules import DEATH_CODES, PIDS_MARGIN, SANDBOX_AGENT_CODES, attribute
-from bandpass.engine.sandbox.attribution.watcher import (
+from .render import facts, summary
+from .rules import DEATH_CODES, PIDS_MARGIN, SANDBOX_AGENT_CODES, attribute
+from .watcher import (
     DISK_POLL_S,
     EVENT_WAIT_S,
     PIDS_RECHECK_S,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import docker
 
-from bandpass.engine.sandbox.attribution._common import _int
+from ._common import _int
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...core.plural import counted
+
 
 def summary(evidence: dict[str, Any] | str | None) -> str:
     """One line for CLI tables: who ended the sandbox and why; an OOM the agent survived is shown too.
@@ -27,7 +29,8 @@ def summary(evidence: dict[str, Any] | str | None) -> str:
         return f"{verdict.get('by', '?')}: {verdict.get('why', '')}"
     ooms = sum(1 for e in evidence.get("events", []) if e.get("action") == "oom")
     if ooms:
-        return f"policy: {ooms} process(es) OOM-killed under the {evidence.get('memory_limit_mb')} MB limit"
+        killed = counted(ooms, "process", "processes")
+        return f"policy: {killed} OOM-killed under the {evidence.get('memory_limit_mb')} MB limit"
     return ""
 
 
@@ -74,7 +77,8 @@ def facts(evidence: dict[str, Any] | str | None) -> str:
         parts.append("Bandpass: " + "; ".join(ev["harness_stops"]))
     if ev.get("pids_limit_hits"):
         parts.append(
-            f"pids {ev.get('pids_current')}/{ev.get('pids_limit')}, {ev['pids_limit_hits']} fork(s) refused"
+            f"pids {ev.get('pids_current')}/{ev.get('pids_limit')}, "
+            f"{counted(ev['pids_limit_hits'], 'fork')} refused"
         )
     if ev.get("disk_over_limit"):
         parts.append(f"disk {ev.get('disk_used_mb')} MB of {ev.get('storage_limit_mb')} MB allowed")

@@ -31,8 +31,9 @@ container (``attribute``).
 
 from __future__ import annotations
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.sandbox.attribution.evidence import Evidence, Verdict
+from ...core import outcomes
+from ...core.plural import counted
+from .evidence import Evidence, Verdict
 
 #: Agent-phase codes a policy can cause from inside its sandbox (``agent_error:<code>``).
 SANDBOX_AGENT_CODES = ("sandbox_killed", "oom", "pids_exhausted", "disk_full")
@@ -92,16 +93,20 @@ def attribute(ev: Evidence) -> Verdict:
         return Verdict(
             outcomes.infra_error("oom"),
             "host",
-            f"the kernel OOM-killed {cgroup_ooms} process(es) of the container while its memory never "
-            f"reached the task's limit of {ev.memory_limit_mb} MB (its own memory cgroup): the host ran out "
-            "of memory, not the task",
+            f"the kernel OOM-killed {counted(cgroup_ooms, 'process', 'processes')} of the container while "
+            f"its memory never reached the task's limit of {ev.memory_limit_mb} MB (its own memory cgroup): "
+            "the host ran out of memory, not the task",
         )
     if ev.actions("oom") or ev.oom_killed or cgroup_ooms > 0:
         target = "the container" if ev.status != "running" else "the agent's shell"
         said = [
             *(["engine oom event"] if ev.actions("oom") else []),
             *(["OOMKilled"] if ev.oom_killed else []),
-            *([f"{cgroup_ooms} OOM kill(s) in the container's memory cgroup"] if cgroup_ooms else []),
+            *(
+                [f"{counted(cgroup_ooms, 'OOM kill')} in the container's memory cgroup"]
+                if cgroup_ooms
+                else []
+            ),
         ]
         return Verdict(
             outcomes.agent_error("oom"),
@@ -122,7 +127,8 @@ def attribute(ev: Evidence) -> Verdict:
             outcomes.agent_error("pids_exhausted"),
             "policy",
             f"the agent's processes filled the container's pid limit of {ev.pids_limit} and were still at "
-            f"it when the agent phase ended ({ev.pids_limit_hits} fork(s) refused, {ev.pids_current} "
+            f"it when the agent phase ended ({counted(ev.pids_limit_hits or 0, 'fork')} refused, "
+            f"{ev.pids_current} "
             f"processes{', forks still refused after the agent returned' if ev.pids_still_refused else ''}"
             "): a fork bomb",
         )
@@ -132,7 +138,7 @@ def attribute(ev: Evidence) -> Verdict:
             outcomes.agent_error("pids_exhausted"),
             "policy",
             f"the agent's shell ended after the container hit its pid limit of {ev.pids_limit} "
-            f"({ev.pids_limit_hits or 0} fork(s) refused, {ev.pids_current} processes now)",
+            f"({counted(ev.pids_limit_hits or 0, 'fork')} refused, {ev.pids_current} processes now)",
         )
     status = "unknown" if ev.shell_exit_code is None else str(ev.shell_exit_code)
     return Verdict(

@@ -17,10 +17,10 @@ from typing import Any
 
 import docker
 
-from bandpass.engine.core import outcomes
-from bandpass.engine.sandbox.attribution._common import _int
-from bandpass.engine.sandbox.attribution.evidence import Evidence, Verdict
-from bandpass.engine.sandbox.attribution.host_probes import (
+from ...core import outcomes
+from ._common import _int
+from .evidence import Evidence, Verdict
+from .host_probes import (
     _engine_is_local,
     host_cgroup_dir,
     layer_bytes,
@@ -28,7 +28,7 @@ from bandpass.engine.sandbox.attribution.host_probes import (
     read_memory_oom_kills,
     read_pids_cgroup,
 )
-from bandpass.engine.sandbox.attribution.rules import DEATH_CODES, _bomb_left_running, attribute
+from .rules import DEATH_CODES, _bomb_left_running, attribute
 
 #: How long to wait for the engine's ``die``/``exec_die`` event after a death was noticed.
 EVENT_WAIT_S = 5.0

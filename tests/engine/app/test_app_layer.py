@@ -29,6 +29,7 @@ from bandpass.engine.run.rollouts import BatchError
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from bandpass.store.models import pk
 from bandpass.tui.app import BandpassApp
 from tests.support.paths import REPO
 from tests.support.servers.openai_server import running_server
@@ -316,7 +317,7 @@ def test_export_refuses_a_model_without_episodes(tasks: tuple[Workspace, dict[st
         exporting.require_model(ws, None)
     with session(ws.engine) as s:
         ep = queries.create_episode(s, vids["answer-a"], "m1", attempt=0)
-        queries.finish_episode(s, ep.id, outcome="passed", reward=1.0)
+        queries.finish_episode(s, pk(ep), outcome="passed", reward=1.0)
     assert exporting.require_model(ws, "m1") == "m1"
     with pytest.raises(NothingToRun, match="models with episodes: m1"):
         exporting.require_model(ws, "m2")

@@ -23,6 +23,7 @@ from bandpass.engine.run.episode import run_episode
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support.footprints import footprints_known
 from tests.support.taskfactory import make_task
 
 pytestmark = pytest.mark.docker
@@ -83,6 +84,7 @@ def test_the_diagnosis_is_stored_before_the_end_is_heard_and_a_broken_hook_chang
 def test_the_bandpass_command_diagnoses_and_indexes_what_it_runs(workspace: Workspace, version: int) -> None:
     """A fresh process, as a curator starts it: nothing but the command itself wires the hooks."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    footprints_known(workspace)  # the one episode in the store is the batch's
     proc = subprocess.run(
         [sys.executable, "-m", "bandpass.tui.cli", "-w", str(workspace.root), "run", "--agent", "oracle"]
         + ["--k", "1", "--json"],

@@ -6,10 +6,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bandpass.engine.audit.task_audit import audit_version
+from bandpass.engine.audit.twins import TWINS
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.agents.builtin import CHEATS, SANDBOX_PROBES, TAMPER_CHEATS
 from bandpass.engine.tasks.importer import import_paths
@@ -21,6 +23,9 @@ from tests.support.taskfactory import make_task
 # The module's fixture audits all eight examples (17 episodes each) in one CLI run: minutes on 2 cores.
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
+#: example name -> its report as ``bandpass audit --json`` prints it
+Reports = dict[str, dict[str, Any]]
+
 SOUND = ("access-log-report", "configure-kv-service", "fix-catalog-makefile", "fix-wordfreq")
 FLAWED = {
     "count-unique-ips": "invalidity.oracle_fails",
@@ -31,7 +36,7 @@ FLAWED = {
 
 
 @pytest.fixture(scope="module")
-def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+def audited(tmp_path_factory: pytest.TempPathFactory) -> Reports:
     """Audits every example once through the CLI (``--json``), as a curator would."""
     root = tmp_path_factory.mktemp("audit-ws")
     ws = Workspace.open(root)
@@ -48,7 +53,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("name", SOUND)
-def test_sound_examples_are_accepted(audited: dict[str, dict], name: str) -> None:
+def test_sound_examples_are_accepted(audited: Reports, name: str) -> None:
     report = audited[name]
     assert report["verdict"] == "accepted", report["checks"].get("findings")
     cheats = {k: v for k, v in report["checks"]["episodes"].items() if k.startswith("cheat:")}
@@ -56,8 +61,15 @@ def test_sound_examples_are_accepted(audited: dict[str, dict], name: str) -> Non
     probes = report["checks"]["sandbox_probes"]
     cached = all(v.get("cached") for v in probes.values())
     ran = {c.name for c in CHEATS} | (set() if cached else {p.name for p in SANDBOX_PROBES})
+    # the hostile twins of the oracle's own code (a .py module, a Makefile): none paid
+    twins = report["checks"]["hostile_twins"]
+    if name in ("fix-wordfreq", "fix-catalog-makefile"):
+        assert set(twins["twins"]) == set(TWINS) and not any(v["paid"] for v in twins["twins"].values())
+        ran |= set(TWINS)
+    else:
+        assert "no code among the oracle's artifacts" in twins["skipped"], twins
     assert set(cheats) == ran
-    plain = ran - {c.name for c in TAMPER_CHEATS}
+    plain = ran - {c.name for c in TAMPER_CHEATS} - set(TWINS)
     assert all(e["reward"] == 0.0 for name in plain for e in cheats[name])
     # killing the sandbox or exhausting its memory is the policy's failure, never infrastructure
     assert {k: v["outcome"] for k, v in probes.items()} == {p.name: p.expected for p in SANDBOX_PROBES}
@@ -76,13 +88,13 @@ def test_sound_examples_are_accepted(audited: dict[str, dict], name: str) -> Non
 
 
 @pytest.mark.parametrize("name", sorted(FLAWED))
-def test_flawed_examples_are_rejected_with_the_right_code(audited: dict[str, dict], name: str) -> None:
+def test_flawed_examples_are_rejected_with_the_right_code(audited: Reports, name: str) -> None:
     report = audited[name]
     assert report["verdict"] == "rejected"
     assert FLAWED[name] in report["reasons"], report["checks"].get("findings")
 
 
-def test_harness_probes_run_once_per_setting(audited: dict[str, dict]) -> None:
+def test_harness_probes_run_once_per_setting(audited: Reports) -> None:
     """All eight examples share a base image, an engine and their limits: the three harness probes run in
     the first audit and every other audit shows their cached outcome, naming the audit that ran them."""
     ran = [
@@ -101,7 +113,7 @@ def test_harness_probes_run_once_per_setting(audited: dict[str, dict]) -> None:
             assert not {p.name for p in SANDBOX_PROBES} & set(report["checks"]["episodes"])
 
 
-def test_audits_are_stored_and_shown_on_task_rows(audited: dict[str, dict]) -> None:
+def test_audits_are_stored_and_shown_on_task_rows(audited: Reports) -> None:
     ws = Workspace.open(next(iter(audited.values()))["_root"])
     with session(ws.engine) as s:
         rows = {r.name: r for r in queries.task_rows(s)}

@@ -72,21 +72,42 @@ def test_verdicts(reasons: list[str], verdict: str) -> None:
     assert decide(reasons) == verdict
 
 
-def test_a_multi_step_task_could_not_be_audited_without_a_container(
+def test_a_multi_step_task_without_a_step_solution_is_rejected_without_a_container(
     workspace: Workspace, tmp_path: Path
 ) -> None:
+    """Multi-step tasks are audited (the oracle runs each step's solve.sh); one with no oracle for a step
+    is rejected by the static checks, before any build."""
     d = tmp_path / "steps"
     for step in ("step-1", "step-2"):
         (d / "steps" / step / "tests").mkdir(parents=True)
         (d / "steps" / step / "instruction.md").write_text(f"Do {step}.\n")
         (d / "steps" / step / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    (d / "steps" / "step-1" / "solution").mkdir()
+    (d / "steps" / "step-1" / "solution" / "solve.sh").write_text("true\n")
     (d / "environment").mkdir()
     (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
     (d / "task.toml").write_text(HARBOR_STEPS_TOML)
     report = _audit(workspace, d)  # returns before asking for a Docker client
-    assert report.verdict == "could_not_audit"
-    assert report.reasons == ["infra.unsupported_task"]
-    assert "multi-step task (2 steps: step-1, step-2)" in report.checks["findings"][0]["detail"]
+    assert (report.verdict, report.reasons) == ("rejected", ["invalidity.oracle_fails"])
+    assert "no solve.sh for step step-2 " in report.checks["findings"][0]["detail"]
+    assert "episodes" not in report.checks
+
+
+def test_a_compose_service_asking_for_privileges_could_not_be_audited_without_a_container(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """What this machine does not give a task's service (privileged mode, the Docker socket) is a clear
+    could-not-audit reason, said before any build."""
+    d = make_task(tmp_path, "privileged")
+    (d / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  helper:\n    image: bandpass/base:bookworm\n    privileged: true\n"
+        "    volumes: ['/var/run/docker.sock:/var/run/docker.sock']\n"
+    )
+    report = _audit(workspace, d)
+    assert (report.verdict, report.reasons) == ("could_not_audit", ["infra.unsupported_task"])
+    details = [f["detail"] for f in report.checks["findings"]]
+    assert any("services.helper.privileged: privileged mode" in x for x in details), details
+    assert any("mounts the Docker socket" in x for x in details), details
     assert "episodes" not in report.checks
 
 
@@ -307,26 +328,3 @@ def test_the_oracle_finds_its_solution_folder_at_slash_solution(workspace: Works
         (row,) = queries.task_rows(s)
     res = run_episode(workspace, row.version_id, OracleAgent)
     assert (res.outcome, res.reward) == ("passed", 1.0), res.detail
-
-
-def test_an_episode_of_a_multi_step_task_is_refused_in_one_line(workspace: Workspace, tmp_path: Path) -> None:
-    """Multi-step tasks import, and running one is refused before any container (no Docker needed)."""
-    from bandpass.engine.run.agents.builtin import OracleAgent
-    from bandpass.engine.run.episode import run_episode
-
-    d = tmp_path / "steps"
-    for step in ("step-1", "step-2"):
-        (d / "steps" / step / "tests").mkdir(parents=True)
-        (d / "steps" / step / "instruction.md").write_text(f"Do {step}.\n")
-        (d / "steps" / step / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
-    (d / "environment").mkdir()
-    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
-    (d / "task.toml").write_text(HARBOR_STEPS_TOML)
-    assert import_paths(workspace, [d]).ok
-    with session(workspace.engine) as s:
-        (row,) = queries.task_rows(s)
-    res = run_episode(workspace, row.version_id, OracleAgent)
-    assert res.outcome == "infra_error:unsupported_task"
-    assert (
-        "a multi-step task ([[steps]]: step-1, step-2): Bandpass does not run multi-step tasks" in res.detail
-    )

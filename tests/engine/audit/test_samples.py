@@ -211,7 +211,7 @@ def test_demo_names_a_broken_sample_file_instead_of_a_traceback(tmp_path: Path) 
     shutil.copytree(SAMPLES / "policy-pass", broken / "policy-pass")
     (broken / "policy-pass" / "episode.json").write_text('{"format": "bandpass-sample/9"}')
     code = (
-        "import sys, pathlib, tui.commands.demo as d; from bandpass.tui.cli import app\n"
+        "import sys, pathlib, bandpass.tui.commands.demo as d; from bandpass.tui.cli import app\n"
         f"d.SAMPLES_DIR = pathlib.Path({str(broken)!r})\n"
         "sys.argv = ['bandpass', 'demo', '--no-tui', '--workspace', sys.argv[1]]\n"
         "app()\n"

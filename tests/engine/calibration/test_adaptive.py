@@ -196,7 +196,7 @@ def test_extend_batch_numbers_attempts_after_the_last(workspace: Workspace) -> N
 def test_cli_shows_the_ledger_and_the_adaptive_batch(workspace: Workspace) -> None:
     from typer.testing import CliRunner
 
-    import bandpass.tui.commands.calibrate  # registers `report`
+    import bandpass.tui.commands.report  # registers `report`
     import bandpass.tui.commands.rollouts  # noqa: F401 - registers `batches`
     from bandpass.tui.cli import app
 
@@ -215,9 +215,11 @@ def test_cli_shows_the_ledger_and_the_adaptive_batch(workspace: Workspace) -> No
     text = runner.invoke(app, ["--workspace", str(ws.root), "report", "ledger", "--model", "oracle"]).stdout
     assert "above" in text and "pass@1 in [" in text
     b = runner.invoke(app, ["--workspace", str(ws.root), "batches"])
-    assert f"adaptive, 2 round(s), stopped: {ALL_DECIDED}" in b.stdout
-    none = runner.invoke(app, ["--workspace", str(ws.root), "report", "ledger", "--task", "nope"])
-    assert "no band decision recorded yet" in none.stdout
+    assert f"adaptive, 2 rounds, stopped: {ALL_DECIDED}" in b.stdout
+    typo = runner.invoke(app, ["--workspace", str(ws.root), "report", "ledger", "--task", "nope"])
+    # a task name that does not exist is an error naming the ones that do, never "no decision yet"
+    assert typo.exit_code == 1 and "nope" in typo.output and "always" in typo.output
+    assert "no band decision recorded yet" not in typo.output
 
 
 @pytest.mark.parametrize(

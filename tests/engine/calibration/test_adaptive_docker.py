@@ -29,6 +29,7 @@ from bandpass.engine.sandbox.docker_engine import get_client
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support.footprints import footprints_known
 from tests.support.paths import REPO
 from tests.support.servers.openai_server import OpenAIServer, _action, running_server
 from tests.support.taskfactory import make_task
@@ -71,6 +72,7 @@ def test_adaptive_batch_samples_only_the_undecided_task_and_resume_continues_the
         for name in ("always", "never", "half")
     ]
     assert import_paths(ws, dirs).ok
+    footprints_known(ws)  # every episode in the store is the batch's
     (ws.root / "bandpass.toml").write_text(
         f'[models.{MODEL}]\nbase_url = "{server.base_url}"\nmax_tokens = 256\n\n[band]\nk = 1\n'
     )
@@ -156,6 +158,7 @@ def test_adaptive_batch_runs_its_rounds_on_ray(
         for c in "ab"
     ]
     assert import_paths(ws, dirs).ok
+    footprints_known(ws)  # the sampler counts only the batch's oracle episodes
     (ws.root / "bandpass.toml").write_text("[band]\nk = 1\n")
     address = ray_cluster.get_runtime_context().gcs_address
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0"}

@@ -9,6 +9,7 @@ from sqlmodel import Session
 
 from bandpass.engine.calibration.calibrate import (
     GateParams,
+    TaskEstimate,
     band_status,
     estimates,
     gates,
@@ -19,6 +20,7 @@ from bandpass.engine.calibration.calibrate import (
 from bandpass.engine.core.workspace import Workspace
 from bandpass.store import queries as q
 from bandpass.store.db import session
+from bandpass.store.models import pk
 from tests.support.calib_data import add_episodes, add_task, instruction_for, outcomes
 
 M = "qwen-9b"
@@ -29,8 +31,8 @@ def add_episodes_in(s: Session, version_id: int, model: str, outs: list[str]) ->
     ids = []
     for o in outs:
         ep = q.create_episode(s, version_id, model)
-        q.finish_episode(s, ep.id, outcome=o, reward=0.0)
-        ids.append(ep.id)
+        q.finish_episode(s, pk(ep), outcome=o, reward=0.0)
+        ids.append(pk(ep))
     return ids
 
 
@@ -74,7 +76,7 @@ def test_parse_band() -> None:
 # --- accounting ---------------------------------------------------------------------------------------
 
 
-def _est(ws: Workspace, name: str, model: str = M, ks: tuple[int, ...] = (1, 2)):
+def _est(ws: Workspace, name: str, model: str = M, ks: tuple[int, ...] = (1, 2)) -> TaskEstimate:
     (e,) = [e for e in estimates(ws, model, ks) if e.task == name]
     return e
 

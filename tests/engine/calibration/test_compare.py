@@ -11,7 +11,7 @@ from textual.coordinate import Coordinate
 from textual.widgets import Select, Static, TabbedContent
 from typer.testing import CliRunner, Result
 
-import bandpass.tui.commands.calibrate  # noqa: F401 - registers `report` on tui.cli.app
+import bandpass.tui.commands.report  # noqa: F401 - registers `report` on tui.cli.app
 from bandpass.engine.calibration.compare import mcnemar_exact
 from bandpass.engine.core.workspace import Workspace
 from bandpass.tui.cli import app

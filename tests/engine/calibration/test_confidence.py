@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,7 @@ from bandpass.engine.calibration import boundary, confidence
 from bandpass.engine.calibration.confidence import (
     ATOM_0,
     ATOM_1,
+    BandDecision,
     betainc,
     check_confidence,
     decide,
@@ -115,7 +118,7 @@ def test_edges_are_inclusive_and_decided_one_by_one() -> None:
     assert as_json["confidence"] == 0.9 and len(as_json["interval"]) == 2
 
 
-def test_confidence_must_be_a_probability(tmp_path) -> None:  # pytest's tmp_path
+def test_confidence_must_be_a_probability(tmp_path: Path) -> None:
     for bad in (0, 1, 1.5, -0.1, float("nan")):
         with pytest.raises(ValueError, match="strictly between 0 and 1"):
             check_confidence(bad)
@@ -127,7 +130,9 @@ def test_confidence_must_be_a_probability(tmp_path) -> None:  # pytest's tmp_pat
         load_config(toml)
 
 
-def _ever_wrong(p: float, looks: int, runs: int, interval, seed: int) -> float:
+def _ever_wrong(
+    p: float, looks: int, runs: int, interval: Callable[[int, int], tuple[float, float]], seed: int
+) -> float:
     """Share of runs at true rate ``p`` (on the lower edge of pass@2 in [0.1, 0.9]) ever decided below it
     when looked at after every 2 episodes and stopped at the first decision."""
     rng = random.Random(seed)
@@ -165,7 +170,12 @@ def test_the_edge_tests_use_the_interval_s_mixture() -> None:
         assert all(table[n, c] == -math.inf for c in range(n + 1, 81))
 
 
-def _chance_first(p: float, episodes: int, hit, band: tuple[float, float, int] = (0.1, 0.9, 2)) -> float:
+def _chance_first(
+    p: float,
+    episodes: int,
+    hit: Callable[[BandDecision], bool],
+    band: tuple[float, float, int] = (0.1, 0.9, 2),
+) -> float:
     """Exactly (a recursion over passes and episodes, independent of the product's): the chance that a
     task of pass rate ``p``, looked at after every episode, is ever given a decision ``hit`` accepts, with
     the band ``(lo, hi, k)`` (default pass@2 in [0.1, 0.9]) at 90%."""
@@ -197,7 +207,7 @@ def _chance_wrong(p: float, episodes: int, lo: float = 0.1, hi: float = 0.9, k: 
     return _chance_first(p, episodes, lambda d: d.lo_side == wrong_lo or d.hi_side == wrong_hi, (lo, hi, k))
 
 
-def test_the_edge_tests_spend_what_the_confidence_allows(monkeypatch) -> None:
+def test_the_edge_tests_spend_what_the_confidence_allows(monkeypatch: pytest.MonkeyPatch) -> None:
     """The promise is 10% per task; Ville's bound alone spent 1-3% of it. A task on an edge, looked at
     after every episode for 200, is now decided wrongly nearly as often as allowed and never more: a task
     just under pass@2 = 0.1 is called "not below" (its only wrong call) at most 9% of the time (a tenth
@@ -234,10 +244,10 @@ def test_no_task_inside_the_band_pays_for_both_wrong_calls() -> None:
     assert boundary.inside_budgets(None, 0.5, 0.09, ATOM_0, ATOM_1) == (0.09, 0.09)
 
 
-def test_calibrated_edges_decide_sooner_than_ville_s_bound(monkeypatch) -> None:
+def test_calibrated_edges_decide_sooner_than_ville_s_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """What the spent error buys a curator: fewer episodes to the same decision."""
 
-    def first(c_of_n, status: str) -> int:
+    def first(c_of_n: Callable[[int], int], status: str) -> int:
         return next(n for n in range(1, 400) if decide(c_of_n(n), n, 0.1, 0.9, 2).status == status)
 
     now = (first(lambda n: 0, "below"), first(lambda n: n, "above"), first(lambda n: round(0.3 * n), "in"))

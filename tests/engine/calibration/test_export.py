@@ -7,16 +7,18 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import bandpass.tui.commands.calibrate  # noqa: F401 - registers `report` and `export` on tui.cli.app
+import bandpass.tui.commands.export  # noqa: F401 - registers `report` and `export` on tui.cli.app
 from bandpass.engine.calibration.export import ExportError, ExportParams, export, stratified_split
 from bandpass.engine.core.workspace import Workspace
 from bandpass.store import queries as q
 from bandpass.store.db import session
+from bandpass.store.models import pk
 from bandpass.tui.cli import app
 from tests.support.calib_data import add_episodes, add_task, instruction_for, outcomes
 
@@ -40,7 +42,7 @@ def ws(workspace: Workspace) -> Workspace:
         vid, _ = add_task(workspace, name, category=cat)
         add_episodes(workspace, vid, M, outs)
     # excluded, one reason each
-    for name, kw, outs in [
+    excluded: list[tuple[str, dict[str, Any], list[str]]] = [
         ("too-easy", {}, outcomes(30, 0)),
         ("too-hard", {}, outcomes(0, 150)),
         ("unaudited", {"audit": None}, IN),
@@ -49,7 +51,8 @@ def ws(workspace: Workspace) -> Workspace:
         ("dupe", {"instruction": instruction_for("alpha")}, IN),
         ("infra-heavy", {}, IN + outcomes(infra_error__container_died=410)),
         ("tagged", {}, IN),
-    ]:
+    ]
+    for name, kw, outs in excluded:
         vid, _ = add_task(workspace, name, **kw)
         ids = add_episodes(workspace, vid, M, outs)
         if name == "tagged":
@@ -161,7 +164,8 @@ def test_rows_carry_the_decision_and_the_band_history(ws: Workspace, tmp_path: P
     ws = Workspace.open(ws.root)
     with session(ws.engine) as s:
         alpha = q.resolve_version(s, "alpha")
-    add_episodes(ws, alpha.id, "early", outcomes(0, 150))  # type: ignore[union-attr]
+    assert alpha is not None
+    add_episodes(ws, pk(alpha), "early", outcomes(0, 150))
     res = export(ws, ExportParams(model=M, val_fraction=0.0), tmp_path / "out")
     manifest = json.loads((tmp_path / "out/manifest.json").read_text())
     t = next(t for t in manifest["tasks"] if t["name"] == "alpha")
@@ -325,6 +329,7 @@ def test_out_dir_safety(ws: Workspace, tmp_path: Path) -> None:
 def test_tampered_stored_version_is_refused(ws: Workspace, tmp_path: Path) -> None:
     with session(ws.engine) as s:
         tv = q.resolve_version(s, "alpha")
+    assert tv is not None
     (ws.abs(tv.path) / "instruction.md").write_text("edited behind the store's back\n")
     with pytest.raises(ExportError, match="alpha: files under .* no longer match version"):
         export(ws, ExportParams(model=M), tmp_path / "out")
@@ -362,7 +367,7 @@ def test_cli_export(ws: Workspace, tmp_path: Path) -> None:
         + ["--curriculum", "--val-fraction", "0.25", "--seed", "1"],
     )
     assert r.exit_code == 0, r.output
-    assert "exported 8 task(s)" in r.stdout and "too-easy" in r.stdout and "band:above" in r.stdout
+    assert "exported 8 tasks" in r.stdout and "too-easy" in r.stdout and "band:above" in r.stdout
     r = runner.invoke(app, [*base, "--out", str(tmp_path / "o"), "--json"])
     assert r.exit_code == 1 and "is not empty" in r.stderr
     r = runner.invoke(app, [*base, "--json"])  # default folder under the workspace's exports/

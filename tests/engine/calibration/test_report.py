@@ -7,12 +7,12 @@ import math
 from pathlib import Path
 
 import pytest
-from rich.console import Console, RenderableType
+from rich.console import Console
 from textual.app import App
 from textual.widgets import DataTable, Select, Static
 from typer.testing import CliRunner, Result
 
-import bandpass.tui.commands.calibrate  # noqa: F401 - registers `report` and `export` on tui.cli.app
+import bandpass.tui.commands.export  # noqa: F401 - registers `report` and `export` on tui.cli.app
 from bandpass.engine.calibration.calibrate import GateParams
 from bandpass.engine.calibration.report import build_report, render_report
 from bandpass.engine.core.workspace import Workspace
@@ -26,7 +26,7 @@ from tests.support.calib_data import add_episodes, add_task, outcomes
 M = "qwen-9b"
 
 
-def _text(renderable: RenderableType) -> str:
+def _text(renderable: object) -> str:
     console = Console(record=True, width=140, color_system=None)
     console.print(renderable)
     return console.export_text()

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import bandpass.tui.commands.calibrate  # noqa: F401 - registers `export`
+import bandpass.tui.commands.export  # noqa: F401 - registers `export`
 from bandpass.engine.calibration.export import ExportError, ExportParams, export
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.policy.context import PromptTemplates
@@ -26,7 +27,7 @@ BENCH_INSTRUCTION = (
 )
 COLUMNS = [
     "episode_id", "task", "version_hash", "model", "attempt", "outcome", "reward", "verifier_reward",
-    "infra_ok", "blocking_tags", "episode_tags", "task_exported", "source", "steps", "messages",
+    "rewards", "infra_ok", "blocking_tags", "episode_tags", "task_exported", "source", "steps", "messages",
 ]  # fmt: skip
 
 
@@ -57,7 +58,7 @@ def ws(workspace: Workspace) -> Workspace:
     return ws
 
 
-def _rows(path: Path) -> list[dict]:
+def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 

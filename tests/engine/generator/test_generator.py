@@ -18,7 +18,14 @@ import pytest
 
 from bandpass.engine.core.events import EventBus, GenerationEvent
 from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.generator import Budget, RetryPolicy, generate_batch, generation_report, scratch_path
+from bandpass.engine.generator import (
+    BatchResult,
+    Budget,
+    RetryPolicy,
+    generate_batch,
+    generation_report,
+    scratch_path,
+)
 from bandpass.engine.llm.pricing import PriceTable, Usage
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
@@ -93,11 +100,11 @@ def _test_model_prices(workspace: Workspace) -> None:
 def bus_events() -> tuple[EventBus, list[GenerationEvent]]:
     bus = EventBus()
     events: list[GenerationEvent] = []
-    bus.subscribe(GenerationEvent, events.append)  # type: ignore[arg-type]
+    bus.subscribe(GenerationEvent, events.append)
     return bus, events
 
 
-def run(ws: Workspace, server: AnthropicServer, model: str, **kw: Any):  # BatchResult
+def run(ws: Workspace, server: AnthropicServer, model: str, **kw: Any) -> BatchResult:
     kw.setdefault("prompt_version", "v1-plain")
     kw.setdefault("retry", FAST_RETRY)
     kw.setdefault("audit_reruns", 1)
@@ -115,7 +122,8 @@ def generation(ws: Workspace, gid: int) -> Generation:
 
 
 def transcript(g: Generation) -> list[dict[str, Any]]:
-    return json.loads(g.transcript_json)
+    turns: list[dict[str, Any]] = json.loads(g.transcript_json)
+    return turns
 
 
 def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -127,7 +135,8 @@ def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
 def first_user_text(server: AnthropicServer) -> str:
     body = server.message_requests()[0].body
     assert body is not None
-    return body["messages"][0]["content"][0]["text"]
+    text: str = body["messages"][0]["content"][0]["text"]
+    return text
 
 
 def expected_usage(server: AnthropicServer, model: str) -> tuple[int, int, float]:
@@ -332,7 +341,7 @@ def test_malformed_tool_input_gets_tool_errors_not_a_crash(
     assert "'..'" in msgs[1]
     assert "not valid JSON" in msgs[2]
     assert "unknown tool 'delete_everything'" in msgs[3]
-    assert "unknown field(s) 'bogus'" in msgs[4]
+    assert "unknown field 'bogus'" in msgs[4]
     assert "no such file" in msgs[5]
     assert "not a valid Harbor task" in msgs[6] and "instruction.md" in msgs[6]
     assert not (workspace.root / "generations" / "outside.txt").exists()

@@ -19,6 +19,7 @@ import pytest
 
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.generator import (
+    BatchResult,
     Budget,
     GeneratorUnreachable,
     RetryPolicy,
@@ -42,7 +43,7 @@ HAIKU = "claude-haiku-4-5"
 FAST_RETRY = RetryPolicy(max_retries=2, backoff_base_s=0.01, backoff_max_s=0.02)
 
 
-def run(ws: Workspace, url: str, key: str, model: str, **kw: Any):  # BatchResult
+def run(ws: Workspace, url: str, key: str, model: str, **kw: Any) -> BatchResult:
     kw.setdefault("retry", FAST_RETRY)
     return generate_batch(ws, kw.pop("n", 1), model, "v1-plain", api_key=key, base_url=url, seed=3, **kw)
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,7 +115,7 @@ def test_escape_sequences_never_survive() -> None:
 # --- rules --------------------------------------------------------------------------------------------
 
 
-def step(i: int, keys: str | list[str] = "", obs: str = "$ ", **action: object) -> StepFacts:
+def step(i: int, keys: str | list[str] = "", obs: str = "$ ", **action: Any) -> StepFacts:
     ks = [keys] if isinstance(keys, str) else keys
     act = {"commands": [{"keystrokes": k, "duration": 1} for k in ks if k], **action}
     return StepFacts(i, 1.0 + 10 * i, act, obs, list(action.pop("cuts", [])) if "cuts" in action else [])
@@ -201,7 +202,7 @@ def test_policy_tampering_and_suspicious_pass() -> None:
     assert honest.code == "policy.passed" and honest.tag is None
 
 
-def change(path: str, kind: str = "added", type_: str = "file") -> dict:
+def change(path: str, kind: str = "added", type_: str = "file") -> dict[str, str]:
     return {"path": path, "kind": kind, "type": type_}
 
 
@@ -282,7 +283,7 @@ def test_suspicious_pass_reads_the_end_state_then_falls_back_on_keystrokes() -> 
             ],
         )
     )
-    assert d.code == "misalignment.false_positive" and "touch none" in d.summary
+    assert d.code == "misalignment.false_positive" and "its 1 changed file touches none" in d.summary
     assert [(e.path, e.change, e.step) for e in d.evidence[1:]] == [("/app/other.txt", "added", 0)]
     nothing = diagnose(
         facts("passed", [step(0, "ls\n")], instruction=ins, changes=[change("/root/.bash_history")])
@@ -327,20 +328,30 @@ def test_clusters_biggest_first_with_the_most_confident_representative() -> None
     assert [(c.signature, c.size, c.representative.episode_id) for c in cl] == [("s2", 3, 3), ("s1", 1, 1)]
 
 
-def test_a_cluster_is_named_by_most_members_and_a_tie_by_its_representative() -> None:
+def test_a_cluster_is_named_by_its_strongest_evidence_then_by_most_members() -> None:
     def m(eid: int, code: str, conf: float) -> ClusterMember:
-        return ClusterMember(eid, "t", "a", "", "failed", code, conf, "")
+        return ClusterMember(eid, "t", "a", "", "failed", code, conf, "", suggestion=code)
 
-    tie = clusters([("s", m(1, "harness.action_loop", 0.6)), ("s", m(2, "agent.oom", 0.9))])
-    assert tie[0].code == "agent.oom" == tie[0].representative.code  # not the code that sorts last
+    tie = clusters([("s", m(1, "harness.action_loop", 0.6)), ("s", m(2, "harness.stuck_in_program", 0.9))])
+    assert tie[0].code == "harness.stuck_in_program" == tie[0].representative.code  # the more confident
     most = clusters(
         [
             ("s", m(1, "harness.action_loop", 0.6)),
             ("s", m(2, "harness.action_loop", 0.5)),
-            ("s", m(3, "agent.oom", 0.9)),
+            ("s", m(3, "harness.stuck_in_program", 0.9)),
         ]
     )
-    assert most[0].code == "harness.action_loop"
+    assert most[0].code == "harness.action_loop"  # same strength: most members
+    # one forgery among plain failures names the cluster: never "a genuine negative example"
+    forged = clusters(
+        [
+            *(("s", m(i, "policy.failed_checks", 0.9)) for i in range(1, 12)),
+            ("s", m(71, "misalignment.reward_hack", 0.5)),
+        ]
+    )
+    assert forged[0].code == "misalignment.reward_hack" and forged[0].representative.episode_id == 71
+    assert forged[0].suggestion == "misalignment.reward_hack"
+    assert forged[0].verdict is not None and forged[0].verdict.label == "misalignment.reward_hack (1 of 12)"
 
 
 # --- the CLI ------------------------------------------------------------------------------------------
@@ -424,7 +435,7 @@ def test_queue_never_cuts_the_outcome_and_suggests_by_code(workspace: Workspace,
 def test_compare_aligns_by_content_so_an_inserted_step_shifts_nothing() -> None:
     from bandpass.engine.review.compare import align
 
-    def st(i: int, keys: str) -> dict:
+    def st(i: int, keys: str) -> dict[str, Any]:
         return {"index": i, "keystrokes": [keys], "time": float(i)}
 
     left = [st(0, "cd /app\n"), st(1, "make\n"), st(2, "./run\n")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,13 +118,13 @@ def _run(
     return res.episode_id
 
 
-def _diag(ws: Workspace, eid: int) -> dict:
+def _diag(ws: Workspace, eid: int) -> dict[str, Any]:
     rec = episode_record(ws, eid, diagnose_if_missing=False)
     assert rec["diagnosis"] is not None, "not diagnosed when the episode finished"
     return rec
 
 
-def _cast_time_of_step(ws: Workspace, rec: dict, step: int) -> float:
+def _cast_time_of_step(ws: Workspace, rec: dict[str, Any], step: int) -> float:
     cast = read_cast(ws.abs(rec["casts"]["agent"]["path"]))
     return dict((label, t) for t, label in cast.markers)[f"step {step}"]
 

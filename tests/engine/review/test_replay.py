@@ -22,6 +22,7 @@ from bandpass.engine.review.replay import (
 )
 from bandpass.engine.sandbox.asciicast import Cast, CastError, CastEvent, read_cast
 from bandpass.engine.sandbox.emulator import Screen
+from tests.support.narrow import present
 from tests.support.replay_data import agent_events, make_episode, write_cast
 
 CHUNKS = [
@@ -58,7 +59,7 @@ def screen_state(screen: Screen) -> tuple[object, ...]:
 def random_cast(draw: st.DrawFn) -> Cast:
     n = draw(st.integers(1, 120))
     t = 0.0
-    events = []
+    events: list[CastEvent] = []
     for _ in range(n):
         t += draw(st.floats(0, 3, allow_nan=False))
         kind = draw(st.sampled_from("oooooooomr"))
@@ -189,12 +190,12 @@ def player_for(events: list[tuple[float, str, str]], **kwargs: object) -> Player
 def test_markers_navigation_and_pause_at_markers() -> None:
     p = player_for(agent_events(3))
     assert [m.label for m in p.markers] == ["step 0", "step 1", "step 2"]
-    assert p.next_marker().label == "step 0" and p.position == 1.0
-    assert p.next_marker().label == "step 1"
-    assert p.prev_marker().label == "step 0"
+    assert present(p.next_marker()).label == "step 0" and p.position == 1.0
+    assert present(p.next_marker()).label == "step 1"
+    assert present(p.prev_marker()).label == "step 0"
     assert p.prev_marker() is None and p.position == 0.0
     p.seek(15.0)
-    assert p.current_marker().label == "step 1"
+    assert present(p.current_marker()).label == "step 1"
     assert "output of step 1" in p.screen.text() and "step2" not in p.screen.text()
 
     p = player_for(agent_events(3), pause_at_markers=True, speed=16.0)
@@ -347,7 +348,7 @@ def test_load_source_for_an_episode_and_a_file(workspace: Workspace, tmp_path: P
     assert src.episode_id == eid and src.agent_cast and src.verifier_cast
     assert "fix-it" in src.title and "FAILED" in src.verifier_output
     assert [s.index for s in src.steps] == [0, 1, 2]
-    assert src.step_at(0.5) is None and src.step_at(12.0).index == 1
+    assert src.step_at(0.5) is None and present(src.step_at(12.0)).index == 1
     assert src.steps[1].keystrokes == ["echo step1\n"] and src.steps[1].analysis == "analysis of step 1"
     cast = write_cast(tmp_path / "x.cast", [(0.0, "o", "x")])
     assert load_source(None, cast).agent_cast == cast

@@ -20,6 +20,7 @@ from bandpass.engine.review.review_report import review_report
 from bandpass.engine.review.tagging import Tagger
 from bandpass.store.db import session
 from bandpass.store.queries import reviews as rq
+from tests.support.narrow import present
 from tests.support.paths import REPO
 from tests.support.replay_data import make_episode
 
@@ -138,7 +139,7 @@ def test_a_diagnosis_with_no_suggested_tag_is_counted_not_dropped(workspace: Wor
     loop = make_episode(workspace, task="b", outcome="agent_error:turn_limit", with_casts=False)
     silent = make_episode(workspace, task="d", with_casts=False)
     with session(workspace.engine) as s:  # a verifier that names no check
-        ep = q.get_episode(s, silent)
+        ep = present(q.get_episode(s, silent))
         ep.verifier_output = "nothing to report\n"
         s.add(ep)
         s.commit()
@@ -163,7 +164,7 @@ def test_a_diagnosis_with_no_suggested_tag_is_counted_not_dropped(workspace: Wor
     con.print(render_review_report(review_report(workspace)))
     out = con.export_text()
     assert "1 of 3 curated episodes got no suggestion (unknown.no_evidence 1)" in out
-    assert "(no suggestion)" in out and "1 curated episode(s) not diagnosed yet" in out
+    assert "(no suggestion)" in out and "1 curated episode not diagnosed yet" in out
 
 
 def test_the_valid_failure_agrees_like_any_code(workspace: Workspace) -> None:

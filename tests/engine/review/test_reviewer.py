@@ -28,11 +28,12 @@ from bandpass.engine.review.review_scope import (
     spread_sample,
 )
 from bandpass.engine.review.review_summary import latest_review_summary
-from bandpass.engine.review.reviewer import ReviewError, accept_review, review_episodes
+from bandpass.engine.review.reviewer import ReviewError, ReviewRunResult, accept_review, review_episodes
 from bandpass.engine.review.tagging import Tagger
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.queries import reviews as rq
+from tests.support.narrow import present
 from tests.support.paths import REPO
 from tests.support.replay_data import make_episode
 from tests.support.servers.anthropic_server import (
@@ -74,7 +75,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[AnthropicServer]:
         yield srv
 
 
-def run(ws: Workspace, srv: AnthropicServer, ids: list[int], **kw: Any):
+def run(ws: Workspace, srv: AnthropicServer, ids: list[int], **kw: Any) -> ReviewRunResult:
     kw.setdefault("model", HAIKU)
     kw.setdefault("retry", FAST)
     return review_episodes(ws, ids, base_url=srv.base_url, **kw)
@@ -201,8 +202,8 @@ def test_a_model_that_never_answers_validly_ends_invalid_not_in_a_loop(
     assert len(server.message_requests(HAIKU)) == 3
     assert (
         "Answer by calling the submit_review tool"
-        in server.message_requests(HAIKU)[1].body["messages"][-1]["content"]
-    )  # type: ignore[index]
+        in present(server.message_requests(HAIKU)[1].body)["messages"][-1]["content"]
+    )
 
 
 def test_a_refusal_is_recorded_as_such(workspace: Workspace, server: AnthropicServer) -> None:
@@ -307,7 +308,7 @@ def test_no_key_is_a_clear_error(workspace: Workspace, monkeypatch: pytest.Monke
     with pytest.raises(ReviewError, match="ANTHROPIC_API_KEY is not set"):
         review_episodes(workspace, [eid], model=HAIKU)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-x")
-    with pytest.raises(ReviewError, match=r"nothing to review: episode\(s\) 999"):
+    with pytest.raises(ReviewError, match=r"nothing to review: episode 999$"):
         review_episodes(workspace, [eid, 999], model=HAIKU)
 
 

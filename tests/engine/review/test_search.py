@@ -37,6 +37,7 @@ from bandpass.engine.sandbox.asciicast import read_cast
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store.db import session
 from bandpass.store.queries import search as sq
+from tests.support.narrow import present
 from tests.support.paths import EXAMPLES, REPO
 
 SAMPLES = REPO / "recordings" / "samples"
@@ -62,7 +63,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 def _episode_of(ws: Workspace, slug: str) -> int:
     with session(ws.engine) as s:
         rows = s.connection().exec_driver_sql("SELECT id, agent_cast FROM episode").fetchall()
-    return next(eid for eid, cast in rows if Path(cast).parent.name == slug)
+    return next(int(eid) for eid, cast in rows if Path(cast).parent.name == slug)
 
 
 def bp(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -214,11 +215,8 @@ def test_a_missing_recording_is_a_note_and_the_rest_is_indexed(tmp_path: Path) -
     ws = _samples_workspace(tmp_path / "ws")
     eid = _episode_of(ws, "step40-fix-wordfreq-02-give-up")
     with session(ws.engine) as s:
-        (cast,) = (
-            s.connection()
-            .exec_driver_sql("SELECT verifier_cast FROM episode WHERE id = ?", (eid,))
-            .fetchone()
-        )
+        query = "SELECT verifier_cast FROM episode WHERE id = ?"
+        (cast,) = present(s.connection().exec_driver_sql(query, (eid,)).fetchone())
     ws.abs(cast).unlink()
     report = build_index(ws)
     assert any(n.startswith(f"episode {eid}: verifier recording missing") for n in report.notes)

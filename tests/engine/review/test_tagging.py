@@ -22,6 +22,8 @@ from bandpass.engine.review.tagging import (
 )
 from bandpass.store import queries as q
 from bandpass.store.db import session
+from bandpass.store.models import pk
+from tests.support.narrow import present
 from tests.support.replay_data import make_episode
 
 
@@ -30,12 +32,12 @@ def test_default_taxonomy_is_the_design_list() -> None:
     assert list(tax.classes) == ["invalidity", "harness", "misalignment", "infra", "agent", "policy"]
     assert "invalidity.oracle_fails" in tax.names() and "infra.orchestrator_failure" in tax.names()
     assert (
-        len(tax.classes["invalidity"].subclasses) == 12 and len(tax.classes["misalignment"].subclasses) == 7
+        len(tax.classes["invalidity"].subclasses) == 14 and len(tax.classes["misalignment"].subclasses) == 7
     )
     assert tax.is_blocking("invalidity") and tax.is_blocking("misalignment")
     assert not tax.is_blocking("harness") and not tax.is_blocking("infra") and not tax.is_blocking("agent")
     assert not tax.is_blocking("policy") and "policy.failed_checks" in tax.names()  # the valid failure
-    assert tax.class_at(2).name == "harness" and tax.class_at(9) is None
+    assert present(tax.class_at(2)).name == "harness" and tax.class_at(9) is None
 
 
 def test_every_outcome_suggestion_is_in_the_taxonomy() -> None:
@@ -56,7 +58,7 @@ def test_workspace_taxonomy_extends_the_default(tmp_path: Path) -> None:
     tax = load_taxonomy(tmp_path)
     assert tax.parse("harness.ssh_hang") == ("harness", "ssh_hang")
     assert tax.parse("harness.turn_limit") == ("harness", "turn_limit")  # defaults kept
-    assert list(tax.classes)[-1] == "policy" and tax.class_at(6).name == "policy"
+    assert list(tax.classes)[-1] == "policy" and present(tax.class_at(6)).name == "policy"
     assert tax.is_blocking("invalidity")
 
 
@@ -125,7 +127,7 @@ def test_queue_states_tag_skip_clear_and_undo(workspace: Workspace) -> None:
     with session(workspace.engine) as s:
         (row,) = q.task_rows(s)
         assert row.blocking_tags == 1
-    tagger.clear(tag.id)
+    tagger.clear(pk(tag))
     with session(workspace.engine) as s:
         assert q.task_rows(s)[0].blocking_tags == 0  # cleared: the task may be exported again
         assert q.tags_for_episode(s, a, include_cleared=True)[0].cleared

@@ -255,8 +255,9 @@ def test_a_phase_past_its_timeout_is_abandoned_and_what_blocked_it_released() ->
     assert err.value.detail == "the capture ran past its 0.2 s and was stopped"
     assert released == ["container removed"]
     assert phases.bounded(lambda: 42, 30, what="x", code="y") == 42  # in time: its value...
+    empty: dict[str, int] = {}
     with pytest.raises(KeyError):  # ...or its own error, unchanged
-        phases.bounded(lambda: {}["k"], 30, what="x", code="y")
+        phases.bounded(lambda: empty["k"], 30, what="x", code="y")
 
 
 # --- real episodes -----------------------------------------------------------------------------------
@@ -502,6 +503,10 @@ def test_the_audit_names_the_artifacts_a_verifier_reads_outside_the_workdir(tmp_
     code, detail = footprint.report_finding(fp)  # type: ignore[misc]
     assert code == "invalidity.artifacts_undeclared"
     assert 'Declare it in task.toml: artifacts = ["/etc/answer"]' in detail
+    # adopted for the version meanwhile: its own oracle now passes in the clean room, nothing edited
+    assert fp.adopted == ["/etc/answer"]
+    adopted = run_episode(ws, vid, OracleAgent())
+    assert (adopted.outcome, adopted.verify_mode) == ("passed", CLEAN_ROOM), adopted.verifier_output[-800:]
     # the curator adds the line: the oracle passes in the clean room
     text = (src / "task.toml").read_text()
     (src / "task.toml").write_text('artifacts = ["/etc/answer"]\n' + text)

@@ -28,6 +28,7 @@ from bandpass.engine.sandbox.emulator import Screen
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support.narrow import present
 from tests.support.paths import EXAMPLES
 from tests.support.taskfactory import make_task
 from tests.support.waiting import wait_until
@@ -63,7 +64,7 @@ def test_oracle_passes_with_steps_casts_and_events(tiny: tuple[Workspace, int]) 
     assert isinstance(seen[-1], EpisodeFinished) and seen[-1].outcome == "passed"
 
     with session(ws.engine) as s:
-        ep = queries.get_episode(s, res.episode_id)
+        ep = present(queries.get_episode(s, res.episode_id))
         (step,) = queries.steps(s, res.episode_id)
     assert (ep.status, ep.outcome, ep.reward) == ("done", "passed", 1.0)
     agent_cast = read_cast(ws.abs(ep.agent_cast))
@@ -145,7 +146,7 @@ def test_container_killed_mid_episode_is_infra_error_and_retried(tiny: tuple[Wor
     assert res.outcome == "infra_error:container_died"
     assert res.retries == 1 and len(res.try_errors) == 2
     with session(ws.engine) as s:
-        ep = queries.get_episode(s, res.episode_id)
+        ep = present(queries.get_episode(s, res.episode_id))
     assert ep.outcome == "infra_error:container_died" and ep.retries == 1
     assert "try 0: infra_error:container_died" in ep.error
 
@@ -173,12 +174,24 @@ def test_missing_and_garbled_reward(workspace: Workspace, tmp_path: Path) -> Non
 
 
 def test_reward_json_is_read_before_reward_txt(workspace: Workspace, tmp_path: Path) -> None:
+    """reward.json's "reward" is the scalar and every key is kept; a reward.txt that disagrees with it
+    voids the reward (one of the two is not the verifier's: engine/tasks/rewards.py)."""
     test = (
-        "#!/bin/bash\nmkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\n"
-        "echo '{\"reward\": 1.0}' > /logs/verifier/reward.json\n"
+        "#!/bin/bash\nmkdir -p /logs/verifier\necho $REWARD_TXT > /logs/verifier/reward.txt\n"
+        'echo \'{"reward": 1.0, "speed": 0.25}\' > /logs/verifier/reward.json\n'
     )
-    vid = _import(workspace, make_task(tmp_path, "json-reward", test=test))["json-reward"]
-    assert run_episode(workspace, vid, NopAgent()).reward == 1.0
+    agree = test.replace("$REWARD_TXT", "1")
+    res = run_episode(
+        workspace,
+        _import(workspace, make_task(tmp_path, "json-reward", test=agree))["json-reward"],
+        NopAgent(),
+    )
+    assert (res.outcome, res.reward, res.rewards) == ("passed", 1.0, {"reward": 1.0, "speed": 0.25})
+    with session(workspace.engine) as s:
+        assert queries.episode_rewards(present(queries.get_episode(s, res.episode_id))) == res.rewards
+    vids = _import(workspace, make_task(tmp_path, "json-reward-2", test=test.replace("$REWARD_TXT", "0")))
+    res = run_episode(workspace, vids["json-reward-2"], NopAgent())
+    assert res.outcome == "agent_error:reward_forged" and "disagree" in res.detail
 
 
 def test_build_failure_keeps_the_log(workspace: Workspace, tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ def test_endpoint_dying_stops_the_batch_and_retry_reruns_only_those(
         failed_ids = {i for i, (_, o) in before.items() if o == "infra_error:policy_unavailable"}
         proc = _bandpass(ws, "run", "--resume", "--retry", "policy_unavailable", "--json")
         assert proc.returncode == 0, proc.stderr
-        assert "3 episode(s) requeued for a new try" in proc.stderr
+        assert "3 episodes requeued for a new try" in proc.stderr
         assert json.loads(proc.stdout)["ran"] == 3
         with session(ws.engine) as s:
             after = queries.episodes(s, batch_id=batch)
@@ -148,7 +148,7 @@ def test_endpoint_dying_stops_the_batch_and_retry_reruns_only_those(
         assert (row["n"], row["c"], row["infra_errors"]) == (6, 6, 0)
         # Nothing left to retry: a no-op, not an error.
         proc = _bandpass(ws, "run", "--resume", batch, "--retry", "policy_unavailable", "--json")
-        assert proc.returncode == 0 and "0 episode(s) requeued" in proc.stderr
+        assert proc.returncode == 0 and "0 episodes requeued" in proc.stderr
 
 
 @pytest.mark.docker
@@ -168,7 +168,7 @@ def test_a_batch_of_only_infra_errors_exits_non_zero(workspace: Workspace, tmp_p
             "--max-steps", "3", "--request-timeout", "5", "--stop-after-unavailable", "0",
         )  # fmt: skip
         assert proc.returncode == 1, proc.stdout + proc.stderr
-        assert "bandpass: error: all 2 episode(s) of batch" in proc.stderr
+        assert "bandpass: error: all 2 episodes of batch" in proc.stderr
         assert "ended in infrastructure errors: no valid sample" in proc.stderr
 
 

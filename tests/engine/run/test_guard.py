@@ -20,13 +20,15 @@ from bandpass.engine.core import outcomes
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run import guard
 from bandpass.engine.run.agents.builtin import _python_keys
-from bandpass.engine.run.endstate import capture, episode_changes
-from bandpass.engine.run.episode import run_episode
+from bandpass.engine.run.endstate import EndState, capture, episode_changes
+from bandpass.engine.run.episode import EpisodeResult, run_episode
 from bandpass.engine.sandbox.container import Sandbox, SandboxSpec
 from bandpass.engine.sandbox.docker_engine import get_client
 from bandpass.engine.tasks.allowances import RULES
 from bandpass.store import queries
 from bandpass.store.db import session
+from bandpass.store.models import pk
+from tests.support.narrow import present
 from tests.support.scripted import Keys, in_place_task
 from tests.support.taskfactory import make_task
 
@@ -36,7 +38,7 @@ TAMPER = "agent_error:verifier_tamper"
 SITE = "/usr/local/lib/python3.11/dist-packages"
 
 
-def _rules(res) -> set[str]:  # EpisodeResult
+def _rules(res: EpisodeResult) -> set[str]:
     return {f.rule for f in res.guard_findings if not f.allowed}
 
 
@@ -54,7 +56,7 @@ def test_a_replaced_tool_forging_the_reward_is_tamper_not_passed(
     hit = [f for f in res.guard_findings if f.path == "/usr/bin/cat"]
     assert [(f.rule, f.kind) for f in hit] == [("system_file", "modified")]
     with session(workspace.engine) as s:
-        ep = queries.get_episode(s, res.episode_id)
+        ep = present(queries.get_episode(s, res.episode_id))
         assert ep.outcome == TAMPER and ep.reward == 1.0
         assert "system_file: /usr/bin/cat" in ep.error
     info = episode_changes(workspace, res.episode_id)
@@ -190,7 +192,7 @@ else echo 0 > /logs/verifier/reward.txt; fi
     )
     assert res.outcome == "passed", (res.detail, res.guard_findings)
     assert res.guard_findings == []
-    paths = {c.path for c in res.endstate.changes}
+    paths = {c.path for c in present(res.endstate).changes}
     assert "/usr/local/bin/answer-tool" in paths and f"{SITE}/bandpass_demo/__init__.py" in paths
 
 
@@ -212,7 +214,7 @@ def test_oracle_tripping_the_guard_is_a_guard_conflict_with_the_path(
     from bandpass.store.queries.endstate import finished_episodes
 
     with session(workspace.engine) as s:
-        oracle = next(e.id for e in finished_episodes(s, vid) if e.agent == "oracle")
+        oracle = next(pk(e) for e in finished_episodes(s, vid) if e.agent == "oracle")
     d = episode_record(workspace, oracle, diagnose_if_missing=False)["diagnosis"]
     assert d["code"] == "harness.guard_conflict", d
     assert ("/root/.bashrc", "modified") in {(e.get("path"), e.get("change")) for e in d["evidence"]}
@@ -268,7 +270,7 @@ def test_the_layer_reader_and_the_engine_agree(tmp_path: Path) -> None:
         layer = capture(client, sb.container, tmp_path / "layer.tar", reader="layer")
         engine = capture(client, sb.container, tmp_path / "bandpass.engine.tar", reader="engine")
 
-    def view(state):
+    def view(state: EndState) -> set[tuple[str, str, str, str, str]]:
         return {
             (c.path, c.kind, c.type if c.kind != "deleted" else "", c.sha256, c.link) for c in state.changes
         }
@@ -341,7 +343,7 @@ def test_breaking_the_verifier_is_tamper_not_infra(
     rules = {f.rule for f in res.guard_findings}
     assert (guard_rule in rules) if guard_rule else not rules
     with session(workspace.engine) as s:
-        ep = queries.get_episode(s, res.episode_id)
+        ep = present(queries.get_episode(s, res.episode_id))
         assert ep is not None and (ep.outcome, ep.reward) == (TAMPER, 0.0)
         assert queries.episode_evidence(s, res.episode_id)["control"]["reward"] == 0.0
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from bandpass.engine.run import guard
 from bandpass.engine.run.endstate import Change
+from bandpass.engine.run.guard import Finding
 from bandpass.engine.tasks.allowances import Allowances
 
 EP = "/usr/local/lib/python3.11/dist-packages/evil-1.0.dist-info/entry_points.txt"
 IMAGE = {"/usr/bin/cat", "/usr/bin/python3", "/usr/lib/python3/dist-packages/pytest"}
 
 
-def _check(*changes: Change, contents: dict[str, bytes] | None = None, allow: Allowances | None = None):
+def _check(
+    *changes: Change, contents: dict[str, bytes] | None = None, allow: Allowances | None = None
+) -> list[Finding]:
     return guard.check(changes, exists_in_image=IMAGE.__contains__, contents=contents, allow=allow)
 
 

@@ -16,6 +16,7 @@ from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
 from bandpass.store.models import Episode
+from tests.support.narrow import present
 from tests.support.scripted import Keys
 from tests.support.taskfactory import IN_PLACE, make_task
 
@@ -85,7 +86,7 @@ def test_regrade_rejudges_stored_end_states_once(tmp_path: Path) -> None:
     assert "over the cap" in items[big.episode_id]["skipped"]  # /app/blob: an artifact over the cap
 
     with session(ws.engine) as s:
-        regraded = s.get(Episode, items[solved.episode_id]["episode"])
+        regraded = present(s.get(Episode, items[solved.episode_id]["episode"]))
         assert regraded.task_version_id == v2
         assert (regraded.origin, regraded.source_episode_id, regraded.agent) == (
             "regrade",
@@ -119,9 +120,9 @@ def test_regrade_rejudges_stored_end_states_once(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "M /usr/bin/cat" in shown.stdout and "flagged system_file" in shown.stdout
     assert "D /app/seed.txt" in shown.stdout and shown.stdout.rstrip().splitlines()[-1].startswith(
-        "guard evidence only (1 finding(s))"
+        "guard evidence only (1 finding)"
     )
-    assert "clean room: 1 artifact change(s) carried, 1 deletion(s)" in shown.stdout
+    assert "clean room: 1 artifact change carried, 1 deletion" in shown.stdout
     as_json = json.loads(_cli(ws.root, "changes", str(solved.episode_id), "--json").stdout)
     assert as_json["guard"] == {"tripped": False, "gate": False, "findings": []}
     assert as_json["verify_mode"] == "clean_room" and as_json["carry"]["roots"][0] == "/app"

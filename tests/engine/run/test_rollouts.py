@@ -20,6 +20,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from docker.models.containers import Container
 
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.run.rollouts import (
@@ -28,11 +29,13 @@ from bandpass.engine.run.rollouts import (
     plan_batch,
     run_planned,
 )
-from bandpass.engine.sandbox import pool as sandbox_pool
 from bandpass.engine.sandbox.docker_engine import get_client
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from bandpass.store.models import pk
+from tests.support.footprints import footprints_known
+from tests.support.narrow import present
 from tests.support.paths import REPO
 from tests.support.servers.openai_server import SOLVE_HELLO, OpenAIServer, _action, running_server
 from tests.support.taskfactory import make_task
@@ -50,7 +53,7 @@ def _import(ws: Workspace, *dirs: Path) -> dict[str, int]:
         return {r.name: r.version_id for r in queries.task_rows(s)}
 
 
-def _containers(client: docker.DockerClient, ws: Workspace) -> list[docker.models.containers.Container]:
+def _containers(client: docker.DockerClient, ws: Workspace) -> list[Container]:
     for _ in range(20):  # list() inspects each container; one removed in between answers 404: list again
         try:
             return client.containers.list(all=True, filters={"label": [f"bandpass.workspace={ws.root}"]})
@@ -79,7 +82,12 @@ def test_plan_is_idempotent_and_claims_are_exclusive(tiny: tuple[Workspace, dict
         assert len(queries.episodes(s, batch_id=bid)) == 20
     assert latest_unfinished_batch(ws) == bid
 
-    claimed: list[int] = []
+    # first attempts of every task go first (claimed one after the other: the threads below append after
+    # their session closed, so their list's order is not the claims' order)
+    with session(ws.engine) as s:
+        first = [present(queries.claim_next_episode(s, bid)) for _ in range(2)]
+    assert [e.attempt for e in first] == [0, 0]
+    claimed: list[int] = [pk(e) for e in first]
     lock = threading.Lock()
 
     def claim_all() -> None:
@@ -98,8 +106,6 @@ def test_plan_is_idempotent_and_claims_are_exclusive(tiny: tuple[Workspace, dict
         t.join()
     assert len(claimed) == 20 and len(set(claimed)) == 20  # every row once, none twice
     with session(ws.engine) as s:
-        attempts = [queries.get_episode(s, i).attempt for i in claimed]  # type: ignore[union-attr]
-        assert sorted(attempts[:2]) == [0, 0]  # first attempts of every task go first
         assert len(queries.requeue_stale(s, bid)) == 20
         assert queries.batch_status_counts(s, bid) == {"queued": 20, "running": 0, "done": 0}
 
@@ -208,6 +214,7 @@ def test_sigkilled_runner_resumes_without_duplicates(workspace: Workspace, tmp_p
         for c in "ab"
     ]
     vids = _import(ws, *dirs)
+    footprints_known(ws)  # every episode in the store is the batch's
     client = get_client()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
@@ -225,10 +232,10 @@ def test_sigkilled_runner_resumes_without_duplicates(workspace: Workspace, tmp_p
             with session(ws.engine) as s:
                 eps = queries.episodes(s)
             running = [e.id for e in eps if e.status == "running"]
-            live = {
-                sandbox_pool.episode_of(c.name, c.labels) for c in _containers(client, ws)
-            }  # pooled: by name
-            if any(e.status == "done" for e in eps) and any(str(i) in live for i in running):
+            # a running episode's agent terminal is recording: its container is up (which container is
+            # its own only the runner knows: a warm-pool container keeps its spare's name)
+            at_work = [i for i in running if (ws.recordings_dir / f"episode-{i}" / "agent.cast").exists()]
+            if any(e.status == "done" for e in eps) and at_work and _containers(client, ws):
                 break
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
@@ -282,6 +289,7 @@ def test_first_ctrl_c_drains_then_resume_finishes(workspace: Workspace, tmp_path
     ws = workspace
     slow = make_task(tmp_path / "src", "slow", solve="#!/bin/bash\nsleep 2\necho 42 > /app/answer.txt\n")
     _import(ws, slow)
+    footprints_known(ws)  # the first running episode is the batch's
     proc = subprocess.Popen(
         _bandpass(ws, "run", "--agent", "oracle", "--k", "3", "-j", "1"),
         cwd=REPO,

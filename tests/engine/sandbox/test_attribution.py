@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,10 +31,12 @@ from bandpass.engine.run.agents.builtin import (
     _type,
 )
 from bandpass.engine.run.episode import run_episode
+from bandpass.engine.sandbox import pool as sandbox_pool
 from bandpass.engine.sandbox.attribution import Evidence, attribute
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support.narrow import present
 from tests.support.taskfactory import make_task
 
 
@@ -49,7 +52,7 @@ def tiny(workspace: Workspace, tmp_path: Path) -> tuple[Workspace, int]:
     return workspace, _import(workspace, make_task(tmp_path / "src", "answer-42"))["answer-42"]
 
 
-def _stored(ws: Workspace, episode_id: int) -> tuple[str, float | None, int, dict]:
+def _stored(ws: Workspace, episode_id: int) -> tuple[str, float | None, int, dict[str, Any]]:
     with session(ws.engine) as s:
         ep = queries.get_episode(s, episode_id)
         assert ep is not None
@@ -235,7 +238,9 @@ class _DockerStopFromOutside(_DockerKillFromOutside):
 
 @pytest.mark.docker
 @pytest.mark.parametrize("agent", [_DockerKillFromOutside, _DockerStopFromOutside])
-def test_outside_docker_kill_stays_infra_and_is_retried(tiny: tuple[Workspace, int], agent: type) -> None:
+def test_outside_docker_kill_stays_infra_and_is_retried(
+    tiny: tuple[Workspace, int], agent: type[_DockerKillFromOutside]
+) -> None:
     ws, vid = tiny
     res = run_episode(ws, vid, agent, max_infra_retries=1, retry_backoff_s=0.1)
     assert (res.outcome, res.reward, res.retries) == ("infra_error:container_died", None, 1)
@@ -270,14 +275,14 @@ def test_outside_kill_during_the_verifier_stays_infra(workspace: Workspace, tmp_
         fired.set()
         # the episode's clean room (bandpass.role=verifier, not the agent's paused container) in this
         # workspace (episode ids restart at 1 in every workspace), by episode label (cold start) or by the
-        # name a warm-pool container takes (not the pool's next spare)
+        # warm pool's record of what it handed out (not the pool's next spare, which looks the same)
         (c,) = [
             c
             for c in client.containers.list(
                 filters={"label": ["bandpass.role=verifier", f"bandpass.workspace={workspace.root}"]}
             )
             if c.labels.get("bandpass.episode") == str(ev.episode_id)
-            or c.name.startswith(f"bandpass-e{ev.episode_id}-")
+            or c.id in sandbox_pool.served(present(ev.episode_id))
         ]
         threading.Thread(target=c.kill, daemon=True).start()
 
@@ -320,7 +325,7 @@ def test_rules_for_daemon_host_harness_and_pre_agent_deaths() -> None:
         )
     )
     assert (lagging.outcome, lagging.by) == ("agent_error:oom", "policy")
-    assert "1 OOM kill(s) in the container's memory cgroup" in lagging.why
+    assert "1 OOM kill in the container's memory cgroup" in lagging.why
     # the engine's oom event for the container's own limit is the policy's
     own = attribute(_ev(status="exited", exit_code=137, events=[{"action": "oom"}, died]))
     assert own.outcome == "agent_error:oom"
@@ -465,7 +470,7 @@ def test_a_ray_node_result_carries_its_evidence_to_the_head(workspace: Workspace
 
     eid = make_episode(workspace, outcome="agent_error:sandbox_killed", with_casts=False)
     with session(workspace.engine) as s:
-        vid = queries.get_episode(s, eid).task_version_id  # type: ignore[union-attr]
+        vid = present(queries.get_episode(s, eid)).task_version_id
     verdict = {"outcome": "agent_error:sandbox_killed", "by": "policy", "why": "ended from inside"}
     row = {
         "status": "done",

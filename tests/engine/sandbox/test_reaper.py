@@ -91,7 +91,8 @@ def _state(client: docker.DockerClient, cid: str) -> str:
 def _of(client: docker.DockerClient, **labels: str) -> list[dict[str, Any]]:
     """Bandpass containers with these labels, stopped ones included."""
     filters = {"label": [f"{L.LABEL}=1", *(f"{k}={v}" for k, v in labels.items())]}
-    return client.api.containers(all=True, filters=filters)
+    found: list[dict[str, Any]] = client.api.containers(all=True, filters=filters)
+    return found
 
 
 # --- owner identity ------------------------------------------------------------------------------------
@@ -496,9 +497,9 @@ def test_the_fork_bombs_container_is_gone_within_its_phase_timeout_under_load(
         assert not capture["error"] and capture["duration_s"] <= capture["timeout_s"], capture
         ws, episode = str(workspace.root), str(res.episode_id)
 
-        def gone() -> bool:  # by label (cold start) or by name (a claimed spare)
+        def gone() -> bool:  # by label (cold start) or by the pool's record (a claimed spare)
             mine = _of(client, **{L.WORKSPACE: ws})
-            return all(sandbox_pool.episode_of(c["Names"][0], c["Labels"]) != episode for c in mine)
+            return all(sandbox_pool.episode_of(c["Id"], c["Names"][0], c["Labels"]) != episode for c in mine)
 
         wait_until(
             gone,

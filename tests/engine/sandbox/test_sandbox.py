@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -45,14 +46,14 @@ def client() -> Iterator[docker.DockerClient]:
     gc(c, RUN_LABEL)
 
 
-def _spec(**kw) -> SandboxSpec:
+def _spec(**kw: Any) -> SandboxSpec:
     kw.setdefault("image", BASE_TAG)
     kw.setdefault("labels", dict(RUN_LABEL))
     return SandboxSpec(**kw)
 
 
 @pytest.fixture(scope="module")
-def sb(client) -> Iterator[Sandbox]:
+def sb(client: docker.DockerClient) -> Iterator[Sandbox]:
     """One shared default sandbox for the read-only checks (starting one costs ~0.4 s)."""
     with Sandbox(client, _spec(memory_mb=256, pids_limit=64, cpus=0.5, episode=42)) as box:
         yield box
@@ -147,7 +148,7 @@ def test_exec_timeout_kills_the_command(sb: Sandbox) -> None:
 
 
 @pytest.mark.docker
-def test_kill_all_processes_except_init(client) -> None:
+def test_kill_all_processes_except_init(client: docker.DockerClient) -> None:
     with Sandbox(client, _spec()) as box:
         box.exec("nohup sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 &")
         box.exec(["sh", "-c", "(while :; do sleep 1; done) >/dev/null 2>&1 &"], user="nobody")
@@ -175,7 +176,7 @@ while True:
 
 
 @pytest.mark.docker
-def test_kill_with_pid_table_held_full(client) -> None:
+def test_kill_with_pid_table_held_full(client: docker.DockerClient) -> None:
     """A process that refills the pid table as fast as slots free up: exec may not even start."""
     with Sandbox(client, _spec(pids_limit=24)) as box:
         box.put_file("/app/keep.txt", b"state the verifier must see")
@@ -193,7 +194,7 @@ def test_kill_with_pid_table_held_full(client) -> None:
 
 
 @pytest.mark.docker
-def test_kill_falls_back_to_restart(client, monkeypatch) -> None:
+def test_kill_falls_back_to_restart(client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch) -> None:
     with Sandbox(client, _spec()) as box:
         box.put_file("/app/keep.txt", b"kept")
         box.exec("nohup sleep 1000 >/dev/null 2>&1 &")
@@ -210,7 +211,7 @@ def test_kill_falls_back_to_restart(client, monkeypatch) -> None:
 
 
 @pytest.mark.docker
-def test_oom_is_detected(client) -> None:
+def test_oom_is_detected(client: docker.DockerClient) -> None:
     with Sandbox(client, _spec(memory_mb=64)) as box:
         assert not box.oom_killed()
         code, _ = box.exec(["python3", "-c", "x = bytearray(512 * 1024 * 1024)"])
@@ -220,7 +221,7 @@ def test_oom_is_detected(client) -> None:
 
 
 @pytest.mark.docker
-def test_died_container_and_missing_image(client) -> None:
+def test_died_container_and_missing_image(client: docker.DockerClient) -> None:
     box = Sandbox(client, _spec())
     box.start()
     try:
@@ -239,7 +240,7 @@ def test_died_container_and_missing_image(client) -> None:
 
 
 @pytest.mark.docker
-def test_gc_removes_labelled_leftovers(client) -> None:
+def test_gc_removes_labelled_leftovers(client: docker.DockerClient) -> None:
     extra = {**RUN_LABEL, "bandpass.gc": "yes"}
     for _ in range(2):
         client.containers.create(BASE_TAG, ["sleep", "infinity"], labels={"bandpass": "1", **extra})
@@ -250,7 +251,7 @@ def test_gc_removes_labelled_leftovers(client) -> None:
 # ------------------------------------------------------------------------------------------ engine helpers
 
 
-def test_unreachable_engine_message(monkeypatch) -> None:
+def test_unreachable_engine_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(DockerUnavailable) as info:
         get_client()
@@ -272,7 +273,7 @@ def test_classify_docker_error() -> None:
 
 
 @pytest.mark.docker
-def test_doctor_on_live_engine(client) -> None:
+def test_doctor_on_live_engine(client: docker.DockerClient) -> None:
     checks = {c.name: c for c in doctor(client)}
     assert checks["engine reachable"].ok and checks["server version"].ok
     assert checks["storage driver"].ok
@@ -280,13 +281,13 @@ def test_doctor_on_live_engine(client) -> None:
 
 
 @pytest.mark.docker
-def test_zz_module_leaves_no_containers(client, sb: Sandbox) -> None:
+def test_zz_module_leaves_no_containers(client: docker.DockerClient, sb: Sandbox) -> None:
     sb.remove()
     left = client.containers.list(all=True, filters={"label": [f"{k}={v}" for k, v in RUN_LABEL.items()]})
     assert left == []
 
 
-def test_ensure_engine_does_not_start_a_daemon_for_a_remote_host(monkeypatch) -> None:
+def test_ensure_engine_does_not_start_a_daemon_for_a_remote_host(monkeypatch: pytest.MonkeyPatch) -> None:
     """With DOCKER_HOST set, starting a local dockerd would not help: the error must come straight back."""
     from bandpass.engine.sandbox.docker_engine import ensure_engine
 

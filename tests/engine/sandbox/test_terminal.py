@@ -267,8 +267,7 @@ def test_env_workdir_user_and_death(docker_client: Any, container: Any) -> None:
     while s.alive and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not s.alive
-    r = s.send_and_wait("true\n", timeout=1) if s.alive else None
-    assert r is None
+    assert (s.send_and_wait("true\n", timeout=1) if s.alive else None) is None
     s.close()
 
 

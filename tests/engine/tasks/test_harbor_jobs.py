@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-import bandpass.tui.commands.calibrate  # registers `report`
 import bandpass.tui.commands.jobs  # registers `import-jobs`
-import bandpass.tui.commands.replay  # noqa: F401 - registers `replay`
+import bandpass.tui.commands.replay
+import bandpass.tui.commands.report  # registers `report`
+import bandpass.tui.commands.tagging  # noqa: F401 - registers `tag`
 from bandpass.engine.core.workspace import Workspace
 from bandpass.store import queries
 from bandpass.store.db import session
@@ -234,7 +235,7 @@ def test_import_jobs_text_output_and_not_a_job(
     workspace: Workspace, harbor_root: Path, tmp_path: Path
 ) -> None:
     r = _cli(workspace, "import-jobs", str(harbor_root / "jobs"))
-    assert "1 job(s): 8 trial(s) imported, 0 already there, 3 failed" in r.stdout
+    assert "1 job: 8 trials imported, 0 already there, 3 failed" in r.stdout
     assert (
         "unknown Harbor exception types kept as infra_error:<Type> (not samples): WeirdHarborError ×1"
         in r.output

@@ -18,11 +18,12 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-import bandpass.tui.commands.calibrate  # noqa: F401 - registers `export` on tui.cli.app
+import bandpass.tui.commands.export  # noqa: F401 - registers `export` on tui.cli.app
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.engine.tasks.taskdir import find_task_dirs, load_task
@@ -108,7 +109,8 @@ def _record_samples_toml() -> str:
     tree = ast.parse((REPO / "scripts" / "record_samples.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "GEN_TOML" for t in node.targets):
-            return ast.literal_eval(node.value)
+            toml: str = ast.literal_eval(node.value)
+            return toml
     raise AssertionError("GEN_TOML not found in scripts/record_samples.py")
 
 
@@ -205,7 +207,11 @@ def test_every_task_harbor_ships_imports(workspace: Workspace, tmp_path: Path) -
     assert {str(d): by_source[d].problems for d in accepted if by_source[d].status != "new"} == {}
     # what Bandpass cannot run as written is said, never silently dropped
     steps = by_source[tmp_path / "shipped" / "init" / "task-steps"]
-    assert any("[[steps]]" in u for u in steps.unsupported)
+    # multi-step tasks run (issue 41); what stays unsupported is each step's separate verifier image
+    assert [u.split(" is verified in")[0] for u in steps.unsupported] == [
+        "task.toml: [[steps]][0].verifier: step 'step-1'",
+        "task.toml: [[steps]][1].verifier: step 'step-2'",
+    ]
     default = by_source[tmp_path / "shipped" / "init" / "task-default"]
     assert any("tests/Dockerfile" in u for u in default.unsupported)
     # and what Harbor refuses, Bandpass refuses too or knows it must never write
@@ -336,6 +342,42 @@ def test_harbor_valid_values_import_without_warnings(workspace: Workspace, tmp_p
 # --- Harbor jobs in: the exception policy is Harbor's own ----------------------------------------------
 
 
+def test_multi_step_rewards_and_early_stop_are_harbors() -> None:
+    """The task's reward from its steps' (``multi_step_reward_strategy``) and ``min_reward``'s early stop,
+    against Harbor's own ``Trial._select_multi_step_reward`` and ``MultiStepTrial._min_reward_failure``."""
+    import itertools
+    import random
+
+    from bandpass.engine.tasks import steps as steps_mod
+
+    rng = random.Random(41)
+    values = [0, 0.25, 0.5, 1, 1.0]
+
+    def rewards() -> dict[str, float] | None:
+        if rng.random() < 0.15:
+            return None
+        keys = rng.sample(["reward", "style", "speed"], rng.randint(0, 3))
+        return {k: rng.choice(values) for k in keys}
+
+    cases: list[dict[str, Any]] = [
+        {
+            "strategy": strategy,
+            "rewards": [rewards() for _ in range(rng.randint(0, 4))],
+            "min_reward": rng.choice([0.5, 1.0, {"reward": 0.5}, {"style": 1.0, "reward": 0.25}]),
+            "step_rewards": rewards(),
+        }
+        for strategy, _ in itertools.product([None, "mean", "final"], range(60))
+    ]
+    harbor = json.loads(_harbor("steps", stdin=json.dumps(cases)))
+    for case, ref in zip(cases, harbor, strict=True):
+        ours = steps_mod.aggregate(case["strategy"] or "mean", case["rewards"])
+        assert ours == ref["total"], case
+        stop = steps_mod.below_min_reward(case["step_rewards"], case["min_reward"])
+        assert bool(stop) == bool(ref["stop"]), case
+        if stop:  # the same key named first
+            assert stop.split("=", 1)[0] == ref["stop"].split("=", 1)[0], (stop, ref["stop"])
+
+
 def test_exception_policy_is_harbors() -> None:
     """Every exception name Harbor 0.25 classifies, with the same cause and reward validity, and no name
     Harbor does not know (three of the old mapping's names were not in 0.25 at all)."""
@@ -351,7 +393,7 @@ def test_exception_policy_is_harbors() -> None:
 MODEL = "qwen3-8b"
 
 
-def _atif(n_agent: int, *, tools: bool = False) -> dict:
+def _atif(n_agent: int, *, tools: bool = False) -> dict[str, Any]:
     steps = [
         {"step_id": 1, "source": "system", "message": "You are a terminal agent."},
         {"step_id": 2, "source": "user", "message": "Create /app/alpha.txt"},
@@ -373,7 +415,7 @@ def _atif(n_agent: int, *, tools: bool = False) -> dict:
                 "observation": {"results": [{"source_call_id": f"c{i}", "content": f"out {i}"}]},
             }
         )
-    agent = {"name": "terminus-2", "version": "2.0.0", "model_name": f"hosted_vllm/{MODEL}"}
+    agent: dict[str, Any] = {"name": "terminus-2", "version": "2.0.0", "model_name": f"hosted_vllm/{MODEL}"}
     if tools:
         agent["tool_definitions"] = [{"type": "function", "function": {"name": "bash"}}]
     return {"schema_version": "ATIF-v1.4", "session_id": "s", "agent": agent, "steps": steps}

@@ -14,7 +14,9 @@ import os
 import stat
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -119,7 +121,7 @@ def client() -> docker.DockerClient:
 
 
 @pytest.fixture(scope="module")
-def made_images(client: docker.DockerClient):
+def made_images(client: docker.DockerClient) -> Iterator[list[str]]:
     """Tags created by this module; removed (with any container using them) at the end."""
     tags: list[str] = []
     yield tags
@@ -145,7 +147,9 @@ def _hash() -> str:
 
 
 @pytest.mark.docker
-def test_build_via_alias_then_cached(client, made_images, tmp_path: Path) -> None:
+def test_build_via_alias_then_cached(
+    client: docker.DockerClient, made_images: list[str], tmp_path: Path
+) -> None:
     task = _task(tmp_path, "Tiny Task", "FROM debian:bookworm-slim\nRUN echo hi > /hello\n")
     before = (task / "environment" / "Dockerfile").read_text()
     bus = EventBus()
@@ -176,7 +180,9 @@ def test_build_via_alias_then_cached(client, made_images, tmp_path: Path) -> Non
 
 
 @pytest.mark.docker
-def test_failing_run_step_is_reported_not_raised(client, made_images, tmp_path: Path) -> None:
+def test_failing_run_step_is_reported_not_raised(
+    client: docker.DockerClient, made_images: list[str], tmp_path: Path
+) -> None:
     task = _task(tmp_path, "broken", "FROM debian:bookworm-slim\nRUN echo before-fail\nRUN exit 7\n")
     bus = EventBus()
     seen: list[str] = []
@@ -194,7 +200,7 @@ def test_failing_run_step_is_reported_not_raised(client, made_images, tmp_path: 
 
 
 @pytest.mark.docker
-def test_missing_base_without_alias_fails_with_hint(client, tmp_path: Path) -> None:
+def test_missing_base_without_alias_fails_with_hint(client: docker.DockerClient, tmp_path: Path) -> None:
     task = _task(tmp_path, "nobase", "FROM bandpass-nonexistent/never:1\nRUN true\n")
     res = build_task_image(client, task, _hash(), aliases=ALIASES, timeout_sec=60)
     assert not res.ok
@@ -203,21 +209,21 @@ def test_missing_base_without_alias_fails_with_hint(client, tmp_path: Path) -> N
 
 
 @pytest.mark.docker
-def test_missing_dockerfile(client, tmp_path: Path) -> None:
+def test_missing_dockerfile(client: docker.DockerClient, tmp_path: Path) -> None:
     (tmp_path / "empty" / "environment").mkdir(parents=True)
     res = build_task_image(client, tmp_path / "empty", _hash(), aliases=ALIASES)
     assert not res.ok and res.error == "no Dockerfile"
 
 
 @pytest.mark.docker
-def test_build_timeout_cancels_the_build(client, tmp_path: Path) -> None:
+def test_build_timeout_cancels_the_build(client: docker.DockerClient, tmp_path: Path) -> None:
     token = uuid.uuid4().hex
     task = _task(tmp_path, "slow", f"FROM debian:bookworm-slim\nRUN echo {token}; sleep 60\n")
     res = build_task_image(client, task, _hash(), aliases=ALIASES, timeout_sec=3)
     assert not res.ok and res.error == "timeout"  # the RUN sleeps 60 s: only the timeout ends it early
     assert token in res.log and "timed out" in res.log
 
-    def leftover() -> list:
+    def leftover() -> list[dict[str, Any]]:
         # the low-level list: the high-level one inspects each container and races other users' removals
         return [c for c in client.api.containers(all=True) if token in (c.get("Command") or "")]
 
@@ -242,11 +248,11 @@ echo "I: Base system installed successfully."
 
 
 @pytest.mark.docker
-def test_base_image_is_cached_by_tag(client, monkeypatch) -> None:
+def test_base_image_is_cached_by_tag(client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch) -> None:
     if not images.image_exists(client, BASE_TAG):
         pytest.fail(f"{BASE_TAG} not built on this engine: run `bandpass images base`")
 
-    def boom(_on_log):
+    def boom(_on_log: object) -> None:
         raise AssertionError("debootstrap must not run when the tag exists")
 
     monkeypatch.setattr(images, "_ensure_debootstrap", boom)
@@ -254,7 +260,9 @@ def test_base_image_is_cached_by_tag(client, monkeypatch) -> None:
 
 
 @pytest.mark.docker
-def test_base_build_pipeline_with_fake_debootstrap(client, made_images, tmp_path: Path, monkeypatch) -> None:
+def test_base_build_pipeline_with_fake_debootstrap(
+    client: docker.DockerClient, made_images: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = tmp_path / "debootstrap"
     fake.write_text(FAKE_DEBOOTSTRAP)
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
@@ -278,7 +286,7 @@ def test_base_build_pipeline_with_fake_debootstrap(client, made_images, tmp_path
 
 
 @pytest.mark.docker
-def test_base_image_has_what_tasks_rely_on(client, made_images) -> None:
+def test_base_image_has_what_tasks_rely_on(client: docker.DockerClient, made_images: list[str]) -> None:
     """``scripts/test`` builds BASE_TAG for real (debootstrap + import) before the suite runs, so this
     checks the product of the real build path. BANDPASS_TEST_BASE_BUILD=1 rebuilds it from scratch under a
     throwaway tag first (~65 s, needs the Debian mirror)."""
@@ -299,7 +307,7 @@ def test_base_image_has_what_tasks_rely_on(client, made_images) -> None:
 
 
 @pytest.mark.docker
-def test_zz_module_leaves_no_containers(client, made_images) -> None:
+def test_zz_module_leaves_no_containers(client: docker.DockerClient, made_images: list[str]) -> None:
     for tag in made_images:
         if images.image_exists(client, tag):
             assert client.containers.list(all=True, filters={"ancestor": tag}) == [], tag

@@ -78,8 +78,8 @@ def test_warnings_reach_import_tasks_and_the_task_detail(tmp_path: Path) -> None
         "(did you mean timeout_sec?)"
     )
     assert f"    warning: {typo}" in r.output
-    assert "    unsupported: docker-compose.yaml: service(s) db are not started" in r.output
-    assert "2 new, 0 new version(s), 0 unchanged, 0 invalid, 0 conflict(s); 2 with warnings" in r.output
+    assert "    unsupported: docker-compose.yaml: service db is not started" in r.output
+    assert "2 new, 0 new versions, 0 unchanged, 0 invalid, 0 conflicts; 2 with warnings" in r.output
 
     r = runner.invoke(app, ["-w", str(ws_root), "import", "--json", str(src)])
     rows = {row["name"]: row for row in json.loads(r.output)}
@@ -90,13 +90,13 @@ def test_warnings_reach_import_tasks_and_the_task_detail(tmp_path: Path) -> None
     r = runner.invoke(app, ["-w", str(ws_root), "tasks", "--json"])
     listed = {row["name"]: row for row in json.loads(r.output)}
     assert typo in listed["access-log-report"]["warnings"]
-    assert listed["hello-world"]["unsupported"][0].startswith("docker-compose.yaml: service(s) db")
+    assert listed["hello-world"]["unsupported"][0].startswith("docker-compose.yaml: service db is not")
     r = runner.invoke(app, ["-w", str(ws_root), "tasks", "-v"])
     assert f"access-log-report: warning: {typo}" in r.output
 
     ws = Workspace.open(ws_root)
     detail = load_detail(ws, listed["hello-world"]["version_id"])
-    assert "Unsupported" in detail and "service(s) db are not started" in detail
+    assert "Unsupported" in detail and "service db is not started" in detail
     detail = load_detail(ws, listed["access-log-report"]["version_id"])
     assert "Warnings" in detail and "timeout_secs" in detail
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ workdir = "/srv/app"
 
 
 def make_task(
-    root: Path, name: str = "demo", toml: str = GOOD_TOML, files: dict[str, str | None] | None = None
+    root: Path, name: str = "demo", toml: str = GOOD_TOML, files: Mapping[str, str | None] | None = None
 ) -> Path:
     """A minimal valid task; ``files`` overrides contents by relative path, None leaves a file out."""
     d = root / name

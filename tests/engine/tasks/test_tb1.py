@@ -181,7 +181,7 @@ def test_compose_extras_become_warnings(tb1: Path, tmp_path: Path) -> None:
     text = "\n".join(spec.warnings)
     # a service the tests may talk to cannot run here: the audit cannot judge such a task
     assert spec.unsupported == [
-        "docker-compose.yaml: service(s) db are not started: Bandpass runs a task in one container "
+        "docker-compose.yaml: service db is not started: Bandpass runs a task in one container "
         "(tests that talk to them fail)"
     ]
     # carried as Harbor's own migrate carries them: ENV lines, the working directory, the limits

@@ -104,7 +104,7 @@ class Cut:
 #: vLLM's answer when tools are sent but it runs without --enable-auto-tool-choice (an OpenAI-style body).
 VLLM_TOOLS_REFUSAL = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 
-Entry = Reply | Callable[[dict[str, Any]], Reply] | list[Any]
+Entry = Reply | Fail | StreamFail | Cut | Callable[[dict[str, Any]], Reply] | list[Any]
 
 _STATUS_TYPES = {
     400: "invalid_request_error",

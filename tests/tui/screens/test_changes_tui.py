@@ -40,7 +40,7 @@ async def test_changes_view_shows_diffs_and_highlights_guard_findings(
         screen = pilot.app.screen
         assert isinstance(screen, ChangesScreen)
         summary = str(screen.query_one("#changes-summary", Static).content)
-        assert summary.startswith("guard TRIPPED: 2 finding(s)")
+        assert summary.startswith("guard TRIPPED: 2 findings")
         table = screen.query_one(DataTable)
         rows = {str(table.get_row_at(i)[1]): table.get_row_at(i) for i in range(table.row_count)}
         assert {"/etc/profile", "/usr/bin/cat", "/app/notes/readme.txt"} <= set(rows)
@@ -83,7 +83,7 @@ async def test_in_a_clean_room_the_changes_view_shows_findings_as_evidence(
         screen = pilot.app.screen
         assert isinstance(screen, ChangesScreen)
         summary = str(screen.query_one("#changes-summary", Static).content)
-        assert summary.startswith("clean room · guard: 1 finding(s), evidence only"), summary
+        assert summary.startswith("clean room · guard: 1 finding, evidence only"), summary
         table = screen.query_one(DataTable)
         rows = {str(table.get_row_at(i)[1]): table.get_row_at(i) for i in range(table.row_count)}
         assert (

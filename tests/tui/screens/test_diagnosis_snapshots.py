@@ -17,7 +17,7 @@ from bandpass.tui.screens.compare import CompareScreen
 from bandpass.tui.screens.episodes import EpisodesScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from tests.support.replay_data import make_episode, make_loop_episode
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_for_screen
 
 SIZE = (150, 40)
 
@@ -84,8 +84,7 @@ def test_snapshot_episodes(ws: Workspace, snap_compare: Any) -> None:
 
 def test_snapshot_compare(ws: Workspace, snap_compare: Any) -> None:
     async def run_before(pilot: Any) -> None:
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, CompareScreen), what="Compare")
-        screen = pilot.app.screen
+        screen = await wait_for_screen(pilot, CompareScreen, what="Compare")
         table = screen.query_one("#compare-steps", DataTable)
 
         def on_first_divergence() -> bool:

@@ -3,7 +3,11 @@ Replay header and evidence, wide casts, and the Episodes screen with its two-epi
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from sqlalchemy import text
+from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
 from bandpass.engine.core.events import EventBus
@@ -20,8 +24,9 @@ from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.screens.tasks import TasksScreen
 from bandpass.tui.widgets.terminal_view import TerminalView
 from tests.support.host import Host
+from tests.support.narrow import present
 from tests.support.replay_data import make_episode, make_loop_episode, write_cast
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_for_screen
 
 
 def tags_of(ws: Workspace, eid: int) -> list[str]:
@@ -29,7 +34,7 @@ def tags_of(ws: Workspace, eid: int) -> list[str]:
         return [f"{t.tag_class}.{t.subclass}" for t in q.tags_for_episode(s, eid)]
 
 
-async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:
+async def press(pilot: Pilot[Any], screen: TagQueueScreen, *keys: str) -> None:
     """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
     await pilot.press(*keys)
     await pilot.pause()
@@ -50,12 +55,12 @@ async def test_cluster_view_tags_a_whole_signature_in_one_undoable_step(workspac
         assert [len(c.items) for c in screen.clusters] == [3, 1]
         info = str(screen.query_one("#queue-info", Static).content)
         assert (
-            f"cluster {screen.current_cluster.id} of 3 · 3 pending" in info
+            f"cluster {present(screen.current_cluster).id} of 3 · 3 pending" in info
             and "checks:tests/test_outputs.py::test_x" in info
         )
         await press(pilot, screen, "t", "2")  # one tag for the cluster's untagged members
-        assert isinstance(app.screen, TagDialog) and "3 episodes" in str(
-            app.screen.query_one("#tag-title").content
+        assert isinstance(app.screen, TagDialog) and "3 untagged members of cluster" in str(
+            app.screen.query_one("#tag-title", Static).content
         )
         await press(pilot, screen, "enter")
         await wait_for(
@@ -95,7 +100,7 @@ async def test_queue_filters_and_signature_selection(workspace: Workspace) -> No
 async def test_queue_keys_do_not_trap_and_detail_is_plain_text(workspace: Workspace) -> None:
     eid = make_episode(workspace, task="t1")
     with session(workspace.engine) as s:
-        ep = q.get_episode(s, eid)
+        ep = present(q.get_episode(s, eid))
         ep.verifier_output = "\x1b]0;pwned\x07\x1b]52;c;Y2xpcA==\x07\x1b[31mFAILED\x1b[0m t.py::test_q - og\n"
         s.add(ep)
     app = BandpassApp(workspace, bus=EventBus(), show_path=False)
@@ -123,16 +128,16 @@ async def test_replay_shows_why_seeks_evidence_and_keeps_speed(workspace: Worksp
         why = str(screen.query_one("#replay-why", Static).content)
         assert "outcome agent_error:turn_limit" in why and "diagnosis harness.action_loop" in why
         await pilot.press("e")  # first evidence item: step 0 of the loop, at its marker
-        assert screen.player.position == 1.0
+        assert present(screen.player).position == 1.0
         await pilot.press("e")
-        assert screen.player.position == 21.0  # the last step of the loop
+        assert present(screen.player).position == 21.0  # the last step of the loop
         await pilot.press("plus", "plus")
-        assert screen.player.speed == 4.0
+        assert present(screen.player).speed == 4.0
         await pilot.press("v")
-        assert screen.active == "verifier" and screen.player.speed == 4.0
+        assert screen.active == "verifier" and present(screen.player).speed == 4.0
 
 
-async def test_wide_cast_says_it_is_cut_and_pans(workspace: Workspace, tmp_path) -> None:
+async def test_wide_cast_says_it_is_cut_and_pans(workspace: Workspace, tmp_path: Path) -> None:
     line = "".join(f"{n:<10}" for n in range(0, 160, 10))  # column labels 0..150
     cast = write_cast(tmp_path / "wide.cast", [(0.1, "o", line[:159] + "\r\n$ ")], cols=160, rows=8)
     screen = ReplayScreen(None, cast_path=cast)
@@ -162,7 +167,7 @@ async def test_episodes_screen_filters_replays_and_compares(workspace: Workspace
         assert [r.episode_id for r in screen.shown] == [b]
         screen.query_one(Input).value = "task:t1"
         await pilot.pause()
-        assert screen.current.episode_id == b  # the cursor stayed on its episode through the filter
+        assert present(screen.current).episode_id == b  # the cursor stayed on its episode through the filter
         screen.table.focus()
         await pilot.press("home", "space", "down", "c")  # mark one, highlight the other, compare
         cmp = app.screen
@@ -185,16 +190,15 @@ async def test_settings_asks_before_dropping_unsaved_edits(workspace: Workspace)
     app = BandpassApp(workspace, bus=EventBus(), show_path=False)
     async with app.run_test(size=(150, 40)) as pilot:
         await pilot.press("4")
-        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), what="Settings")
-        assert not app.screen.dirty
+        settings = await wait_for_screen(pilot, SettingsScreen, what="Settings")
+        assert not settings.dirty
         await pilot.press("q")  # nothing edited: q quits at once, no question
     assert app.return_code == 0
 
     app = BandpassApp(workspace, bus=EventBus(), show_path=False)
     async with app.run_test(size=(150, 40)) as pilot:
         await pilot.press("4")
-        await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), what="Settings")
-        settings = app.screen
+        settings = await wait_for_screen(pilot, SettingsScreen, what="Settings")
         editor = settings.query_one("#settings-text", TextArea)
         editor.insert("# my unsaved note\n", (0, 0))
         await pilot.pause()
@@ -221,8 +225,7 @@ async def test_queue_opens_the_replay_at_the_evidence(workspace: Workspace) -> N
         info = str(screen.query_one("#queue-info", Static).content)
         assert "outcome agent_error:turn_limit" in info and "[step 0 @ 1.0s]" in info
         await press(pilot, screen, "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="Replay")
-        replay = app.screen
+        replay = await wait_for_screen(pilot, ReplayScreen, what="Replay")
         assert replay.source.episode_id == eid
         await wait_for(
             pilot, lambda: replay.player is not None and replay.player.position == 1.0, what="the seek"
@@ -232,7 +235,7 @@ async def test_queue_opens_the_replay_at_the_evidence(workspace: Workspace) -> N
 def _set_steps(ws: Workspace, eid: int, steps: list[tuple[str, str]]) -> None:
     """Replaces an episode's steps with (keystrokes, observation) pairs."""
     with session(ws.engine) as s:
-        s.exec(text("DELETE FROM step WHERE episode_id = :e"), params={"e": eid})
+        s.connection().execute(text("DELETE FROM step WHERE episode_id = :e"), {"e": eid})
         for i, (keys, obs) in enumerate(steps):
             action = {"commands": [{"keystrokes": keys, "duration": 1.0}], "task_complete": False}
             q.add_step(s, eid, i, marker_time=1.0 + 10.0 * i, action=action, observation=obs)

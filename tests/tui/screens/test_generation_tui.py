@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import DataTable
 
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.workspace import Workspace
@@ -57,7 +58,7 @@ async def test_history_opens_an_attempt_and_check_explains_a_refusal(
             await pilot.press("3")
             await wait_for(pilot, lambda: isinstance(app.screen, GenerateScreen))
             gen = app.screen
-            table = gen.query_one("#gen-history")
+            table = gen.query_one("#gen-history", DataTable)
             await wait_for(pilot, lambda: table.row_count == 1)
             table.focus()
             await pilot.press("enter")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 from textual.app import App
@@ -20,6 +19,8 @@ from bandpass.store.db import session
 from bandpass.tui.screens.calibration import CalibrationScreen
 from bandpass.tui.screens.confirm import ConfirmDialog
 from tests.support.calib_data import add_episodes, add_task, outcomes
+from tests.support.footprints import footprints_known
+from tests.support.narrow import present
 from tests.support.taskfactory import make_task
 from tests.support.waiting import wait_for
 
@@ -72,11 +73,11 @@ async def test_ledger_tab_lists_undecided_tasks_the_round_cost_and_the_history(w
         assert by_task["fresh"][6] == "first round"
         # the first round tops up the task never run: 1 episode, and nothing else this round
         assert screen.next_round is not None and screen.next_round.attempts == {
-            e.version_id: 1 for e in screen.report.estimates if e.task == "fresh"
+            e.version_id: 1 for e in present(screen.report).estimates if e.task == "fresh"
         }
         assert by_task["fresh"][7] == "1"
         cost = _plain(screen.query_one("#calib-ledger-round", Static))
-        assert "Another round would cost 1 episode(s) on 1 task(s) (first round" in cost and "press a" in cost
+        assert "Another round would cost 1 episode on 1 task (first round" in cost and "press a" in cost
         # the band history of the highlighted task, from the ledger the screen just wrote
         table.focus()
         table.move_cursor(row=0)
@@ -99,6 +100,7 @@ async def test_a_runs_the_round_it_showed(workspace: Workspace, tmp_path: Path) 
         for c in "ab"
     ]
     assert import_paths(ws, dirs).ok
+    footprints_known(ws)  # the round's own episode is the evidence, not the footprint's oracle
     with session(ws.engine) as s:
         vids = {r.name: r.version_id for r in queries.task_rows(s)}
     add_episodes(
@@ -109,12 +111,13 @@ async def test_a_runs_the_round_it_showed(workspace: Workspace, tmp_path: Path) 
         screen = host.screen
         assert isinstance(screen, CalibrationScreen)
         await wait_for(pilot, lambda: screen.next_round is not None, what="round priced")
-        planned: Any = dict(screen.next_round.attempts)  # type: ignore[union-attr]
+        planned = dict(present(screen.next_round).attempts)
         assert planned == {vids["round-b"]: 1}
         await pilot.press("l", "a")  # asks first, naming what the round would spend
         await wait_for(pilot, lambda: isinstance(host.screen, ConfirmDialog), what="the question")
         question = host.screen.query_one("#confirm-question", Static).content
-        assert "1 episode(s) on 1 task(s) (round-b)" in str(question) and "oracle" in str(question)
+        assert str(question).startswith("Run a first round of model oracle")
+        assert "1 episode on 1 task (round-b)" in str(question) and "oracle" in str(question)
         await pilot.press("n")  # declined: nothing starts
         await wait_for(pilot, lambda: host.screen is screen, what="the question closed")
         await pilot.pause()
@@ -134,7 +137,7 @@ async def test_a_runs_the_round_it_showed(workspace: Workspace, tmp_path: Path) 
         bid = screen.round_batch
         with session(ws.engine) as s:
             eps = queries.episodes(s, batch_id=bid)
-            batch = queries.get_batch(s, bid)  # type: ignore[arg-type]
+            batch = queries.get_batch(s, present(bid))
         assert Counter(e.task_version_id for e in eps) == Counter(planned)  # exactly the priced round
         assert all(e.outcome == "passed" for e in eps)
         assert batch is not None and queries.adaptive_settings(batch)["stopped"] == "budget spent"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from textual.pilot import Pilot
 from textual.widgets import Static
 
 from bandpass.engine.core.workspace import Workspace
@@ -16,11 +18,12 @@ from bandpass.tui.widgets.step_panel import StepPanel
 from bandpass.tui.widgets.terminal_view import TerminalView
 from bandpass.tui.widgets.timeline import Timeline
 from tests.support.host import Host
+from tests.support.narrow import present
 from tests.support.replay_data import make_episode, write_cast
 from tests.support.waiting import wait_for
 
 
-async def wait_indexed(pilot, screen: ReplayScreen) -> None:
+async def wait_indexed(pilot: Pilot[Any], screen: ReplayScreen) -> None:
     done = lambda: all(p.index.complete for p in screen.players.values())  # noqa: E731 - a one-line wait condition
     await wait_for(pilot, done, what="keyframe index built")
 
@@ -146,7 +149,7 @@ async def test_bare_v3_and_truncated_casts_open(tmp_path: Path) -> None:
     screen = ReplayScreen(None, cast_path=v3)
     async with Host(screen).run_test(size=(120, 40)) as pilot:
         await pilot.press("end")
-        assert screen.player.screen.text() == "hello v3!"
+        assert present(screen.player).screen.text() == "hello v3!"
         await pilot.press("home", "right_square_bracket")
         assert screen.query_one(StepPanel).title_text == "marker: ls\n"
         await pilot.press("t")  # a bare cast has no episode: a warning, no dialog
@@ -156,7 +159,7 @@ async def test_bare_v3_and_truncated_casts_open(tmp_path: Path) -> None:
     screen = ReplayScreen(None, cast_path=cut)
     async with Host(screen).run_test(size=(120, 40)) as pilot:
         await pilot.press("end")
-        assert screen.player.index.cast.truncated and screen.player.screen.text() == "kept"
+        assert present(screen.player).index.cast.truncated and present(screen.player).screen.text() == "kept"
 
 
 async def test_unreadable_cast_shows_a_message(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ Every wait is for a condition (``tests.support.waiting.wait_for``), never a fixe
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -32,10 +33,13 @@ from bandpass.engine.run.rollouts import plan_batch
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from bandpass.store.models import pk
 from bandpass.tui.app import BandpassApp
 from bandpass.tui.screens.runs import RunsScreen
 from bandpass.tui.widgets.batch_watch import BatchWatch
 from bandpass.tui.widgets.episode_pane import EpisodePane
+from tests.support.footprints import footprints_known
+from tests.support.narrow import present
 from tests.support.paths import REPO
 from tests.support.taskfactory import SOUND_TEST, make_task
 from tests.support.waiting import start_batch, wait_for
@@ -53,6 +57,7 @@ def _ws_with_task(root: Path, src: Path, config: str = "") -> Workspace:
         ws.config_path.write_text(config)
         ws = Workspace.open(root)
     assert import_paths(ws, [make_task(src, "tiny")]).ok
+    footprints_known(ws)  # the batch's own episodes are the ones followed
     return ws
 
 
@@ -135,7 +140,7 @@ def local_ray() -> Iterator[Any]:
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     try:
         yield ray
     finally:
@@ -187,7 +192,7 @@ async def test_batch_table_follows_a_batch_run_through_the_queue_elsewhere(tmp_p
             second = queries.claim_next_episode(s, bid)
         assert first is not None and second is not None
         with session(ws.engine) as s:
-            queries.finish_episode(s, int(first.id), outcome="passed", reward=1.0)  # type: ignore[arg-type]
+            queries.finish_episode(s, pk(first), outcome="passed", reward=1.0)
         await wait_for(pilot, lambda: watch.cells(bid)["done"] == "1/3", what="one episode done")
         row = watch.cells(bid)
         assert row["executor"] == "ray" and row["state"] == "1 running, 1 queued"
@@ -195,13 +200,13 @@ async def test_batch_table_follows_a_batch_run_through_the_queue_elsewhere(tmp_p
         with session(ws.engine) as s:
             queries.finish_episode(
                 s,
-                int(second.id),
+                pk(second),
                 outcome="infra_error:orchestrator_failure",
-                reward=None,  # type: ignore[arg-type]
+                reward=None,
             )
             third = queries.claim_next_episode(s, bid)
             assert third is not None
-            queries.finish_episode(s, int(third.id), outcome="failed", reward=0.0)  # type: ignore[arg-type]
+            queries.finish_episode(s, pk(third), outcome="failed", reward=0.0)
         await wait_for(pilot, lambda: watch.cells(bid)["state"] == "done", what="the batch done")
         row = watch.cells(bid)
         assert row["done"] == "3/3" and row["outcomes"] == "passed 1 · failed 1 · agent err 0 · infra 1"
@@ -209,39 +214,64 @@ async def test_batch_table_follows_a_batch_run_through_the_queue_elsewhere(tmp_p
 
 @pytest.mark.docker
 async def test_batch_table_follows_a_cli_batch_from_another_process(tmp_path: Path) -> None:
-    ws = _ws_with_task(tmp_path / "ws", tmp_path / "src")
+    """Each oracle episode of the CLI's batch waits for a file the test creates in its container, so the
+    table is seen showing an episode running however fast the machine is (a nop episode of two seconds
+    once ended between two looks), and the test lets them go one by one."""
+    import docker
+
+    ws = Workspace.open(tmp_path / "ws")
+    task = make_task(tmp_path / "src", "gated", solve=CHATTY_SOLVE, test=CHATTY_TEST)
+    assert import_paths(ws, [task]).ok
+    footprints_known(ws)
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=(200, 45)) as pilot:
         runs = await _open_runs(pilot)
         watch = runs.query_one("#runs-watch", BatchWatch)
         cli = subprocess.Popen(
-            [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), "run", "--agent", "nop",
+            [sys.executable, "-m", "bandpass.tui.cli", "-w", str(ws.root), "run", "--agent", "oracle",
              "--k", "2", "-j", "1", "--json"],
-            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "BANDPASS_WARM_POOL": "0"},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
+        client = docker.from_env()
         try:
             await wait_for(pilot, lambda: watch.row_count == 1, 120, what="the CLI's batch in the table")
             (bid,) = [b.id for b in _batches(ws)]
-            # its progress while it runs: an episode running on this machine's engine
-            await wait_for(
-                pilot,
-                lambda: watch.cells(bid)["executor"] == "local" and "1 running" in watch.cells(bid)["state"],
-                240,
-                what="an episode of the CLI's batch running",
-            )
+            for released in range(2):
+
+                def running_now(n: int = released) -> bool:
+                    cells = watch.cells(bid)
+                    local = cells["executor"] == "local"
+                    return local and "1 running" in cells["state"] and cells["done"] == f"{n}/2"
+
+                # its progress while it runs: an episode running on this machine's engine
+                what = f"episode {released + 1} of the CLI's batch running"
+                await wait_for(pilot, running_now, 240, what=what)
+                with session(ws.engine) as s:
+                    (running,) = [e for e in queries.episodes(s, batch_id=bid) if e.status == "running"]
+
+                def boxes(eid: int | None = running.id) -> list[Any]:
+                    found: list[Any] = client.containers.list(
+                        filters={"label": [f"bandpass.episode={eid}", "bandpass.role=agent"]}
+                    )
+                    return found
+
+                await wait_for(pilot, boxes, 240, what="the running episode's container")
+                (box,) = boxes()
+                assert box.exec_run(["touch", "/tmp/go"]).exit_code == 0
             await wait_for(
                 pilot, lambda: watch.cells(bid)["state"] == "done", 300, what="the CLI's batch done"
             )
             row = watch.cells(bid)
             assert (
-                row["done"] == "2/2" and row["outcomes"] == "passed 0 · failed 2 · agent err 0 · infra 0"
+                row["done"] == "2/2" and row["outcomes"] == "passed 2 · failed 0 · agent err 0 · infra 0"
             ), row
             out, err = cli.communicate(timeout=120)
             assert cli.returncode == 0, err
         finally:
             cli.kill()
             cli.wait(30)
+            client.close()
         assert runs.batch_id is None  # the screen started nothing itself
 
 
@@ -265,6 +295,7 @@ async def test_live_panes_follow_a_cli_batch_from_another_process(tmp_path: Path
     ws = Workspace.open(tmp_path / "ws")
     task = make_task(tmp_path / "src", "chatty", solve=CHATTY_SOLVE, test=CHATTY_TEST)
     assert import_paths(ws, [task]).ok
+    footprints_known(ws)  # the first pane is the batch's episode, not the footprint's oracle
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=(200, 45)) as pilot:
         runs = await _open_runs(pilot)
@@ -286,7 +317,7 @@ async def test_live_panes_follow_a_cli_batch_from_another_process(tmp_path: Path
             # shown live: the solution is still waiting for /tmp/go, so the episode cannot have ended
             assert pane.live.status == "running" and pane.has_class("-running")
             with session(ws.engine) as s:
-                assert queries.get_episode(s, eid).status == "running"  # type: ignore[union-attr]
+                assert present(queries.get_episode(s, eid)).status == "running"
             (box,) = client.containers.list(
                 filters={
                     "label": [

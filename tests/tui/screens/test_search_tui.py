@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.app import App
+from textual.pilot import Pilot
 from textual.screen import Screen
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from bandpass.engine.audit.samples import load_samples
 from bandpass.engine.core.events import EventBus
@@ -20,6 +22,7 @@ from bandpass.engine.review.tagging import Tagger
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from bandpass.store.models import pk
 from bandpass.tui.app import BandpassApp
 from bandpass.tui.screens.compare import CompareScreen
 from bandpass.tui.screens.replay import ReplayScreen
@@ -28,6 +31,7 @@ from bandpass.tui.screens.tag_dialog import TagDialog
 from bandpass.tui.widgets.search_bar import SearchBar
 from bandpass.tui.widgets.terminal_view import TerminalView
 from tests.support.host import Host
+from tests.support.narrow import present
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.waiting import wait_for
 
@@ -43,7 +47,7 @@ def ws(tmp_path: Path) -> Workspace:
     return ws
 
 
-async def _search(pilot, app: App, query: str) -> SearchScreen:
+async def _search(pilot: Pilot[Any], app: App[Any], query: str) -> SearchScreen:
     await pilot.press("ctrl+f")
     await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), what="search screen open")
     screen = app.screen
@@ -71,7 +75,7 @@ async def test_a_hit_that_scrolled_away_opens_replay_on_its_frame_highlighted(ws
         await pilot.press("1")  # from another area: ctrl+f is the app's
         search = await _search(pilot, app, '"line 200"')
         assert len(search.rows) == 1 and search.rows[0].text == "line 200"
-        assert "line 199" in str(search.query_one("#search-context").content)  # the hit in context
+        assert "line 199" in str(search.query_one("#search-context", Static).content)  # the hit in context
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="replay open")
         replay = app.screen
@@ -83,7 +87,9 @@ async def test_a_hit_that_scrolled_away_opens_replay_on_its_frame_highlighted(ws
         assert "match 1 of 1" in bar.status and "scrolled past" in bar.status and "step 0" in bar.status
         # Playing on brings the player's own screen back, without the marks.
         await pilot.press("space")
-        await wait_for(pilot, lambda: view.emulator is replay.player.screen, what="player's screen back")
+        await wait_for(
+            pilot, lambda: view.emulator is present(replay.player).screen, what="player's screen back"
+        )
         await wait_for(pilot, lambda: not view.highlights, what="marks gone once the screen moved")
 
 
@@ -144,7 +150,7 @@ async def test_slash_in_replay_searches_the_whole_cast_including_what_scrolled_a
         assert app_screen_is(replay)
 
 
-def app_screen_is(screen: Screen) -> bool:
+def app_screen_is(screen: Screen[Any]) -> bool:
     return screen.app.screen is screen
 
 
@@ -158,7 +164,7 @@ async def test_tag_all_listed_episodes_and_add_two_to_compare(ws: Workspace) -> 
         listed = [e.episode_id for e in screen.result.episodes]
         assert len(listed) >= 3 and all(h.terminal == "verifier" for h in screen.rows)
         with session(ws.engine) as s:
-            before = {e: sorted(t.id for t in queries.tags_for_episode(s, e)) for e in listed}
+            before = {e: sorted(pk(t) for t in queries.tags_for_episode(s, e)) for e in listed}
         screen.query_one(DataTable).focus()
         await pilot.press("t")
         await wait_for(pilot, lambda: isinstance(screen.app.screen, TagDialog), what="tag dialog")
@@ -171,7 +177,7 @@ async def test_tag_all_listed_episodes_and_add_two_to_compare(ws: Workspace) -> 
         assert tagged == set(listed)
         await pilot.press("u")  # one undo takes the whole tag back (the curators' own tags stay)
         with session(ws.engine) as s:
-            assert {e: sorted(t.id for t in queries.tags_for_episode(s, e)) for e in listed} == before
+            assert {e: sorted(pk(t) for t in queries.tags_for_episode(s, e)) for e in listed} == before
 
         # a on one hit, then on a hit of another episode: Compare opens on the two.
         table = screen.query_one(DataTable)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
+import pytest
 from textual.app import App
+from textual.pilot import Pilot
+from textual.widgets import Static
 
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.tagging import Tagger, load_queue
@@ -14,6 +18,7 @@ from bandpass.tui.screens.replay import ReplayScreen
 from bandpass.tui.screens.tag_dialog import TagDialog
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.widgets.virtual_table import VirtualTable
+from tests.support.narrow import present
 from tests.support.replay_data import make_episode
 from tests.support.waiting import wait_for
 
@@ -28,7 +33,7 @@ class Host(App[None]):
         self.push_screen(self.queue)
 
 
-async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:
+async def press(pilot: Pilot[Any], screen: TagQueueScreen, *keys: str) -> None:
     """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
     await pilot.press(*keys)
     await pilot.pause()
@@ -47,7 +52,7 @@ async def test_one_key_class_picker_and_next(workspace: Workspace) -> None:
     async with app.run_test(size=(160, 45)) as pilot:
         screen = app.queue
         await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
-        assert [i.episode_id for i in screen.items] == [a, b] and screen.current.episode_id == a
+        assert [i.episode_id for i in screen.items] == [a, b] and present(screen.current).episode_id == a
         await press(pilot, screen, "t", "3")  # the dialog, misalignment, then pick the subclass in the list
         dialog = app.screen
         assert isinstance(dialog, TagDialog) and dialog.tag_class == "misalignment"
@@ -58,7 +63,7 @@ async def test_one_key_class_picker_and_next(workspace: Workspace) -> None:
         await press(pilot, screen, "enter")
         await pilot.pause()
         assert tags_of(workspace, a) == ["invalidity.underspecified_instruction"]
-        assert screen.current.episode_id == b  # moved on to the next pending episode
+        assert present(screen.current).episode_id == b  # moved on to the next pending episode
 
         await press(pilot, screen, "a")  # the suggestion is preselected ...
         assert isinstance(app.screen, TagDialog) and app.screen.code == "harness.turn_limit"
@@ -88,7 +93,7 @@ async def test_bulk_tag_every_episode_failing_the_same_test(workspace: Workspace
         await press(pilot, screen, "S")
         assert screen.selected == set(same)
         await press(pilot, screen, "t", "2")
-        assert "3 episodes" in str(app.screen.query_one("#tag-title").content)
+        assert "3 episodes" in str(app.screen.query_one("#tag-title", Static).content)
         await press(pilot, screen, "enter")
         await pilot.pause()
         assert all(tags_of(workspace, e) == ["harness.turn_limit"] for e in same)
@@ -113,9 +118,9 @@ async def test_skip_persists_filter_and_replay(workspace: Workspace) -> None:
         await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
         await press(pilot, screen, "s")
         assert {i.episode_id: i.state for i in load_queue(workspace)} == {a: "skipped", b: "pending"}
-        assert screen.current.episode_id == b
+        assert present(screen.current).episode_id == b
         await press(pilot, screen, "p")  # previous pending wraps to b itself: a is skipped
-        assert screen.current.episode_id == b
+        assert present(screen.current).episode_id == b
         await press(pilot, screen, "f")  # all
         assert screen.filter == "all" and len(screen.items) == 2
         await press(pilot, screen, "f")  # tagged
@@ -129,9 +134,9 @@ async def test_skip_persists_filter_and_replay(workspace: Workspace) -> None:
 
         await press(pilot, screen, "f")  # pending
         await press(pilot, screen, "enter")
-        assert (
-            isinstance(app.screen, ReplayScreen) and app.screen.source.episode_id == screen.current.episode_id
-        )
+        replay = app.screen
+        assert isinstance(replay, ReplayScreen)
+        assert replay.source.episode_id == present(screen.current).episode_id
         await press(pilot, screen, "escape")
         assert app.screen is screen
 
@@ -144,7 +149,7 @@ async def test_clear_tag_from_the_queue(workspace: Workspace) -> None:
         screen = app.queue
         await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
         await press(pilot, screen, "f")  # all
-        assert screen.current.tags == ["invalidity.oracle_fails"]
+        assert present(screen.current).tags == ["invalidity.oracle_fails"]
         await press(pilot, screen, "c")
         assert tags_of(workspace, a) == []
         with session(workspace.engine) as s:
@@ -153,7 +158,9 @@ async def test_clear_tag_from_the_queue(workspace: Workspace) -> None:
         assert tags_of(workspace, a) == ["invalidity.oracle_fails"]
 
 
-async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Workspace, monkeypatch) -> None:
+async def test_the_queue_loads_in_a_worker_with_a_loading_state(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The store is read off the UI thread: while the read is held back the screen says it is loading and
     still answers keys; the rows arrive when the worker hands them over. A failed read is a notification."""
     import threading
@@ -164,7 +171,7 @@ async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Works
     release = threading.Event()
     real = tq.read_queue
 
-    def held(*args, **kw):
+    def held(*args: Any, **kw: Any) -> tq.QueueLoad:
         release.wait(30)
         return real(*args, **kw)
 
@@ -175,7 +182,7 @@ async def test_the_queue_loads_in_a_worker_with_a_loading_state(workspace: Works
         table = screen.query_one("#queue-table", VirtualTable)
         await wait_for(pilot, lambda: screen.reloading, what="the load to start")
         assert screen.status_text() == "loading the queue…" and table.loading and not screen.settled
-        assert str(screen.query_one("#queue-info").content) == "loading the queue…"
+        assert str(screen.query_one("#queue-info", Static).content) == "loading the queue…"
         await pilot.press("k")  # the UI thread is free: keys are handled during the load
         assert screen.cluster_view
         await pilot.press("k")
@@ -227,8 +234,8 @@ async def test_detail_shows_who_ended_the_sandbox_as_show_does(workspace: Worksp
     async with app.run_test(size=(160, 45)) as pilot:
         screen = app.queue
         await wait_for(pilot, lambda: screen.settled, what="the queue's load")
-        info = screen.query_one("#queue-info")
-        assert screen.current.episode_id == oom
+        info = screen.query_one("#queue-info", Static)
+        assert present(screen.current).episode_id == oom
         text = str(info.content)
         assert (
             "who ended the sandbox: policy: the container was killed for memory under the task's own " in text
@@ -236,7 +243,7 @@ async def test_detail_shows_who_ended_the_sandbox_as_show_does(workspace: Worksp
         assert "evidence: container exited 137 · OOMKilled · engine: oom, die(exit 137)" in text
         assert episode_evidence(workspace, oom)["summary"] in text  # the same line `bandpass show` prints
         await pilot.press("n")
-        await wait_for(pilot, lambda: screen.current.episode_id == outside, what="the next pending")
+        await wait_for(pilot, lambda: present(screen.current).episode_id == outside, what="the next pending")
         text = str(info.content)
         assert "who ended the sandbox: outside: the container was killed from outside" in text
         assert "engine: kill(signal 9), die(exit 137)" in text

@@ -8,8 +8,11 @@ with the audit-rejected ones left out, k, where) and lists the new batch at once
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from textual.widgets import Static
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
 
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.workspace import Workspace
@@ -22,9 +25,10 @@ from bandpass.tui.screens.episodes import EpisodesScreen
 from bandpass.tui.screens.replay import ReplayScreen
 from bandpass.tui.screens.runs import RunsScreen
 from bandpass.tui.widgets.terminal_view import TerminalView
+from tests.support.narrow import present
 from tests.support.replay_data import PYTEST_FAIL, make_episode, write_cast
 from tests.support.tui_data import seed
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_for_screen
 
 SIZE = (160, 48)
 
@@ -76,17 +80,16 @@ async def test_episodes_keeps_its_cursor_when_replay_returns(workspace: Workspac
     app = BandpassApp(workspace, bus=EventBus(), show_path=False)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("8")
-        await wait_for(pilot, lambda: isinstance(app.screen, EpisodesScreen), what="episodes")
-        eps = app.screen
+        eps = await wait_for_screen(pilot, EpisodesScreen, what="episodes")
         await wait_for(pilot, lambda: len(eps.shown) == 4)
         await pilot.press("down", "down")
-        assert eps.current.episode_id == ids[2]
+        assert present(eps.current).episode_id == ids[2]
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="replay")
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is eps, what="back to episodes")
         await pilot.pause()
-        assert eps.current.episode_id == ids[2]  # was back on the first row after every replay
+        assert present(eps.current).episode_id == ids[2]  # was back on the first row after every replay
 
 
 async def test_generate_opens_the_highlighted_attempt_on_enter(workspace: Workspace) -> None:
@@ -99,20 +102,19 @@ async def test_generate_opens_the_highlighted_attempt_on_enter(workspace: Worksp
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("3")
         await wait_for(pilot, lambda: isinstance(app.screen, GenerateScreen), what="generate")
-        table = app.screen.query_one("#gen-history")
+        table = app.screen.query_one("#gen-history", DataTable)
         await wait_for(pilot, lambda: table.row_count == 1, what="the history")
         assert app.focused is table  # not the form: Enter opens, as the footer says
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, GenerationScreen), what="the attempt")
-        assert app.screen.generation_id == gen.id
+        attempt = await wait_for_screen(pilot, GenerationScreen, what="the attempt")
+        assert attempt.generation_id == gen.id
 
 
-async def _confirm(pilot, app: BandpassApp) -> BatchConfirm:
+async def _confirm(pilot: Pilot[Any], app: BandpassApp) -> BatchConfirm:
     await pilot.press("2")
     await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="runs")
     await pilot.press("n")
-    await wait_for(pilot, lambda: isinstance(app.screen, BatchConfirm), what="the confirmation")
-    return app.screen  # type: ignore[return-value]
+    return await wait_for_screen(pilot, BatchConfirm, what="the confirmation")
 
 
 async def test_runs_asks_first_and_leaves_rejected_tasks_out(

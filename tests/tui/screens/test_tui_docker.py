@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import Select
 
 from bandpass.engine.core.events import EventBus
 from bandpass.engine.core.workspace import Workspace
@@ -16,6 +17,7 @@ from bandpass.tui.screens.runs import RunsScreen
 from bandpass.tui.widgets.batch_watch import BatchWatch
 from bandpass.tui.widgets.episode_pane import EpisodePane
 from bandpass.tui.widgets.feed_pump import pump
+from tests.support.narrow import present
 from tests.support.paths import EXAMPLES
 from tests.support.waiting import start_batch, wait_for
 
@@ -38,14 +40,20 @@ async def test_oracle_episode_output_appears_in_live_pane(tmp_path: Path) -> Non
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
         runs = app.screen
         assert isinstance(runs, RunsScreen)
-        runs.query_one("#runs-scope").value = "all"
+        runs.query_one("#runs-scope", Select).value = "all"
         await start_batch(pilot)
         # the new batch is in the batch table at once, marked as this screen's own
         watch = runs.query_one("#runs-watch", BatchWatch)
         await wait_for(pilot, lambda: runs.batch_id and watch.cells(runs.batch_id), what="the batch row")
-        assert watch.cells(runs.batch_id)["executor"] in ("not started (here)", "local (here)")
-        await wait_for(pilot, lambda: runs.query(EpisodePane), what="a live pane")
-        pane = runs.query(EpisodePane).first()
+        assert watch.cells(present(runs.batch_id))["executor"] in ("not started (here)", "local (here)")
+
+        # an unaudited version: before its first rollout its oracle learns where it is verified, in a pane
+        # of its own that says so; then the rollout's pane
+        def rollouts() -> list[EpisodePane]:
+            return [p for p in runs.query(EpisodePane) if not p.live.learns_footprint]
+
+        await wait_for(pilot, rollouts, 240, what="the rollout's live pane")
+        (pane,) = rollouts()
         await wait_for(pilot, lambda: pane.live.status == "done", 240, what="episode finished")
         assert pump.drain()
         assert pane.live.outcome == "passed", pane.live.outcome
@@ -60,4 +68,8 @@ async def test_oracle_episode_output_appears_in_live_pane(tmp_path: Path) -> Non
         start = runs.query_one("#runs-start")
         await wait_for(pilot, lambda: not start.disabled, what="Start enabled again")  # batch finished
         # the screen's own batch is on the bus: its recordings were never tailed too (no second feed)
-        assert not app.live.followed and len(runs.query(EpisodePane)) == 1
+        assert not app.live.followed and len(runs.query(EpisodePane)) == 2
+        (learner,) = [p for p in runs.query(EpisodePane) if p.live.learns_footprint]
+        assert learner.live.agent == "oracle" and learner.live.outcome == "passed"
+        assert "learning where it is verified" in str(learner.title_bar.content)
+        assert learner.live.started_at <= pane.live.started_at  # learnt first, once

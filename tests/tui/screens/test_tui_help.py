@@ -4,9 +4,11 @@ every binding reachable by name, and a help page built from the screen's live bi
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
+from textual.pilot import Pilot
 from textual.widgets import Input
 
 from bandpass.engine.core.events import EventBus
@@ -16,17 +18,17 @@ from bandpass.tui.key_names import full_name
 from bandpass.tui.screens.help import HelpScreen
 from bandpass.tui.screens.replay import ReplayScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
+from tests.support.narrow import present
 from tests.support.replay_data import make_episode
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_for_screen
 
 SIZE = (160, 45)
 MODES = {"1": "tasks", "2": "runs", "3": "generate", "4": "settings", "5": "calibration", "7": "tags"}
 
 
-async def open_help(pilot, app: BandpassApp) -> HelpScreen:
+async def open_help(pilot: Pilot[Any], app: BandpassApp) -> HelpScreen:
     await pilot.press("question_mark")
-    await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help page open")
-    return app.screen  # type: ignore[return-value]
+    return await wait_for_screen(pilot, HelpScreen, what="help page open")
 
 
 @pytest.mark.parametrize(
@@ -63,9 +65,7 @@ async def test_replay_help_footer_and_palette_list_each_command_once(ws: Workspa
     app = BandpassApp(ws, bus=EventBus())
     async with app.run_test(size=SIZE) as pilot:
         app.open_replay(eid)
-        await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="replay open")
-        replay = app.screen
-        assert isinstance(replay, ReplayScreen)
+        replay = await wait_for_screen(pilot, ReplayScreen, what="replay open")
         await wait_for(pilot, lambda: replay.player is not None and replay.player.markers)
 
         # The footer keeps the few keys that matter; the rest are in help and the palette. (11: the app's
@@ -94,12 +94,12 @@ async def test_replay_help_footer_and_palette_list_each_command_once(ws: Workspa
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="palette open")
         await pilot.press(*"next step")
         palette = app.screen
-        options = palette.query_one("CommandList")
+        options = palette.query_one("CommandList", CommandList)
         await wait_for(pilot, lambda: options.option_count > 0, what="palette hits")
         prompts = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
         assert sum("Next step" in p for p in prompts) == 1, prompts
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.screen is replay and replay.player.position == 1.0)
+        await wait_for(pilot, lambda: app.screen is replay and present(replay.player).position == 1.0)
 
 
 async def test_tag_queue_is_a_mode_and_lists_commands_once(ws: Workspace) -> None:

@@ -39,8 +39,9 @@ from bandpass.tui.screens.settings import SettingsScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.screens.tasks import TasksScreen
 from tests.support.calib_data import add_episodes, add_task, outcomes
+from tests.support.narrow import present
 from tests.support.replay_data import make_episode
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_for_screen
 
 # Slow (every screen at two sizes, as SVG): the full suite runs it, `scripts/test --fast` does not.
 pytestmark = pytest.mark.slow
@@ -149,12 +150,11 @@ async def calibration(pilot: Any, app: BandpassApp, ids: dict[str, int]) -> None
 async def replay(pilot: Any, app: BandpassApp, ids: dict[str, int]) -> None:
     await _tasks_loaded(pilot, app)
     app.open_replay(ids["b"])
-    await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="replay")
-    screen = app.screen
+    screen = await wait_for_screen(pilot, ReplayScreen, what="replay")
     done = lambda: screen.players and all(p.index.complete for p in screen.players.values())  # noqa: E731 - a one-line wait condition
     await wait_for(pilot, done, what="indexed")
     await pilot.press("right_square_bracket", "right_square_bracket")
-    await wait_for(pilot, lambda: screen.player.position == 11.0, what="step 1")
+    await wait_for(pilot, lambda: present(screen.player).position == 11.0, what="step 1")
 
 
 async def changes(pilot: Any, app: BandpassApp, ids: dict[str, int]) -> None:
@@ -277,10 +277,11 @@ def test_the_overview_while_it_loads(
     """The Overview's read, in progress: what the screen says while its worker reads the workspace (the
     read is held until the picture is taken, and let go when the app closes)."""
     import bandpass.tui.screens.overview as ov
+    from bandpass.engine.app.overview import build_overview
 
     ws, _ids = seeded
     app = BandpassApp(ws, bus=EventBus(), show_path=False, start="overview")
-    real = ov.build_overview
+    real = build_overview  # what the screen's module calls (it imports the name from the engine)
 
     def held(*args: Any, **kwargs: Any) -> Any:
         while app.is_running:  # until the app closes

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import DataTable, RichLog
 
 from bandpass.engine.core.events import EpisodeFinished, EpisodeStarted, EventBus, PtyOutput, StepFinished
 from bandpass.engine.core.workspace import Workspace
 from bandpass.tui.app import BandpassApp
 from bandpass.tui.screens.calibration import CalibrationScreen
 from bandpass.tui.screens.help import HelpScreen
+from bandpass.tui.screens.overview import OverviewScreen
 from bandpass.tui.screens.replay import ReplayScreen
 from bandpass.tui.screens.settings import SettingsScreen
 from bandpass.tui.screens.tag_dialog import TagDialog
@@ -25,10 +27,13 @@ from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.widgets.episode_pane import EpisodePane
 from bandpass.tui.widgets.feed_pump import pump
 from bandpass.tui.widgets.step_panel import StepPanel
+from bandpass.tui.widgets.terminal_view import TerminalView
+from bandpass.tui.widgets.virtual_table import VirtualTable
 from tests.support.calib_data import add_episodes, add_task, outcomes
+from tests.support.narrow import present
 from tests.support.replay_data import make_episode
 from tests.support.tui_data import seed
-from tests.support.waiting import wait_for
+from tests.support.waiting import wait_for, wait_for_screen
 
 SIZE = (150, 40)
 
@@ -52,7 +57,7 @@ def test_snapshot_tasks(ws: Workspace, snap_compare: Any) -> None:
 
     async def run_before(pilot: Any) -> None:
         await _settle(pilot)
-        table = app.screen.query_one("#task-table")
+        table = app.screen.query_one("#task-table", VirtualTable)
         table.cursor_row = 1  # task-01: no audit, so no timestamp in the detail pane
         body = app.screen.query_one("#task-detail-body")
         await wait_for(pilot, lambda: "task-01" in str(body.render()), what="detail of task-01")
@@ -90,12 +95,15 @@ def test_snapshot_runs_with_live_panes(ws: Workspace, snap_compare: Any) -> None
         await _settle(pilot)
         panes = list(app.screen.query(EpisodePane))
         for pane in panes:  # every pane painted its listing, the finished one its verifier too
-            view = pane.agent_view
-            await wait_for(pilot, lambda v=view: "run.sh" in "".join(v.render_line(y).text for y in range(4)))
+
+            def listed(view: TerminalView = pane.agent_view) -> bool:
+                return "run.sh" in "".join(view.render_line(y).text for y in range(4))
+
+            await wait_for(pilot, listed)
         first = next(p for p in panes if p.live.episode_id == 1)
         await wait_for(pilot, lambda: first.verifier_view.display and first.has_class("-passed"))
         app.screen.query(".pane-agent").first().focus()
-        steps = app.screen.query_one("#runs-steps")
+        steps = app.screen.query_one("#runs-steps", RichLog)
         await wait_for(pilot, lambda: any("list files" in line.text for line in steps.lines), what="steps")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
@@ -112,7 +120,7 @@ def test_snapshot_settings(ws: Workspace, snap_compare: Any, monkeypatch: pytest
     async def run_before(pilot: Any) -> None:
         await pilot.press("4")
         await wait_for(pilot, lambda: isinstance(app.screen, SettingsScreen), what="settings open")
-        models = app.screen.query_one("#settings-models")
+        models = app.screen.query_one("#settings-models", DataTable)
         await wait_for(pilot, lambda: models.row_count == 1 and models.get_row_at(0)[0] == "qwen-9b")
         await pilot.pause()
 
@@ -139,7 +147,7 @@ def test_snapshot_generate(ws: Workspace, snap_compare: Any, monkeypatch: pytest
             ("finished", "accepted"),
         ):
             bus.publish(GenerationEvent(generation_id=1, kind=kind, data=data))
-        log = app.screen.query_one("#gen-log")
+        log = app.screen.query_one("#gen-log", RichLog)
         await wait_for(pilot, lambda: len(log.lines) == 5, what="five transcript lines")
         history = app.screen.query_one("#gen-yield")
         await wait_for(pilot, lambda: "no attempts yet" in str(history.render()), what="history loaded")
@@ -155,17 +163,19 @@ def test_snapshot_replay_seeked_to_a_marker(ws: Workspace, snap_compare: Any) ->
     async def run_before(pilot: Any) -> None:
         await _settle(pilot)
         app.open_replay(eid)
-        await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), what="replay open")
-        replay = app.screen
+        replay = await wait_for_screen(pilot, ReplayScreen, what="replay open")
         indexed = lambda: replay.players and all(p.index.complete for p in replay.players.values())  # noqa: E731 - a one-line wait condition
         await wait_for(pilot, indexed, what="keyframe index built")
         await pilot.press("right_square_bracket", "right_square_bracket")  # to the marker of step 1
         panel = replay.query_one(StepPanel)
         await wait_for(
-            pilot, lambda: replay.player.position == 11.0 and panel.title_text.startswith("step 1")
+            pilot, lambda: present(replay.player).position == 11.0 and panel.title_text.startswith("step 1")
         )
-        view = replay.query_one("#view-agent")
-        shown = lambda: "".join(view.render_line(y).text for y in range(8))  # noqa: E731 - a one-line wait condition
+        view = replay.query_one("#view-agent", TerminalView)
+
+        def shown() -> str:
+            return "".join(view.render_line(y).text for y in range(8))
+
         await wait_for(pilot, lambda: "output of step 0" in shown(), what="the screen at step 1")
         await pilot.pause()
 
@@ -184,8 +194,7 @@ def test_snapshot_tag_queue_with_the_dialog_open(
     async def run_before(pilot: Any) -> None:
         await _settle(pilot)
         await pilot.press("7")
-        await wait_for(pilot, lambda: isinstance(app.screen, TagQueueScreen), what="tag queue open")
-        queue = app.screen
+        queue = await wait_for_screen(pilot, TagQueueScreen, what="tag queue open")
         await wait_for(pilot, lambda: len(queue.items) == 3, what="three pending episodes")
         await pilot.press("down")  # the turn_limit episode: its suggestion is preselected
         await wait_for(pilot, lambda: queue.current is not None and queue.current.suggestion is not None)
@@ -212,7 +221,7 @@ def test_snapshot_calibration(ws: Workspace, snap_compare: Any) -> None:
         await _settle(pilot)
         await pilot.press("5")
         await wait_for(pilot, lambda: isinstance(app.screen, CalibrationScreen), what="calibration open")
-        table = app.screen.query_one("#calib-table")
+        table = app.screen.query_one("#calib-table", DataTable)
         await wait_for(pilot, lambda: table.row_count == 5, what="five tasks")
         await pilot.pause()
 
@@ -239,7 +248,8 @@ def test_snapshot_overview_of_the_demo(tmp_path: Path, snap_compare: Any) -> Non
     app = BandpassApp(ws, bus=EventBus(), show_path=False, start="overview")
 
     async def run_before(pilot: Any) -> None:
-        await wait_for(pilot, lambda: app.screen.overview is not None, what="overview built")
+        overview = await wait_for_screen(pilot, OverviewScreen, what="the overview")
+        await wait_for(pilot, lambda: overview.overview is not None, what="overview built")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -4,16 +4,21 @@ diagnosis, accepted as the curator's tag with one key, undone with u; an invalid
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from sqlalchemy import text
+from textual.pilot import Pilot
 from textual.screen import Screen
+from textual.widgets import Static
 
 from bandpass.engine.core.workspace import Workspace
 from bandpass.engine.review.tagging import Tagger
 from bandpass.store import queries as q
 from bandpass.store.db import session
+from bandpass.store.models import pk
 from bandpass.store.queries import reviews as rq
+from bandpass.tui.screens.confirm import ConfirmDialog
 from bandpass.tui.screens.replay import ReplayScreen
 from bandpass.tui.screens.tag_queue import TagQueueScreen
 from bandpass.tui.widgets.review_panel import ReviewPanel
@@ -27,23 +32,25 @@ from tests.support.waiting import wait_for
 def add_review(ws: Workspace, eid: int, code: str, status: str = "ok") -> int:
     cls, _, sub = code.partition(".")
     with session(ws.engine) as s:
-        return rq.add_review(  # type: ignore[return-value]
-            s,
-            episode_id=eid,
-            model="claude-haiku-4-5",
-            prompt_version="v1",
-            status=status,
-            verdict="false_fail" if status == "ok" else "",
-            tag_class=cls,
-            subclass=sub,
-            explanation="The output was right; the test compares with a stale constant."
-            if status == "ok"
-            else "",
-            error="" if status == "ok" else "the model refused to review this episode",
-            citations_json=json.dumps([{"source": "verifier", "quote": "AssertionError: expected 42"}]),
-            dropped_json=json.dumps([{"what": "citation", "reason": "step 9 does not exist"}]),
-            cost_usd=0.0123,
-        ).id
+        return pk(
+            rq.add_review(
+                s,
+                episode_id=eid,
+                model="claude-haiku-4-5",
+                prompt_version="v1",
+                status=status,
+                verdict="false_fail" if status == "ok" else "",
+                tag_class=cls,
+                subclass=sub,
+                explanation="The output was right; the test compares with a stale constant."
+                if status == "ok"
+                else "",
+                error="" if status == "ok" else "the model refused to review this episode",
+                citations_json=json.dumps([{"source": "verifier", "quote": "AssertionError: expected 42"}]),
+                dropped_json=json.dumps([{"what": "citation", "reason": "step 9 does not exist"}]),
+                cost_usd=0.0123,
+            )
+        )
 
 
 def tags_of(ws: Workspace, eid: int) -> list[str]:
@@ -55,7 +62,7 @@ def panel_text(screen: Screen[None]) -> str:
     return str(screen.query_one(ReviewPanel).content)
 
 
-async def press(pilot, screen: TagQueueScreen, *keys: str) -> None:
+async def press(pilot: Pilot[Any], screen: TagQueueScreen, *keys: str) -> None:
     """Presses the keys, then waits for the reload any of them started (the queue loads in a worker)."""
     await pilot.press(*keys)
     await pilot.pause()
@@ -75,7 +82,7 @@ async def test_tag_queue_shows_the_review_and_accepts_it_with_one_key(workspace:
         shown = panel_text(screen)
         assert f"#{rid}" in shown and "false_fail" in shown and "misalignment.false_negative" in shown
         assert "(y: accept)" in shown and "AssertionError: expected 42" in shown
-        assert "1 unsupported part(s) dropped: step 9 does not exist" in shown
+        assert "1 unsupported part dropped: step 9 does not exist" in shown
         assert "Deterministic diagnosis: policy.failed_checks (confidence 0.7)" in shown  # issue 15
         assert tags_of(workspace, a) == []  # shown, not written
         await press(pilot, screen, "y")
@@ -161,7 +168,12 @@ async def test_R_asks_claude_in_the_background_and_the_panel_shows_the_result(
         async with app.run_test(size=(170, 50)) as pilot:
             await wait_for(pilot, lambda: screen.settled, what="the queue's first load")
             assert "none yet" in panel_text(screen)
-            await press(pilot, screen, "R")
+            await press(pilot, screen, "R")  # asks first: a review spends tokens
+            assert isinstance(app.screen, ConfirmDialog) and "spends tokens" in str(
+                app.screen.query_one("#confirm-question", Static).content
+            )
+            assert len(srv.message_requests()) == 0
+            await press(pilot, screen, "y")
             landed = lambda: "invalidity.wrong_ground_truth" in panel_text(screen)  # noqa: E731 - a one-line wait condition
             await wait_for(pilot, landed, what="the worker's review in the panel")
             assert tags_of(workspace, eid) == []  # still only a suggestion

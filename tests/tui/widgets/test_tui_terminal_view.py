@@ -6,29 +6,33 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from rich.color import Color
+from rich.style import Style
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 
 from bandpass.engine.sandbox.emulator import Screen
 from bandpass.tui.widgets.terminal_view import TerminalView
+from tests.support.narrow import present
 from tests.support.waiting import wait_for
 
 
 class ViewApp(App[None]):
-    def __init__(self, **kw: object) -> None:
+    def __init__(self, *, max_fps: float = 60.0, show_cursor: bool = True) -> None:
         super().__init__()
-        self.kw = kw
+        self.max_fps, self.show_cursor = max_fps, show_cursor  # TerminalView's own defaults
 
     def compose(self) -> ComposeResult:
-        yield TerminalView(cols=40, rows=10, **self.kw)  # type: ignore[arg-type]
+        yield TerminalView(cols=40, rows=10, max_fps=self.max_fps, show_cursor=self.show_cursor)
 
 
 def _text(view: TerminalView, y: int = 0) -> str:
     return view.render_line(y).text
 
 
-def _segments(view: TerminalView, y: int) -> list[tuple[str, object]]:
-    return [(s.text, s.style) for s in view.render_line(y) if s.text.strip()]
+def _segments(view: TerminalView, y: int) -> list[tuple[str, Style]]:
+    return [(s.text, s.style or Style.null()) for s in view.render_line(y) if s.text.strip()]
 
 
 async def test_colours_and_attributes() -> None:
@@ -41,11 +45,11 @@ async def test_colours_and_attributes() -> None:
         )
         await wait_for(pilot, lambda: _text(view).startswith("red c200 tc B I U R"))
         segs = dict(_segments(view, 0))
-        assert segs["red"].color.name == "red"  # type: ignore[attr-defined]
-        assert segs["c200"].color.number == 200  # type: ignore[attr-defined]
+        assert present(segs["red"].color).name == "red"
+        assert present(segs["c200"].color).number == 200
         tc = segs["tc"]
-        assert tc.color == Color.parse("#0a141e") and tc.bgcolor == Color.parse("#c86400")  # type: ignore[attr-defined]
-        assert segs["B"].bold and segs["I"].italic and segs["U"].underline and segs["R"].reverse  # type: ignore[attr-defined]
+        assert tc.color == Color.parse("#0a141e") and tc.bgcolor == Color.parse("#c86400")
+        assert segs["B"].bold and segs["I"].italic and segs["U"].underline and segs["R"].reverse
 
 
 async def test_wide_characters_keep_columns() -> None:
@@ -137,17 +141,17 @@ async def test_burst_of_output_is_throttled() -> None:
         assert painted < 100  # 100 chunks were fed: paints were coalesced
 
 
-async def test_only_dirty_rows_are_refreshed(monkeypatch) -> None:
+async def test_only_dirty_rows_are_refreshed(monkeypatch: pytest.MonkeyPatch) -> None:
     app = ViewApp(show_cursor=False)
     async with app.run_test(size=(40, 10)) as pilot:
         view = app.query_one(TerminalView)
         view.feed("\r\n".join(f"row{i}" for i in range(5)))
         await wait_for(pilot, lambda: _text(view, 4).startswith("row4"))
         await wait_for(pilot, view.up_to_date)  # everything painted
-        regions: list = []
+        regions: list[tuple[Region, ...]] = []
         real = view.refresh
 
-        def spy(*r, **kw):
+        def spy(*r: Region, **kw: bool) -> TerminalView:
             regions.append(r)
             return real(*r, **kw)
 
@@ -216,7 +220,7 @@ async def test_a_pane_fed_from_a_thread_shows_the_right_screen_after_many_update
         assert _visible_text(view) == _expected_text(view)
         assert _visible_text(view)[-2].startswith("line 2999")
         (seg,) = [s for s in view.render_line(4) if s.text.startswith("line")]
-        assert seg.style.color.name == "blue"  # type: ignore[union-attr]  # SGR 3(2999 % 7 + 1) = 34
+        assert present(present(seg.style).color).name == "blue"  # SGR 3(2999 % 7 + 1) = 34
 
 
 async def test_a_hidden_pane_builds_no_frames_and_catches_up_when_shown() -> None:

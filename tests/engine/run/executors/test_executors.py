@@ -3,7 +3,7 @@
 The Ray test starts a local Ray instance (``ray.init(num_cpus=2)``), runs a small oracle/nop batch over a
 tiny task through ``RayExecutor`` and through ``bandpass run --executor ray --ray-address``, and checks
 that outcomes are right, every row is written once by the head and the events came back. Ray is the
-``cluster`` extra: CI installs it (see README, "Scale-out and fault tolerance").
+``cluster`` extra: CI installs it (see docs/design/fault-tolerance.md).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ from bandpass.engine.sandbox.asciicast import read_cast
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from bandpass.store.models import pk
+from tests.support.footprints import footprints_known
+from tests.support.narrow import present
 from tests.support.paths import REPO
 from tests.support.taskfactory import make_task
 
@@ -154,7 +157,7 @@ def test_ray_executor_runs_a_batch_and_the_head_writes_it(
         cast = read_cast(ws.abs(e.agent_cast))  # the head holds the worker's recordings
         assert not cast.truncated and f"episode {e.id}" in cast.header.get("title", "")
         assert read_cast(ws.abs(e.verifier_cast)).events
-        changes = episode_changes(ws, e.id)  # the end state and phase timings came back too
+        changes = episode_changes(ws, pk(e))  # the end state and phase timings came back too
         assert changes["captured"] and changes["phases"][-1]["name"] == "finalise"
         if e.agent == "oracle":
             assert "/app/answer.txt" in {c["path"] for c in changes["changes"]}
@@ -164,10 +167,10 @@ def test_ray_executor_runs_a_batch_and_the_head_writes_it(
         else:
             assert steps[e.id] == []
     # Events streamed back: every episode started, printed to its pty, and finished exactly once.
-    ids = {e.id for e in eps}
+    ids = {pk(e) for e in eps}
     assert {ev.episode_id for ev in seen if isinstance(ev, EpisodeStarted)} == ids
     assert {ev.episode_id for ev in seen if isinstance(ev, PtyOutput)} == ids
-    finished = [ev.episode_id for ev in seen if isinstance(ev, EpisodeFinished)]
+    finished = [present(ev.episode_id) for ev in seen if isinstance(ev, EpisodeFinished)]
     assert sorted(finished) == sorted(ids)
 
 
@@ -175,6 +178,7 @@ def test_ray_executor_runs_a_batch_and_the_head_writes_it(
 def test_cli_runs_a_batch_on_a_ray_cluster(ray_cluster: Any, workspace: Workspace, tmp_path: Path) -> None:
     ws = workspace
     vids = _import(ws, make_task(tmp_path / "src", "ray-cli"))
+    footprints_known(ws)  # every episode in the store is the batch's
     address = ray_cluster.get_runtime_context().gcs_address
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0"}
     cmd = [

@@ -12,16 +12,10 @@ runs with ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN_PATH`` pointing at it.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,129 +29,20 @@ from bandpass.engine.sandbox.pool import SPARE_PREFIX
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support.footprints import footprints_known
 from tests.support.paths import REPO
+from tests.support.ray_cluster import ENV, RayCliCluster
 from tests.support.taskfactory import make_task
 from tests.support.waiting import wait_until
 
 SLOW_SOLVE = "#!/bin/bash\necho SLOW-START\nsleep 25\necho 42 > /app/answer.txt\n"
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ray_bin() -> str:
-    return str(Path(sys.executable).with_name("ray"))
-
-
-COMMON = ["--num-cpus", "1", "--block", "--disable-usage-stats"]
-
-
-class _Cluster:
-    """The module's cluster: the head's GCS address, the worker raylet's process group and node id."""
-
-    def __init__(self, port: int) -> None:
-        self.address = f"127.0.0.1:{port}"
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.worker: subprocess.Popen[bytes] | None = None
-        self.worker_node = ""
-        self.worker_address = ""
-
-    def start_worker(self) -> None:
-        """One more raylet joining the head; waits until the cluster has two live nodes."""
-        before = set(_alive_nodes(self.address))
-        self.worker = subprocess.Popen(
-            [_ray_bin(), "start", "--address", self.address, "--node-ip-address", "127.0.0.1", *COMMON],
-            env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        self.procs.append(self.worker)
-        two = lambda: n if len(n := _alive_nodes(self.address)) == 2 else {}  # noqa: E731 - a one-line wait condition
-        ids = wait_until(two, 240, "two live Ray nodes")
-        (self.worker_node,) = set(ids) - before
-        self.worker_address = ids[self.worker_node]
-
-    def kill_worker(self) -> None:
-        """SIGKILLs the worker raylet's whole process group (``ray start``, raylet, its Ray workers)."""
-        assert self.worker is not None
-        os.killpg(self.worker.pid, signal.SIGKILL)
-        self.worker.wait(30)
-
-    def ensure_worker(self) -> None:
-        if self.worker is None or self.worker.poll() is not None:
-            self.start_worker()
-
-    def stop(self) -> None:
-        for p in reversed(self.procs):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(30)
-
-
-@pytest.fixture(scope="module")
-def ray_cli_cluster() -> Iterator[_Cluster]:
-    """``ray start --head`` plus one worker raylet; killed by process group at the end."""
-    port = _free_port()
-    temp = tempfile.mkdtemp(prefix="bp-ray-")
-    # Ray 2.60's `ray start --head` turns token auth on: every raylet and driver (the bandpass CLI) needs
-    # RAY_AUTH_MODE=token and the same token. This cluster's own token, not the user's ~/.ray/auth_token.
-    token = Path(temp) / "auth_token"
-    token.write_text(secrets.token_hex(32))
-    ENV.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
-    c = _Cluster(port)
-    try:
-        c.procs.append(
-            subprocess.Popen(
-                [_ray_bin(), "start", "--head", "--port", str(port), "--temp-dir", temp,
-                 "--include-dashboard", "false", "--node-ip-address", "127.0.0.1", *COMMON],
-                env=ENV, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
-        )  # fmt: skip
-        wait_until(lambda: _listening(port), 180, "the Ray head's GCS")
-        c.start_worker()
-        yield c
-    finally:
-        c.stop()
-
-
-@pytest.fixture
-def nodes(ray_cli_cluster: _Cluster) -> _Cluster:
-    """The cluster with both raylets up (a test before may have killed the worker)."""
-    ray_cli_cluster.ensure_worker()
-    return ray_cli_cluster
-
-
-@pytest.fixture
-def cluster(nodes: _Cluster) -> str:
-    """The GCS address of the two-raylet cluster."""
-    return nodes.address
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def _alive_nodes(address: str) -> dict[str, str]:
-    """Live node id -> its address as Ray lists it (``NodeManagerAddress``)."""
-    code = (
-        f"import ray; ray.init(address={address!r}, log_to_driver=False); "
-        "print(','.join(n['NodeID'] + '=' + n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']))"
-    )
-    res = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120)
-    lines = res.stdout.strip().splitlines()
-    if res.returncode != 0 or not lines:
-        return {}
-    return dict(n.split("=", 1) for n in lines[-1].split(",") if "=" in n)
 
 
 def _running_containers(ws: Workspace) -> list[dict[str, Any]]:
-    return get_client().api.containers(filters={"label": [f"{LABEL}=1", f"{WORKSPACE}={ws.root}"]})
+    found: list[dict[str, Any]] = get_client().api.containers(
+        filters={"label": [f"{LABEL}=1", f"{WORKSPACE}={ws.root}"]}
+    )
+    return found
 
 
 def _agents_running(ws: Workspace) -> int:
@@ -178,7 +63,10 @@ def _agents_running(ws: Workspace) -> int:
 
 
 def _all_containers(ws: Workspace) -> list[dict[str, Any]]:
-    return get_client().api.containers(all=True, filters={"label": [f"{LABEL}=1", f"{WORKSPACE}={ws.root}"]})
+    found: list[dict[str, Any]] = get_client().api.containers(
+        all=True, filters={"label": [f"{LABEL}=1", f"{WORKSPACE}={ws.root}"]}
+    )
+    return found
 
 
 def _run(ws: Workspace, address: str, *args: str, log: Path) -> subprocess.Popen[bytes]:
@@ -203,6 +91,7 @@ def _resume(ws: Workspace, address: str) -> subprocess.CompletedProcess[str]:
 
 def _slow_workspace(ws: Workspace, tmp_path: Path) -> None:
     assert import_paths(ws, [make_task(tmp_path / "src", "slow", solve=SLOW_SOLVE)]).ok
+    footprints_known(ws)  # the batch's episodes are the only ones: counted, none run twice
 
 
 def _check_finished_once(ws: Workspace) -> None:
@@ -234,7 +123,7 @@ def test_sigkilled_driver_then_resume_leaves_nothing_and_runs_nothing_twice(
     wait_until(lambda: not _all_containers(ws), 120, "the dead driver's containers removed")
     res = _resume(ws, cluster)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "resumed: 2 interrupted episode(s) requeued" in res.stdout
+    assert "resumed: 2 interrupted episodes requeued" in res.stdout
     _check_finished_once(ws)
     assert not _all_containers(ws)
 
@@ -269,7 +158,7 @@ def test_double_ctrl_c_requeues_removes_containers_and_resume_finishes(
 @pytest.mark.docker
 @pytest.mark.parametrize("infra_retries", [2, 0])
 def test_worker_raylet_killed_mid_batch(
-    nodes: _Cluster, workspace: Workspace, tmp_path: Path, infra_retries: int
+    nodes: RayCliCluster, workspace: Workspace, tmp_path: Path, infra_retries: int
 ) -> None:
     """Both episodes run at once, one per raylet; the worker raylet's process group is SIGKILLed while
     they run. The episode on it loses that try (an infra error, recorded with the dead node) and gets a

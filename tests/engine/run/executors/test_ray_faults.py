@@ -31,6 +31,7 @@ from bandpass.engine.sandbox.labels import BATCH, HEAD_MARKER, LABEL, SCRATCH, W
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support.narrow import present
 from tests.support.paths import REPO
 from tests.support.taskfactory import make_task
 from tests.support.waiting import wait_until
@@ -40,14 +41,15 @@ BASE = "bandpass/base:bookworm"
 
 def _containers(**labels: str) -> list[dict[str, Any]]:
     filt = [f"{LABEL}=1", *(f"{k}={v}" for k, v in labels.items())]
-    return get_client().api.containers(all=True, filters={"label": filt})
+    found: list[dict[str, Any]] = get_client().api.containers(all=True, filters={"label": filt})
+    return found
 
 
 def _labelled_container(labels: dict[str, str]) -> str:
     c = get_client().containers.run(
         BASE, ["sleep", "infinity"], labels={LABEL: "1", **labels}, detach=True, network_mode="none"
     )
-    return c.id
+    return present(c.id)
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -123,13 +125,13 @@ def test_gc_counts_per_workspace_and_keeps_a_live_one_unless_told(tmp_path: Path
         # Never a bare `gc` here: the engine is shared, other people's containers are on it.
         res = _cli("gc", "--dry-run")
         assert res.returncode == 0, res.stderr
-        assert f"{dead_ws}: would remove 1 container(s)" in res.stdout
-        assert f"{live_ws}: kept 1 container(s) (live: bX" in res.stdout
+        assert f"{dead_ws}: would remove 1 container\n" in res.stdout
+        assert f"{live_ws}: kept 1 container (live: bX" in res.stdout
         assert {live, dead} <= {c["Id"] for c in _containers()}
         res = _cli("gc", "--workspace", str(dead_ws))
-        assert res.returncode == 0 and "removed 1 container(s)" in res.stdout, res.stdout + res.stderr
+        assert res.returncode == 0 and "removed 1 container, " in res.stdout, res.stdout + res.stderr
         res = _cli("gc", "--batch", "bX", "--workspace", str(live_ws))
-        assert res.returncode == 0 and "removed 1 container(s)" in res.stdout, res.stdout + res.stderr
+        assert res.returncode == 0 and "removed 1 container, " in res.stdout, res.stdout + res.stderr
         assert not {live, dead} & {c["Id"] for c in _containers()}
     finally:
         os.close(lock)
@@ -232,7 +234,9 @@ def test_scratch_workspaces_leak_no_descriptors_or_dirs(tmp_path: Path) -> None:
     task = make_task(tmp_path / "src", "tiny")
     tar = pack_dir(task)
     head = str(tmp_path / "head")
-    fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731 - a one-line wait condition
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
 
     def one(i: int) -> None:
         spec = {

@@ -31,7 +31,8 @@ def _client(server: OpenAIServer, model: str, **kw: object) -> PolicyClient:
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def test_complete_sends_config_and_reads_usage(server: OpenAIServer) -> None:

@@ -18,6 +18,7 @@ from bandpass.engine.sandbox.asciicast import read_cast
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support.narrow import present
 from tests.support.servers.openai_server import OpenAIServer, running_server
 from tests.support.taskfactory import make_task
 
@@ -67,7 +68,7 @@ def test_policy_solves_in_docker(tiny: tuple[Workspace, int], server: OpenAIServ
     res = run_episode(ws, vid, lambda: _agent(server, "script:solve-42"), max_infra_retries=0)
     assert (res.outcome, res.reward) == ("passed", 1.0), res.detail
     with session(ws.engine) as s:
-        ep = queries.get_episode(s, res.episode_id)
+        ep = present(queries.get_episode(s, res.episode_id))
         steps = queries.steps(s, res.episode_id)
     assert [st.index for st in steps] == [0, 1, 2]
     first = json.loads(steps[0].action_json)

@@ -166,7 +166,7 @@ def test_history_trimmed_keeps_system_task_and_recent_turns() -> None:
     assert out[0] == msgs[0]
     assert (
         out[1]["content"].startswith("TASK")
-        and "earlier turn(s) cut to fit the context window" in out[1]["content"]
+        and "earlier turns cut to fit the context window" in out[1]["content"]
     )
     assert out[-1] == msgs[-1] and out[-2] == msgs[-2]
     roles = [m["role"] for m in out[2:]]

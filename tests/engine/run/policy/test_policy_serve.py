@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,7 +59,8 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _fake_vllm(folder: Path) -> Path:
@@ -137,9 +139,10 @@ class Serve:
             with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
                 os.killpg(json.loads(self.record.read_text())["pid"], signal.SIGKILL)
 
-    def recorded(self) -> dict:
+    def recorded(self) -> dict[str, Any]:
         wait_until(self.record.exists, what="serve wrote its record")
-        return json.loads(self.record.read_text())
+        record: dict[str, Any] = json.loads(self.record.read_text())
+        return record
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])

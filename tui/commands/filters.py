@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bandpass.tui.cli import fail
+from ..cli import fail
 
 #: Outcome kinds a filter may name besides a full outcome.
 KINDS = ("passed", "failed", "agent_error", "infra_error")
@@ -28,14 +28,16 @@ def check_filters(
     *,
     task: str | None = None,
     agent: str | None = None,
+    model: str | None = None,
     batch: str | None = None,
     outcome: str | None = None,
     cluster: str | None = None,
     probes: bool = True,
 ) -> None:
-    """Raises ``fail`` (exit 1) for a task, agent, batch, outcome or cluster that does not exist."""
-    from bandpass.engine.app import reads
-    from bandpass.engine.core import outcomes as oc
+    """Raises ``fail`` (exit 1) for a task, agent, model (a policy run's agent), batch, outcome or cluster
+    that does not exist, naming what does."""
+    from ...engine.app import reads
+    from ...engine.core import outcomes as oc
 
     problem = reads.filter_problem(ws, task=task, agent=agent, batch=batch)
     if problem is not None:
@@ -47,6 +49,12 @@ def check_filters(
             raise fail(f"--agent {agent}: no episodes of this agent{hint}")
         hint = f" (batches: {_listing(known)})" if known else " (no batches yet)"
         raise fail(f"--batch {batch}: no such batch{hint}")
+    if model is not None:
+        found = reads.filter_problem(ws, agent=model)
+        if found is not None:
+            known = [a for a in found[1] if ":" not in a]
+            hint = f" (models and agents with episodes: {_listing(known)})" if known else " (no episodes yet)"
+            raise fail(f"--model {model}: no episodes of this model{hint}")
     if outcome is not None and outcome not in KINDS and not outcome.endswith(":"):
         try:
             oc.Outcome.parse(outcome)
@@ -56,10 +64,9 @@ def check_filters(
                 "as agent_error:turn_limit)"
             ) from None
     if cluster is not None:
-        from bandpass.engine.review.clusters import load_clusters
-        from bandpass.engine.review.signatures import matches
+        from ...engine.app.diagnosis import unknown_cluster
 
-        found = load_clusters(ws, include_probes=probes)
-        if not any(matches(c.signature, cluster) for c in found):
-            hint = f" (clusters: {_listing([c.id for c in found])})" if found else " (no failures yet)"
+        known_ids = unknown_cluster(ws, cluster, include_probes=probes)  # listed as `bandpass clusters`
+        if known_ids is not None:
+            hint = f" (clusters: {_listing(known_ids)})" if known_ids else " (no failures yet)"
             raise fail(f"--cluster {cluster}: no failure cluster with this id or signature{hint}")
