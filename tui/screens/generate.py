@@ -40,6 +40,7 @@ from ...engine.core.workspace import Workspace
 from ..errors import Guarded, show_refusal
 from ..typed_app import bandpass_app
 from ..widgets.threadsafe import UiCaller
+from ..worker_answer import dropped_once_gone
 from .confirm import ConfirmDialog
 from .generation import GenerationScreen
 
@@ -180,6 +181,7 @@ class GenerateScreen(Guarded, Screen[None]):
         ]
         self.app.call_from_thread(self._show_history, gens, found.yields)
 
+    @dropped_once_gone
     def _show_history(self, gens: list[tuple[Any, ...]], yields: list[tuple[str, int, int]]) -> None:
         table = self.query_one("#gen-history", DataTable)
         table.clear()

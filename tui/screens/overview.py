@@ -23,6 +23,7 @@ from ...engine.core.errors import BandpassError
 from ...engine.core.workspace import Workspace
 from ..errors import Guarded
 from ..navigation import go_back
+from ..worker_answer import dropped_once_gone
 
 #: Where to go next, in the order the README's "first 10 minutes" walks them.
 NEXT_STEPS = (
@@ -183,6 +184,7 @@ class OverviewScreen(Guarded, Screen[None]):
     def _show_error(self, exc: Exception) -> None:
         self.query_one("#overview-headline", Static).update(Text(f"Cannot read the workspace: {exc}", "red"))
 
+    @dropped_once_gone
     def _show(self, ov: Overview) -> None:
         self.overview = ov
         audits = ", ".join(f"{n} {v}" for v, n in ov.audits.items())

@@ -54,6 +54,7 @@ from ..widgets.episode_follower import EpisodeFollower
 from ..widgets.episode_pane import EpisodePane
 from ..widgets.live_episodes import LiveEpisode, LiveEpisodes
 from ..widgets.threadsafe import UiCaller
+from ..worker_answer import dropped_once_gone
 from .batch_confirm import BatchConfirm, BatchRequest
 
 BUILTIN_CHOICES = (probes.ORACLE, probes.NOP)
@@ -562,6 +563,7 @@ class RunsScreen(Guarded, Screen[None]):
         if rows:
             self.app.call_from_thread(self._show_batches, rows)
 
+    @dropped_once_gone
     def _show_batches(self, rows: list[Any]) -> None:
         """Every batch in the table, this screen's own too (marked); live panes are tailed only for
         other processes' batches: this screen's own episodes reach their panes through the bus."""

@@ -49,6 +49,7 @@ from ..errors import Guarded, refusals
 from ..navigation import go_back
 from ..widgets.review_panel import ReviewPanel, run_summary
 from ..widgets.virtual_table import Column, VirtualTable, numeric_key, shorten_outcome
+from ..worker_answer import dropped_once_gone
 from .tag_dialog import TagChoice, open_tag_dialog
 
 #: Virtual tables: 10,000 failures (or 3,000 clusters) paint in milliseconds, where a DataTable takes
@@ -281,6 +282,7 @@ class TagQueueScreen(Guarded, Screen[None]):
         self.notify(f"{type(exc).__name__}: {exc}", title="Could not load the queue", severity="error")
         self._refresh_status()
 
+    @dropped_once_gone
     def _loaded(self, data: QueueLoad, cursor_on: int | None, then: Callable[[], None] | None) -> None:
         t0 = time.perf_counter()
         self._all = data.all

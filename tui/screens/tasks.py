@@ -35,6 +35,7 @@ from ..errors import Guarded, show_refusal
 from ..typed_app import bandpass_app
 from ..widgets.backoff import Backoff
 from ..widgets.virtual_table import Column, VirtualTable, numeric_key
+from ..worker_answer import dropped_once_gone
 from .confirm import ConfirmDialog
 
 #: Audits in flight: looked at a second after the store changed, backing off to 4 s while it is quiet.
@@ -365,6 +366,7 @@ class TasksScreen(Guarded, Screen[None]):
         shown = tuple((a.task, a.phase, a.node) for a in flying)
         self.app.call_from_thread(self._show_audits, shown)
 
+    @dropped_once_gone
     def _show_audits(self, shown: tuple[tuple[str, str, str], ...]) -> None:
         finished = bool(self._audits_shown) and len(shown) < len(self._audits_shown)
         self._audits_shown = shown
@@ -404,6 +406,7 @@ class TasksScreen(Guarded, Screen[None]):
             return
         self.app.call_from_thread(self._loaded, data)
 
+    @dropped_once_gone
     def _loaded(self, data: TasksData) -> None:
         self.model, self.k, self.last_load_s = data.model, data.k, data.seconds
         table = self.query_one(VirtualTable)
