@@ -1,12 +1,16 @@
 """Tasks audited per hour: sequential vs concurrent (local) vs Ray, on the examples and a generated corpus.
 
 Run: .venv/bin/python bench/bench_audit_scale.py [--corpus 50] [--sample 4] [--concurrency 2]
-     [--modes seq,concurrent,ray] [--source examples|corpus|both] [--reruns 3] [--json OUT]
+     [--modes seq,concurrent,ray] [--source examples|corpus|compose|both] [--reruns 3] [--json OUT]
 Needs a Docker engine (and the ``cluster`` extra for ``ray``). Hold the shared Docker lock around it.
 
 * The corpus is generated deterministically, no model needed: ``--corpus`` variants of the eight examples
   (``<example>-NN``), each with its own task version (a marker line in the instruction), so each builds,
   settles and is audited as a task of its own.
+* ``compose``: ``--sample`` service tasks (``tests/support/taskfactory.py`` ``make_compose_task``: the answer
+  only a healthchecked HTTP sidecar knows), each its own version. Their episodes mostly wait (``compose up
+  --wait`` on the sidecar's healthcheck, ~2 s of a ~3.4 s episode) rather than compute: the case where the
+  CPUs and Docker are not what an audit waits on.
 * Each mode audits the same ``--sample`` tasks of a source on a fresh workspace (its own probe cache: the
   harness probes run once per mode), images built beforehand so no mode pays another's builds:
   ``seq`` is ``LocalAuditExecutor(1)`` (what ``bandpass audit`` did before), ``concurrent``
@@ -42,12 +46,13 @@ from bandpass.engine.audit.corpus import plan_audits, run_audits, run_reports
 from bandpass.engine.audit.executors import AuditExecutor, LocalAuditExecutor, RayAuditExecutor
 from bandpass.engine.audit.phases import PHASES
 from bandpass.engine.core.workspace import Workspace
-from bandpass.engine.run.episode import ensure_image
+from bandpass.engine.run.episode import ensure_image, ensure_service_images
 from bandpass.engine.sandbox.docker_engine import get_client
 from bandpass.engine.tasks.importer import import_paths
 from bandpass.engine.tasks.taskdir import load_task
 from bandpass.store import queries
 from bandpass.store.db import session
+from tests.support.taskfactory import make_compose_task
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 
@@ -84,7 +89,10 @@ def _prebuild(ws: Workspace, vids: list[int]) -> None:
         with session(ws.engine) as s:
             version = queries.get_version(s, vid)
         assert version is not None
-        ensure_image(ws, client, version, load_task(ws.abs(version.path)), None)
+        spec = load_task(ws.abs(version.path))
+        ensure_image(ws, client, version, spec, None)
+        if spec.compose is not None:
+            assert ensure_service_images(ws, client, version, spec, None).failure() is None
 
 
 @contextlib.contextmanager
@@ -224,7 +232,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--reruns", type=int, default=3)
     ap.add_argument("--modes", default="seq,concurrent,ray")
-    ap.add_argument("--source", default="both", choices=("examples", "corpus", "both"))
+    ap.add_argument("--source", default="both", choices=("examples", "corpus", "compose", "both"))
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     modes = [m for m in args.modes.split(",") if m]
@@ -243,6 +251,14 @@ def main() -> None:
             # the sample: spread over the corpus (every k-th), so it mixes examples and variants
             step = max(1, len(corpus) // max(1, args.sample))
             sources[f"generated corpus ({args.corpus} tasks)"] = corpus[::step][: args.sample]
+        if args.source == "compose":
+            (Path(tmp) / "compose").mkdir()
+            sources["service tasks (compose)"] = []
+            for i in range(args.sample):
+                d = make_compose_task(Path(tmp) / "compose", f"service-task-{i:02d}")
+                with (d / "instruction.md").open("a", encoding="utf-8") as f:
+                    f.write(f"\n<!-- variant {i} -->\n")  # each its own version
+                sources["service tasks (compose)"].append(d)
         for source, tasks in sources.items():
             sample = tasks[: args.sample]
             rows = []

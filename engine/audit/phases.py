@@ -8,7 +8,10 @@ can say live which task is in which phase (the CLI's progress lines, the Tasks s
 
 The cost is said in *oracle-episode equivalents*: the seconds of every episode the audit ran, divided by
 one oracle episode's seconds on the same task and machine. It is the unit a curator can compare with a
-rollout (an oracle episode is about what one policy attempt at the task costs, minus the model).
+rollout (an oracle episode is about what one policy attempt at the task costs, minus the model). The unit
+is an oracle episode that verified once, as a rollout does: the audit's first oracle also reruns its
+verifier four times, and counting that one in the unit made the unit larger and the cost smaller the fewer
+oracle episodes there were (``--reruns 1``: the unit was 2–3x an attempt and the cost a third of the truth).
 """
 
 from __future__ import annotations
@@ -55,15 +58,18 @@ class PhaseClock:
 
 
 def cost(episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The audit's cost from its episodes (``{"agent", "outcome", "seconds"}`` each): how many, their
-    seconds, one oracle episode's seconds (the median of the oracle episodes that passed) and the ratio.
+    """The audit's cost from its episodes (``{"agent", "outcome", "seconds", "verifier_reruns"}`` each):
+    how many, their seconds, one oracle episode's seconds and the ratio. The unit is the median of the
+    passing oracle episodes that ran their verifier once (those with reruns only when there is no other).
     ``oracle_equivalents`` is None when no oracle passed (nothing to measure by)."""
     seconds = [e["seconds"] for e in episodes if e.get("seconds") is not None]
-    oracle = [
-        e["seconds"]
+    passed = [
+        e
         for e in episodes
         if e.get("agent") == probes.ORACLE and e.get("outcome") == "passed" and e.get("seconds") is not None
     ]
+    once = [e["seconds"] for e in passed if not e.get("verifier_reruns")]
+    oracle = once or [e["seconds"] for e in passed]
     unit = statistics.median(oracle) if oracle else None
     total = round(sum(seconds), 2)
     return {

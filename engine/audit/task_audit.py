@@ -525,6 +525,11 @@ def _finish(
     batch = report.checks.get("batch")
     with session(ws.engine) as s:
         if batch:  # every episode the audit ran (the footprint's too): its cost in oracle episodes
+            reruns = {
+                run.get("episode"): len(run.get("reruns") or [])
+                for runs in (report.checks.get("episodes") or {}).values()
+                for run in runs
+            }
             report.checks["cost"] = audit_phases.cost(
                 [
                     {
@@ -533,6 +538,7 @@ def _finish(
                         "seconds": (e.ended_at - e.started_at).total_seconds()
                         if e.started_at and e.ended_at
                         else None,
+                        "verifier_reruns": reruns.get(e.id, 0),
                     }
                     for e in queries.episodes(s, batch_id=batch)
                 ]
